@@ -1,0 +1,48 @@
+// The compilation pipeline: one table of stages run in order (frontend, passes, lower, schedule,
+// codegen, build), each taking the previous stage's value, writing its debug dump when asked, and
+// everything written to a fresh folder that replaces OUTDIR only on success.
+#pragma once
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace foundry {
+
+enum class Stage { Frontend, Passes, Lower, Schedule, Codegen, Build };
+
+std::string_view stage_name(Stage s);
+std::optional<Stage> stage_from_name(std::string_view name);
+// "frontend", "passes", ... in pipeline order.
+const std::vector<std::string>& stage_names();
+
+struct PipelineOptions {
+  std::string input;
+  std::string output_dir;  // empty: default_output_dir(input)
+  bool emit_source = true;
+  bool emit_so = true;
+  std::optional<Stage> stop_after;  // nullopt: as far as `emit` needs
+  bool dump_ir = false;             // debug dumps under OUTDIR/debug/
+  std::ostream* timing_out = nullptr;  // --time-passes: each stage's wall time, as it finishes
+};
+
+struct StageTiming {
+  std::string stage;
+  double seconds = 0;
+};
+
+struct PipelineResult {
+  std::string output_dir;
+  std::vector<StageTiming> timings;
+};
+
+// "<input stem>_out" beside the input ("models/mlp/model.pt2" -> "models/mlp/model_out").
+std::string default_output_dir(const std::string& input);
+
+// Runs the pipeline. Throws UserError (bad input, unsupported feature, a stage not implemented
+// yet) or InternalError. On failure OUTDIR is left as it was; with dump_ir, the dumps written so
+// far are kept in "OUTDIR.failed" and the error message names that folder.
+PipelineResult run_pipeline(const PipelineOptions& options);
+
+}  // namespace foundry

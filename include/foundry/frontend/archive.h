@@ -1,0 +1,35 @@
+// Read access to a .pt2 archive's entries, by their path under the archive's root folder
+// ("models/model.json", "data/weights/weight_0"): a ZIP file mapped into memory once, or an
+// extracted folder. STORED entries are returned as views into the mapping (no copies).
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "foundry/graph/graph.h"
+
+namespace foundry {
+
+class Archive {
+ public:
+  virtual ~Archive() = default;
+  // The entry's bytes, or nullopt when there is no such entry. Reading an entry twice returns the
+  // same bytes (compressed entries are inflated once). Throws UserError on a damaged entry.
+  virtual std::optional<Blob> read(const std::string& entry) = 0;
+  // How messages name the entry, e.g. "model.pt2:model/data/weights/weight_0".
+  virtual std::string describe(const std::string& entry) const = 0;
+};
+
+// A .pt2 ZIP archive: one root folder, entries located through the central directory (ZIP64
+// aware), the whole file mapped once. Throws UserError on anything that is not a valid archive.
+std::unique_ptr<Archive> open_zip_archive(const std::string& path);
+
+// An extracted archive: `root` is the folder that holds models/ and data/.
+std::unique_ptr<Archive> open_folder_archive(const std::string& root);
+
+// Maps a whole file read-only (an empty file gives an empty blob). Throws UserError naming the
+// file when it cannot be opened.
+Blob map_file(const std::string& path);
+
+}  // namespace foundry

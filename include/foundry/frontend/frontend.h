@@ -1,0 +1,21 @@
+// The frontend: reads a torch.export archive into a Graph.
+#pragma once
+#include <string>
+
+#include "foundry/graph/graph.h"
+
+namespace foundry {
+
+// Reads a model from
+//   - a .pt2 archive (a ZIP: one root folder, STORED entries; weights are views into the mapping),
+//   - an extracted archive folder (the root folder itself, or a folder holding just it), or
+//   - a bare models/model.json, with weights read from the archive layout around it
+//     (../data/weights/... relative to models/model.json).
+// Throws UserError with a one-line message naming the file (and node and op where relevant) on
+// any malformed, unsupported or inconsistent input. Does not run verify_graph.
+Graph load_model(const std::string& path);
+
+// A path as messages show it: as given when it is plain printable text, quoted otherwise.
+std::string display_path(const std::string& path);
+
+}  // namespace foundry

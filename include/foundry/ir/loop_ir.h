@@ -1,0 +1,104 @@
+// The loop-level IR: buffers with layouts, and nodes that compute them. A pointwise or reduction
+// node's body is a C++ callable over loop indices written against `Ops`; an extern node is a
+// library call (matrix product, convolution) that only declares what it reads and writes.
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "foundry/graph/graph.h"
+#include "foundry/ir/expr.h"
+#include "foundry/ir/ops.h"
+
+namespace foundry::ir {
+
+using Index = std::vector<Expr>;
+
+enum class BufferKind {
+  Input,     // a user input, contiguous
+  Constant,  // a weight/buffer/constant storage from the archive (or folded at compile time)
+  Computed,  // written by a node
+};
+
+struct Buffer {
+  int id = 0;
+  std::string name;  // ours: "buf3", "arg0", "const1"
+  BufferKind kind = BufferKind::Computed;
+  DType dtype = DType::Float32;
+  std::vector<Expr> sizes;    // logical shape
+  std::vector<Expr> strides;  // layout (computed buffers: contiguous)
+  Expr offset;                // element offset of [0,...,0]
+  // Constants: the storage they view. The buffer's elements are storage[offset + sum(i*stride)].
+  Blob data;
+  int64_t storage_numel = 0;  // constants: elements in `data`
+  int input_index = -1;       // Input: position among the user inputs
+
+  // Element index of a logical index in this buffer's layout.
+  Expr linear_index(const Index& idx) const;
+  Expr numel() const;
+};
+
+enum class NodeKind { Pointwise, Reduction, Extern };
+
+// The body of a pointwise or reduction node: performs its own store(s) or reduction+store.
+using Body = std::function<void(Ops& ops, const Index& idx, const Index& ridx)>;
+
+struct ExternCall {
+  std::string kind;  // "mm", "bmm", "addmm", "convolution"
+  // Each operand is a buffer seen through a strided view.
+  struct Operand {
+    const Buffer* buffer = nullptr;
+    std::vector<int64_t> sizes, strides;
+    int64_t offset = 0;
+  };
+  std::vector<Operand> inputs;  // absent optional operands have buffer == nullptr
+  std::map<std::string, std::vector<int64_t>> int_params;  // stride, padding, dilation, groups...
+  std::map<std::string, double> float_params;              // alpha, beta
+};
+
+struct LoopNode {
+  int id = 0;
+  NodeKind kind = NodeKind::Pointwise;
+  const Buffer* output = nullptr;  // the buffer this node (first) writes
+  Index ranges;                    // iteration space of idx ("i0", "i1", ...)
+  Index reduction_ranges;          // reduction space of ridx ("r0", ...); empty for pointwise
+  ReduceOp reduce_op = ReduceOp::Sum;
+  Body body;
+  ExternCall call;                    // Extern only
+  std::vector<std::string> origins;   // the ATen nodes it came from (our names), for comments
+
+  // The loop-variable symbols this node's body is run with.
+  Index index_symbols() const;
+  Index reduction_symbols() const;
+};
+
+struct LoopProgram {
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  std::vector<std::unique_ptr<LoopNode>> nodes;  // program order
+  std::vector<const Buffer*> inputs;             // user inputs in signature order
+  std::vector<const Buffer*> outputs;            // user outputs in signature order
+  std::vector<std::string> output_names;         // ours, for messages and the header
+
+  Buffer* new_buffer(BufferKind kind, DType dtype, const std::vector<Expr>& sizes);
+  LoopNode* add_node(std::unique_ptr<LoopNode> node);
+};
+
+std::vector<Expr> contiguous_strides(const std::vector<Expr>& sizes);
+std::string loop_var(int i);       // "i0"
+std::string reduction_var(int i);  // "r0"
+
+}  // namespace foundry::ir
+
+namespace foundry::ir {
+
+// The extents of a node's loop symbols (i*, r*), for range-aware index simplification.
+SymbolExtents node_extents(const LoopNode& node);
+
+// Runs a pointwise/reduction body on its loop symbols through `ops`, simplifying every index
+// expression (loads, stores, index_expr) with the node's extents first. Every symbolic handler
+// (recording, printing, code emitting) runs bodies this way, so they all see the same indices.
+void run_body_symbolic(const LoopNode& node, Ops& ops);
+
+}  // namespace foundry::ir

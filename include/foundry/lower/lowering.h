@@ -1,0 +1,100 @@
+// Lowering: each ATen node becomes loop-level IR. A lowering function sees its node's arguments
+// as TensorRefs (a shape, a dtype and a loader, like Inductor's TensorBox) and returns its outputs
+// as TensorRefs. Pointwise math composes loaders lazily; views only remap indices; the driver
+// realizes each non-view node's outputs into buffers, so every ATen node is one IR node until the
+// scheduler fuses them.
+#pragma once
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "foundry/graph/graph.h"
+#include "foundry/ir/loop_ir.h"
+
+namespace foundry::lower {
+
+using ir::Expr;
+using ir::Index;
+using ir::Ops;
+using ir::Val;
+
+using Loader = std::function<Val(Ops&, const Index&)>;
+
+struct TensorRef {
+  DType dtype = DType::Float32;
+  std::vector<Expr> sizes;
+  Loader load;
+  const ir::Buffer* buffer = nullptr;  // set when `load` reads exactly `buffer` in its own layout
+
+  size_t rank() const { return sizes.size(); }
+  // Static sizes (throws UserError naming the op when a size is symbolic).
+  std::vector<int64_t> static_sizes() const;
+};
+
+class LoweringContext {
+ public:
+  explicit LoweringContext(ir::LoopProgram& program) : program_(program) {}
+
+  // The node being lowered (set by the driver); used for origins and error messages.
+  const Node* node = nullptr;
+
+  // The TensorRef bound to a graph value.
+  TensorRef& value(const Value* v);
+  void bind(const Value* v, TensorRef ref) { env_[v] = std::move(ref); }
+  bool is_bound(const Value* v) const { return env_.count(v) != 0; }
+
+  // A tensor argument; a number in a Tensor slot becomes a 0-d constant of `scalar_dtype`.
+  TensorRef tensor(const Arg& arg, DType scalar_dtype = DType::Float32);
+
+  // A lazy pointwise tensor (not materialized).
+  static TensorRef pointwise(DType dtype, std::vector<Expr> sizes, Loader load);
+  // A 0-d constant.
+  static TensorRef constant(const ir::Scalar& value);
+
+  // Materializes `ref` into a fresh contiguous buffer (a pointwise node), unless it already is
+  // one. Returns a buffer-backed ref.
+  TensorRef realize(const TensorRef& ref);
+  // A realized reduction over `reduction_ranges`; fn(ops, idx, ridx) gives the value to reduce.
+  TensorRef reduction(DType out_dtype, std::vector<Expr> sizes, std::vector<Expr> reduction_ranges,
+                      ir::ReduceOp op,
+                      std::function<Val(Ops&, const Index& idx, const Index& ridx)> fn);
+  // A node that writes into an existing computed buffer (scatter ops); `ranges` is its iteration
+  // space and `body` performs the stores.
+  void mutate(const ir::Buffer* target, std::vector<Expr> ranges, ir::Body body);
+  // A library call; returns the realized output.
+  TensorRef extern_call(ir::ExternCall call, DType dtype, std::vector<Expr> sizes);
+  // A buffer view usable by an extern kernel: the ref itself when it is an affine view of one
+  // buffer, else a realized copy.
+  ir::ExternCall::Operand strided_operand(const TensorRef& ref);
+
+  ir::LoopProgram& program() { return program_; }
+  [[noreturn]] void fail(const std::string& message) const;  // UserError naming the node and op
+
+ private:
+  ir::LoopProgram& program_;
+  std::map<const Value*, TensorRef> env_;
+  std::vector<std::string> origins() const;
+};
+
+// A buffer seen in its own layout.
+TensorRef buffer_ref(const ir::Buffer* buf);
+
+// One lowering per op name ("add.Tensor", "relu"): returns the node's outputs in order (entries
+// for outputs nobody uses may be empty TensorRefs with no loader).
+using LowerFn = std::function<std::vector<TensorRef>(LoweringContext&, const Node&)>;
+
+struct Lowering {
+  std::string op;
+  LowerFn fn;
+  bool is_view = false;  // outputs stay lazy index remaps instead of being realized
+};
+
+const Lowering* find_lowering(const std::string& op);
+const std::vector<Lowering>& all_lowerings();
+
+// Lowers the whole graph. Throws UserError naming the node and op when an op has no lowering.
+ir::LoopProgram lower_graph(const Graph& graph);
+
+}  // namespace foundry::lower

@@ -1,0 +1,92 @@
+// The op registry: one table (ops.def) of every operator foundryc understands, with its ATen
+// schema and its shape/dtype rule. Adding an op is adding a row there.
+#pragma once
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "foundry/graph/graph.h"
+
+namespace foundry {
+
+// One argument of a parsed ATen schema, e.g. "Scalar alpha=1" or "*, ScalarType? dtype=None".
+struct ArgSchema {
+  std::string name;
+  std::string type;        // as written, e.g. "Tensor", "int[]", "Scalar?", "SymInt[1]"
+  bool optional = false;   // type ends in '?'
+  bool kwarg_only = false; // after '*'
+  std::optional<std::string> default_text;  // as written after '=', e.g. "1", "None", "[]", "False"
+  std::string alias;       // alias annotation without parentheses, e.g. "a!" for "Tensor(a!)"; not in `type`
+};
+
+struct OpSchema {
+  std::string name;      // "add"
+  std::string overload;  // "Tensor" ("" for default)
+  std::vector<ArgSchema> args;
+  std::vector<std::string> returns;  // return types, e.g. {"Tensor", "Tensor"}
+  std::string text;                  // the schema as written in ops.def
+};
+
+// Parses an ATen schema string; throws InternalError on malformed text (the table is ours).
+OpSchema parse_schema(std::string_view text);
+
+// Computes the output types of a bound node (args in schema order, defaults filled in).
+// Throws UserError with a message (without the node name; the caller adds it) on invalid input.
+using ShapeRule = std::function<std::vector<TensorType>(const Node&)>;
+
+struct OpInfo {
+  std::string name;  // "add.Tensor", "relu" (".default" dropped)
+  OpSchema schema;
+  ShapeRule infer;   // may be empty for ops whose recorded types are trusted
+};
+
+// Looks up an op by its export target ("torch.ops.aten.add.Tensor") or short name ("add.Tensor").
+const OpInfo* find_op(std::string_view target);
+const std::vector<OpInfo>& all_ops();
+
+// Binds raw arguments (name + value as read from the file) to the schema: orders them
+// positionally, fills defaults, converts numbers in Tensor slots to scalars (kept as Int/Float/Bool
+// args), checks arity and types. Throws UserError on mismatch.
+struct RawArg {
+  std::string name;
+  Arg value;
+  bool kwarg_only = false;
+};
+std::vector<Arg> bind_arguments(const OpInfo& op, const std::vector<RawArg>& raw,
+                                std::vector<std::string>* names_out);
+
+// Shortens an export target to the registry's name: "torch.ops.aten.relu.default" -> "relu".
+std::string short_op_name(std::string_view target);
+
+// Helpers shared by the shape rules (lib/ops/rules_*.cpp); the lowering may use them too.
+// All throw UserError on invalid input.
+namespace shape {
+
+// The bound argument named `name` (looked up through the node's schema).
+const Arg& arg(const Node& node, std::string_view name);
+bool has_arg(const Node& node, std::string_view name);  // whether the op's schema has it
+// The type of a Tensor argument; throws if the argument is not a tensor.
+const TensorType& tensor(const Node& node, std::string_view name);
+// Typed accessors for scalar arguments (an Int or SymInt's hint, a Bool, a list of ints).
+int64_t int_arg(const Node& node, std::string_view name);
+bool bool_arg(const Node& node, std::string_view name);
+std::vector<int64_t> ints_arg(const Node& node, std::string_view name);
+std::optional<DType> dtype_arg(const Node& node, std::string_view name);  // nullopt for None
+// A contiguous tensor type (strides left empty, meaning contiguous).
+TensorType make_type(DType dtype, std::vector<int64_t> sizes);
+std::string format_sizes(const std::vector<int64_t>& sizes);  // "[2, 3]"
+
+// Wraps a possibly negative dim into [0, rank); a 0-d tensor accepts dims -1 and 0.
+int64_t normalize_dim(int64_t dim, int64_t rank);
+std::vector<int64_t> broadcast_shapes(const std::vector<int64_t>& a, const std::vector<int64_t>& b);
+
+// ATen's result_type over tensors and wrapped numbers: dim>0 tensors first, then 0-d tensors,
+// then Python numbers, each later group only raising the category (bool < int < float).
+// Non-tensor, non-number args (None) are skipped.
+DType result_type(const std::vector<const Arg*>& operands);
+
+}  // namespace shape
+
+}  // namespace foundry

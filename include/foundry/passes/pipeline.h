@@ -1,0 +1,44 @@
+// The graph-pass pipeline: the ordered list of ATen-level passes run between the frontend and
+// the lowering (see lib/passes/pipeline.cpp for the order and the reason for each entry).
+#pragma once
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "foundry/graph/graph.h"
+
+namespace foundry::passes {
+
+struct GraphPass {
+  std::string name;                  // "dce", "fold-constants", ... (names may repeat)
+  std::function<bool(Graph&)> run;   // returns whether it changed the graph
+  std::string why;                   // one line: why it is there, at this point
+};
+
+// The pipeline, in order.
+const std::vector<GraphPass>& graph_passes();
+
+struct PassReport {
+  std::string name;
+  double seconds = 0;       // wall time of the pass (verification not included)
+  bool changed = false;
+  size_t nodes_before = 0, nodes_after = 0;
+};
+
+struct PassOptions {
+  // Re-verify the graph (verify_graph) after each pass; nullopt: in debug builds only.
+  std::optional<bool> verify;
+  // Names of passes to leave out.
+  std::vector<std::string> disabled;
+};
+
+// Runs the pipeline on `g` in place. Throws InternalError naming the pass when verification
+// after it fails (a bug in the pass); a graph that is invalid before the first pass gives the
+// verifier's UserError.
+std::vector<PassReport> run_graph_passes(Graph& g, const PassOptions& options = {});
+
+// The reports as a small table (for --time-passes): one line per pass, then the total.
+std::string format_pass_reports(const std::vector<PassReport>& reports);
+
+}  // namespace foundry::passes

@@ -1,0 +1,32 @@
+// Compares a computed tensor with a reference, with PyTorch-style tolerances: element-wise
+// |out - ref| <= atol + rtol*|ref|; infinities must match exactly; NaN only where the reference
+// has NaN; integer and bool outputs exact.
+#pragma once
+#include <optional>
+#include <string>
+
+#include "foundry/runtime/npy.h"
+
+namespace foundry {
+
+struct Tolerance {
+  double atol = 1e-4;
+  double rtol = 1e-4;
+  static Tolerance for_dtype(DType t);  // float32 1e-4, float64 1e-7, float16/bfloat16 1e-3
+};
+
+struct Comparison {
+  bool pass = false;
+  double max_abs_err = 0;
+  double max_rel_err = 0;
+  int64_t mismatches = 0;
+  std::string message;  // the first problem found, empty when passing
+};
+
+// `tol` defaults to Tolerance::for_dtype(ref.dtype).
+Comparison compare_arrays(const NpyArray& out, const NpyArray& ref, std::optional<Tolerance> tol = std::nullopt);
+
+// Element e of an array as a double (for messages and comparisons).
+double element_as_double(const NpyArray& a, int64_t e);
+
+}  // namespace foundry

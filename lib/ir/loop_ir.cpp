@@ -1,0 +1,67 @@
+#include "foundry/ir/loop_ir.h"
+
+#include "foundry/support/error.h"
+
+namespace foundry::ir {
+
+Expr Buffer::linear_index(const Index& idx) const {
+  FOUNDRY_CHECK(idx.size() == strides.size(), "index rank does not match buffer " + name);
+  Expr e = offset;
+  for (size_t d = 0; d < idx.size(); ++d) e = e + idx[d] * strides[d];
+  return e;
+}
+
+Expr Buffer::numel() const {
+  Expr n = 1;
+  for (const Expr& s : sizes) n = n * s;
+  return n;
+}
+
+std::vector<Expr> contiguous_strides(const std::vector<Expr>& sizes) {
+  std::vector<Expr> strides(sizes.size());
+  Expr running = 1;
+  for (size_t d = sizes.size(); d-- > 0;) {
+    strides[d] = running;
+    running = running * sizes[d];
+  }
+  return strides;
+}
+
+std::string loop_var(int i) { return "i" + std::to_string(i); }
+std::string reduction_var(int i) { return "r" + std::to_string(i); }
+
+Index LoopNode::index_symbols() const {
+  Index out;
+  for (size_t d = 0; d < ranges.size(); ++d) out.push_back(Expr::sym(loop_var(static_cast<int>(d))));
+  return out;
+}
+
+Index LoopNode::reduction_symbols() const {
+  Index out;
+  for (size_t d = 0; d < reduction_ranges.size(); ++d)
+    out.push_back(Expr::sym(reduction_var(static_cast<int>(d))));
+  return out;
+}
+
+Buffer* LoopProgram::new_buffer(BufferKind kind, DType dtype, const std::vector<Expr>& sizes) {
+  auto buf = std::make_unique<Buffer>();
+  buf->id = static_cast<int>(buffers.size());
+  buf->kind = kind;
+  buf->dtype = dtype;
+  buf->sizes = sizes;
+  buf->strides = contiguous_strides(sizes);
+  const char* prefix = kind == BufferKind::Input ? "arg" : kind == BufferKind::Constant ? "const" : "buf";
+  int count = 0;
+  for (const auto& b : buffers) count += b->kind == kind;
+  buf->name = prefix + std::to_string(count);
+  buffers.push_back(std::move(buf));
+  return buffers.back().get();
+}
+
+LoopNode* LoopProgram::add_node(std::unique_ptr<LoopNode> node) {
+  node->id = static_cast<int>(nodes.size());
+  nodes.push_back(std::move(node));
+  return nodes.back().get();
+}
+
+}  // namespace foundry::ir

@@ -1,0 +1,181 @@
+#include "foundry/ir/print.h"
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "foundry/ir/record.h"
+
+namespace foundry::ir {
+namespace {
+
+std::string join_exprs(const std::vector<Expr>& xs) {
+  std::string out;
+  for (size_t i = 0; i < xs.size(); ++i) out += (i ? ", " : "") + to_string(xs[i]);
+  return out;
+}
+
+// Exact, stable text for constants: integers as written, floats with 17 significant digits.
+std::string scalar_text(const Scalar& s) {
+  if (!is_floating(s.dtype)) return std::to_string(s.i);
+  if (std::isnan(s.f)) return "nan";
+  if (std::isinf(s.f)) return s.f > 0 ? "inf" : "-inf";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", s.f);
+  return buf;
+}
+
+class PrintingOps final : public Ops {
+ public:
+  std::ostringstream out;
+
+  Val load(const Buffer& buf, const Expr& index) override {
+    return emit(buf.dtype, "load(" + buf.name + ", " + to_string(index) + ")");
+  }
+  void store(const Buffer& buf, const Expr& index, Val v, StoreMode mode) override {
+    std::string m = mode == StoreMode::Set ? "" : ", mode=" + std::string(op_name(mode));
+    line("store(" + buf.name + ", " + to_string(index) + ", " + name(v) + m + ")");
+  }
+  Val constant(const Scalar& s) override {
+    return emit(s.dtype, "constant(" + scalar_text(s) + ", " + std::string(dtype_name(s.dtype)) + ")");
+  }
+  Val index_expr(const Expr& e, DType t) override {
+    return emit(t, "index_expr(" + to_string(e) + ", " + std::string(dtype_name(t)) + ")");
+  }
+  Val to_dtype(Val v, DType t) override {
+    return emit(t, "to_dtype(" + name(v) + ", " + std::string(dtype_name(t)) + ")");
+  }
+  Val unary(UnaryOp op, Val x) override {
+    return emit(returns_bool(op) ? DType::Bool : x.dtype, std::string(op_name(op)) + "(" + name(x) + ")");
+  }
+  Val binary(BinaryOp op, Val a, Val b) override {
+    return emit(returns_bool(op) ? DType::Bool : a.dtype,
+                std::string(op_name(op)) + "(" + name(a) + ", " + name(b) + ")");
+  }
+  Val where(Val c, Val a, Val b) override {
+    return emit(a.dtype, "where(" + name(c) + ", " + name(a) + ", " + name(b) + ")");
+  }
+  Expr indirect(Val v, const Expr& size) override {
+    std::string sym = "ind" + std::to_string(indirect_count_++);
+    line(sym + " = indirect(" + name(v) + ", " + to_string(size) + ")");
+    return Expr::sym(sym);
+  }
+  Val reduction(ReduceOp op, Val v) override {
+    return emit(reduce_result_dtype(op, v.dtype),
+                "reduction(" + std::string(op_name(op)) + ", " + name(v) + ")");
+  }
+  void store_reduction(const Buffer& buf, const Expr& index, Val v) override {
+    line("store_reduction(" + buf.name + ", " + to_string(index) + ", " + name(v) + ")");
+  }
+
+ private:
+  int next_ = 0;
+  int indirect_count_ = 0;
+  static std::string name(Val v) { return "tmp" + std::to_string(v.id); }
+  void line(const std::string& text) { out << "    " << text << "\n"; }
+  Val emit(DType t, const std::string& rhs) {
+    Val v{next_++, t};
+    line(name(v) + " = " + rhs);
+    return v;
+  }
+};
+
+std::string node_kind_name(NodeKind k) {
+  switch (k) {
+    case NodeKind::Pointwise: return "pointwise";
+    case NodeKind::Reduction: return "reduction";
+    case NodeKind::Extern: return "extern";
+  }
+  return "?";
+}
+
+std::string access_list(const std::vector<MemoryAccess>& list, bool whole) {
+  std::string out;
+  for (size_t i = 0; i < list.size(); ++i) {
+    out += (i ? ", " : "") + list[i].buffer->name;
+    out += whole ? "[*]" : "[" + to_string(list[i].index) + "]";
+    if (list[i].mode != StoreMode::Set) out += " (" + std::string(op_name(list[i].mode)) + ")";
+  }
+  return out;
+}
+
+std::string extern_line(const ExternCall& call) {
+  std::string out = "    " + call.kind + "(";
+  for (size_t i = 0; i < call.inputs.size(); ++i) {
+    const auto& op = call.inputs[i];
+    out += i ? ", " : "";
+    if (!op.buffer) {
+      out += "None";
+      continue;
+    }
+    out += op.buffer->name + " sizes [";
+    for (size_t d = 0; d < op.sizes.size(); ++d) out += (d ? ", " : "") + std::to_string(op.sizes[d]);
+    out += "] strides [";
+    for (size_t d = 0; d < op.strides.size(); ++d) out += (d ? ", " : "") + std::to_string(op.strides[d]);
+    out += "] offset " + std::to_string(op.offset);
+  }
+  out += ")";
+  for (const auto& [key, values] : call.int_params) {
+    out += " " + key + "=[";
+    for (size_t d = 0; d < values.size(); ++d) out += (d ? ", " : "") + std::to_string(values[d]);
+    out += "]";
+  }
+  for (const auto& [key, value] : call.float_params) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.17g", value);
+    out += " " + key + "=" + buf;
+  }
+  return out + "\n";
+}
+
+}  // namespace
+
+std::string print_body(const LoopNode& node) {
+  if (node.kind == NodeKind::Extern) return extern_line(node.call);
+  PrintingOps ops;
+  run_body_symbolic(node, ops);
+  return ops.out.str();
+}
+
+std::string print_buffer(const Buffer& buf) {
+  std::string kind = buf.kind == BufferKind::Input ? "input" : buf.kind == BufferKind::Constant ? "constant" : "computed";
+  return buf.name + ": " + std::string(dtype_name(buf.dtype)) + "[" + join_exprs(buf.sizes) + "] " +
+         kind + ", strides [" + join_exprs(buf.strides) + "], offset " + to_string(buf.offset);
+}
+
+std::string print_node(const LoopNode& node) {
+  std::ostringstream out;
+  bool whole = node.kind == NodeKind::Extern;
+  Accesses acc = record_accesses(node);
+  out << "node" << node.id << ": " << node_kind_name(node.kind) << " -> " << node.output->name << "\n";
+  if (!node.origins.empty()) {
+    out << "  origins: ";
+    for (size_t i = 0; i < node.origins.size(); ++i) out << (i ? ", " : "") << node.origins[i];
+    out << "\n";
+  }
+  if (!whole) {
+    out << "  ranges: [" << join_exprs(node.ranges) << "]";
+    if (node.kind == NodeKind::Reduction)
+      out << "  reduction: " << op_name(node.reduce_op) << " over [" << join_exprs(node.reduction_ranges) << "]";
+    out << "\n";
+  }
+  out << "  reads: " << access_list(acc.reads, whole) << "\n";
+  out << "  writes: " << access_list(acc.writes, whole) << "\n";
+  out << "  body:\n" << print_body(node);
+  return out.str();
+}
+
+std::string print_program(const LoopProgram& program) {
+  std::ostringstream out;
+  out << "# buffers\n";
+  for (const auto& buf : program.buffers) out << print_buffer(*buf) << "\n";
+  out << "# inputs:";
+  for (const Buffer* b : program.inputs) out << " " << b->name;
+  out << "\n# outputs:";
+  for (const Buffer* b : program.outputs) out << " " << b->name;
+  out << "\n\n";
+  for (const auto& node : program.nodes) out << print_node(*node) << "\n";
+  return out.str();
+}
+
+}  // namespace foundry::ir

@@ -1,0 +1,316 @@
+#include "foundry/lower/lowering.h"
+
+#include <spdlog/spdlog.h>
+
+#include <set>
+
+#include "foundry/ir/record.h"
+#include "foundry/support/error.h"
+#include "lower/lowerings.h"
+
+namespace foundry::lower {
+
+std::vector<int64_t> TensorRef::static_sizes() const {
+  std::vector<int64_t> out;
+  for (const Expr& e : sizes) {
+    if (!e.is_const()) throw UserError("symbolic size " + ir::to_string(e) + " is not supported here");
+    out.push_back(e.const_value());
+  }
+  return out;
+}
+
+TensorRef buffer_ref(const ir::Buffer* buf) {
+  TensorRef ref;
+  ref.dtype = buf->dtype;
+  ref.sizes = buf->sizes;
+  ref.buffer = buf;
+  ref.load = [buf](Ops& ops, const Index& idx) { return ops.load(*buf, buf->linear_index(idx)); };
+  return ref;
+}
+
+TensorRef& LoweringContext::value(const Value* v) {
+  auto it = env_.find(v);
+  if (it == env_.end()) fail("value %" + v->name + " is used before it is defined");
+  return it->second;
+}
+
+TensorRef LoweringContext::tensor(const Arg& arg, DType scalar_dtype) {
+  switch (arg.kind) {
+    case Arg::Kind::Tensor: return value(arg.tensor);
+    case Arg::Kind::Int: case Arg::Kind::Bool: case Arg::Kind::Float:
+      return constant(ir::Scalar::of(arg.as_double(), scalar_dtype));
+    default: fail("expected a tensor argument");
+  }
+}
+
+TensorRef LoweringContext::pointwise(DType dtype, std::vector<Expr> sizes, Loader load) {
+  TensorRef ref;
+  ref.dtype = dtype;
+  ref.sizes = std::move(sizes);
+  ref.load = std::move(load);
+  return ref;
+}
+
+TensorRef LoweringContext::constant(const ir::Scalar& value) {
+  return pointwise(value.dtype, {}, [value](Ops& ops, const Index&) { return ops.constant(value); });
+}
+
+std::vector<std::string> LoweringContext::origins() const {
+  if (!node) return {};
+  return {node->name + " (aten." + node->target + ")"};
+}
+
+namespace {
+bool is_contiguous_buffer_view(const TensorRef& ref) {
+  if (!ref.buffer || ref.buffer->kind != ir::BufferKind::Computed) return false;
+  return ref.buffer->strides == ir::contiguous_strides(ref.buffer->sizes) && ref.buffer->offset.is_const(0);
+}
+}  // namespace
+
+TensorRef LoweringContext::realize(const TensorRef& ref) {
+  if (is_contiguous_buffer_view(ref)) return ref;
+  ir::Buffer* out = program_.new_buffer(ir::BufferKind::Computed, ref.dtype, ref.sizes);
+  auto node = std::make_unique<ir::LoopNode>();
+  node->kind = ir::NodeKind::Pointwise;
+  node->output = out;
+  node->ranges = ref.sizes;
+  node->origins = origins();
+  Loader load = ref.load;
+  DType dtype = ref.dtype;
+  node->body = [load, out, dtype](Ops& ops, const Index& idx, const Index&) {
+    ops.store(*out, out->linear_index(idx), ops.cast(load(ops, idx), dtype), ir::StoreMode::Set);
+  };
+  program_.add_node(std::move(node));
+  return buffer_ref(out);
+}
+
+TensorRef LoweringContext::reduction(DType out_dtype, std::vector<Expr> sizes, std::vector<Expr> reduction_ranges,
+                                     ir::ReduceOp op,
+                                     std::function<Val(Ops&, const Index&, const Index&)> fn) {
+  ir::Buffer* out = program_.new_buffer(ir::BufferKind::Computed, out_dtype, sizes);
+  auto node = std::make_unique<ir::LoopNode>();
+  node->kind = ir::NodeKind::Reduction;
+  node->output = out;
+  node->ranges = sizes;
+  node->reduction_ranges = std::move(reduction_ranges);
+  node->reduce_op = op;
+  node->origins = origins();
+  node->body = [fn, out, op, out_dtype](Ops& ops, const Index& idx, const Index& ridx) {
+    Val v = ops.reduction(op, fn(ops, idx, ridx));
+    FOUNDRY_CHECK(v.dtype == out_dtype, "reduction result dtype does not match its buffer");
+    ops.store_reduction(*out, out->linear_index(idx), v);
+  };
+  program_.add_node(std::move(node));
+  return buffer_ref(out);
+}
+
+void LoweringContext::mutate(const ir::Buffer* target, std::vector<Expr> ranges, ir::Body body) {
+  auto node = std::make_unique<ir::LoopNode>();
+  node->kind = ir::NodeKind::Pointwise;
+  node->output = target;
+  node->ranges = std::move(ranges);
+  node->origins = origins();
+  node->body = std::move(body);
+  program_.add_node(std::move(node));
+}
+
+TensorRef LoweringContext::extern_call(ir::ExternCall call, DType dtype, std::vector<Expr> sizes) {
+  ir::Buffer* out = program_.new_buffer(ir::BufferKind::Computed, dtype, sizes);
+  auto node = std::make_unique<ir::LoopNode>();
+  node->kind = ir::NodeKind::Extern;
+  node->output = out;
+  node->ranges = sizes;
+  node->call = std::move(call);
+  node->origins = origins();
+  program_.add_node(std::move(node));
+  return buffer_ref(out);
+}
+
+ir::ExternCall::Operand LoweringContext::strided_operand(const TensorRef& ref) {
+  // Run the loader symbolically: an affine single load of one buffer is a strided view of it.
+  std::vector<int64_t> sizes = ref.static_sizes();
+  ir::LoopNode probe;
+  probe.ranges = ref.sizes;
+  probe.output = nullptr;
+  const ir::Buffer* loaded = nullptr;
+  Expr index;
+  int loads = 0;
+  {
+    ir::LoopNode node;
+    node.kind = ir::NodeKind::Pointwise;
+    node.ranges = ref.sizes;
+    Loader load = ref.load;
+    ir::Buffer dummy;
+    dummy.name = "probe";
+    node.output = &dummy;
+    node.body = [&](Ops& ops, const Index& idx, const Index&) { load(ops, idx); };
+    ir::Accesses acc = ir::record_accesses(node);
+    loads = static_cast<int>(acc.reads.size());
+    if (loads == 1) {
+      loaded = acc.reads[0].buffer;
+      index = acc.reads[0].index;
+    }
+  }
+  ir::ExternCall::Operand op;
+  op.sizes = sizes;
+  bool affine = loads == 1 && loaded->dtype == ref.dtype;
+  if (affine) {
+    ir::SymbolExtents none;
+    std::map<std::string, Expr> zero;
+    for (size_t d = 0; d < sizes.size(); ++d) zero[ir::loop_var(static_cast<int>(d))] = Expr(0);
+    Expr base = ir::simplify(ir::substitute(index, zero), none);
+    affine = base.is_const();
+    if (affine) op.offset = base.const_value();
+    for (size_t d = 0; affine && d < sizes.size(); ++d) {
+      auto coeff = ir::affine_coefficient(index, ir::loop_var(static_cast<int>(d)));
+      affine = coeff && coeff->is_const();
+      if (affine) op.strides.push_back(coeff->const_value());
+    }
+    // The affine form must reproduce the index exactly (no floordiv/mod hidden elsewhere).
+    if (affine) {
+      Expr rebuilt = op.offset;
+      for (size_t d = 0; d < sizes.size(); ++d)
+        rebuilt = rebuilt + Expr::sym(ir::loop_var(static_cast<int>(d))) * op.strides[d];
+      affine = rebuilt == index;
+    }
+  }
+  if (affine) {
+    op.buffer = loaded;
+    return op;
+  }
+  TensorRef copy = realize(ref);
+  op.buffer = copy.buffer;
+  op.strides.clear();
+  int64_t stride = 1;
+  op.strides.resize(sizes.size());
+  for (size_t d = sizes.size(); d-- > 0;) {
+    op.strides[d] = stride;
+    stride *= sizes[d];
+  }
+  op.offset = 0;
+  return op;
+}
+
+void LoweringContext::fail(const std::string& message) const {
+  if (!node) throw UserError(message);
+  throw UserError("node " + node->name + " (aten." + node->target + "): " + message);
+}
+
+// --- the registry --------------------------------------------------------------------------------
+
+const std::vector<Lowering>& all_lowerings() {
+  static const std::vector<Lowering> table = [] {
+    std::vector<Lowering> t;
+#define FOUNDRY_LOWERING(name, fn, is_view) t.push_back(Lowering{name, fn, is_view});
+#include "foundry/lower/lowerings.def"
+#undef FOUNDRY_LOWERING
+    return t;
+  }();
+  return table;
+}
+
+const Lowering* find_lowering(const std::string& op) {
+  static const std::map<std::string, const Lowering*> index = [] {
+    std::map<std::string, const Lowering*> m;
+    for (const auto& l : all_lowerings()) m[l.op] = &l;
+    return m;
+  }();
+  auto it = index.find(op);
+  return it == index.end() ? nullptr : it->second;
+}
+
+// --- the driver --------------------------------------------------------------------------------
+
+namespace {
+
+std::vector<Expr> static_exprs(const std::vector<int64_t>& sizes) {
+  return std::vector<Expr>(sizes.begin(), sizes.end());
+}
+
+void bind_inputs(const Graph& graph, LoweringContext& ctx, ir::LoopProgram& program) {
+  int user_index = 0;
+  for (const GraphInput& in : graph.inputs) {
+    const TensorType& t = in.value->type;
+    if (t.has_symbolic_sizes())
+      spdlog::warn("input {} has symbolic sizes; specializing to the recorded sizes", in.value->name);
+    if (in.kind == InputKind::User) {
+      ir::Buffer* buf = program.new_buffer(ir::BufferKind::Input, t.dtype, static_exprs(t.sizes));
+      buf->input_index = user_index++;
+      program.inputs.push_back(buf);
+      ctx.bind(in.value, buffer_ref(buf));
+      continue;
+    }
+    ir::Buffer* buf = program.new_buffer(ir::BufferKind::Constant, t.dtype, static_exprs(t.sizes));
+    std::vector<int64_t> strides = t.strides.empty() ? t.contiguous_strides() : t.strides;
+    buf->strides = static_exprs(strides);
+    buf->offset = t.storage_offset;
+    buf->data = in.storage;
+    buf->storage_numel = static_cast<int64_t>(in.storage.size / dtype_size(t.dtype));
+    ctx.bind(in.value, buffer_ref(buf));
+  }
+}
+
+bool has_users(const Graph& graph, const Value* v) {
+  for (const auto& out : graph.outputs)
+    if (out.value == v) return true;
+  return !graph.users(v).empty();
+}
+
+void lower_node(const Graph& graph, const Node& node, LoweringContext& ctx) {
+  const Lowering* lowering = find_lowering(node.target);
+  if (!node.op || !lowering) ctx.fail("unsupported op: no lowering for aten." + node.target);
+  std::vector<TensorRef> outs = lowering->fn(ctx, node);
+  if (outs.size() != node.outputs.size())
+    throw InternalError("lowering of " + node.target + " returned " + std::to_string(outs.size()) +
+                        " outputs, the node has " + std::to_string(node.outputs.size()));
+  for (size_t k = 0; k < outs.size(); ++k) {
+    const Value* v = node.outputs[k];
+    if (!has_users(graph, v) || !outs[k].load) continue;
+    TensorRef ref = outs[k];
+    if (!v->is_tensor) {
+      ctx.bind(v, ref);
+      continue;
+    }
+    if (ref.dtype != v->type.dtype)
+      throw InternalError("lowering of " + node.target + " produced " + std::string(dtype_name(ref.dtype)) +
+                          ", the graph records " + std::string(dtype_name(v->type.dtype)));
+    ctx.bind(v, lowering->is_view ? ref : ctx.realize(ref));
+  }
+}
+
+void bind_outputs(const Graph& graph, LoweringContext& ctx, ir::LoopProgram& program) {
+  ctx.node = nullptr;
+  std::set<const ir::Buffer*> used;
+  for (const GraphOutput& out : graph.outputs) {
+    if (out.kind != OutputKind::User) continue;
+    TensorRef ref = ctx.value(out.value);
+    // Outputs are fresh contiguous computed buffers, each distinct, never an input or weight.
+    bool reusable = ref.buffer && ref.buffer->kind == ir::BufferKind::Computed &&
+                    ref.buffer->strides == ir::contiguous_strides(ref.buffer->sizes) &&
+                    ref.buffer->offset.is_const(0) && !used.count(ref.buffer);
+    const ir::Buffer* buf = reusable ? ref.buffer : nullptr;
+    if (!buf) {
+      ref.buffer = nullptr;  // force a copy
+      buf = ctx.realize(ref).buffer;
+    }
+    used.insert(buf);
+    program.outputs.push_back(buf);
+    program.output_names.push_back(out.value->name);
+  }
+}
+
+}  // namespace
+
+ir::LoopProgram lower_graph(const Graph& graph) {
+  ir::LoopProgram program;
+  LoweringContext ctx(program);
+  bind_inputs(graph, ctx, program);
+  for (const auto& node : graph.nodes) {
+    ctx.node = node.get();
+    lower_node(graph, *node, ctx);
+  }
+  bind_outputs(graph, ctx, program);
+  return program;
+}
+
+}  // namespace foundry::lower

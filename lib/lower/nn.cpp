@@ -1,0 +1,707 @@
+// Neural-network ops: matrix products and convolutions (extern kernels for float32, reductions
+// otherwise), pooling and upsampling (reductions and pointwise gathers with ATen's index math).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "lower/lowerings.h"
+#include "lower/util.h"
+
+namespace foundry::lower {
+
+using ir::BinaryOp;
+using ir::ReduceOp;
+using ir::Scalar;
+using ir::UnaryOp;
+
+namespace {
+
+// --- small helpers ---------------------------------------------------------------------------
+
+Scalar int_scalar(int64_t v, DType t = DType::Int64) {
+  Scalar s;
+  s.dtype = t;
+  s.i = v;
+  return s;
+}
+
+Val index_val(Ops& ops, const Expr& e) { return ops.index_expr(e, DType::Int64); }
+
+// 0 <= e < size as a bool value.
+Val in_range(Ops& ops, const Expr& e, int64_t size) {
+  Val v = index_val(ops, e);
+  Val lo = ops.binary(BinaryOp::Ge, v, ops.constant(int_scalar(0)));
+  Val hi = ops.binary(BinaryOp::Lt, v, ops.constant(int_scalar(size)));
+  return ops.binary(BinaryOp::LogicalAnd, lo, hi);
+}
+
+Val logical_and(Ops& ops, std::optional<Val> a, Val b) {
+  return a ? ops.binary(BinaryOp::LogicalAnd, *a, b) : b;
+}
+
+// The smallest value of a dtype (-inf for floating types): the identity of max.
+Scalar lowest(DType t) {
+  if (is_floating(t)) return Scalar::of(-std::numeric_limits<double>::infinity(), t);
+  switch (t) {
+    case DType::Bool: case DType::UInt8: return int_scalar(0, t);
+    case DType::Int8: return int_scalar(std::numeric_limits<int8_t>::min(), t);
+    case DType::Int16: return int_scalar(std::numeric_limits<int16_t>::min(), t);
+    case DType::Int32: return int_scalar(std::numeric_limits<int32_t>::min(), t);
+    default: return int_scalar(std::numeric_limits<int64_t>::min(), t);
+  }
+}
+
+Scalar zero(DType t) { return Scalar::of(0, t); }
+
+// An int list argument expanded to `n` entries (a single value repeats, as int[2] does in ATen);
+// an empty list gives `fallback`.
+std::vector<int64_t> spatial_arg(LoweringContext& ctx, const Node& node, const std::string& name, size_t n,
+                                 const std::vector<int64_t>& fallback = {}) {
+  std::vector<int64_t> v = is_none(node, name) ? std::vector<int64_t>{} : ints_arg(node, name);
+  if (v.empty()) v = fallback;
+  if (v.size() == 1 && n > 1) v.assign(n, v[0]);
+  if (v.size() != n) ctx.fail("argument '" + name + "' must have " + std::to_string(n) + " entries");
+  return v;
+}
+
+std::vector<int64_t> static_sizes_of(LoweringContext& ctx, const TensorRef& ref) {
+  for (const Expr& e : ref.sizes)
+    if (!e.is_const()) ctx.fail("symbolic sizes are not supported by this op");
+  return ref.static_sizes();
+}
+
+std::vector<int64_t> static_out_sizes(LoweringContext& ctx, const Node& node, size_t k = 0) {
+  std::vector<int64_t> out;
+  for (const Expr& e : out_sizes(node, k)) {
+    if (!e.is_const()) ctx.fail("symbolic sizes are not supported by this op");
+    out.push_back(e.const_value());
+  }
+  return out;
+}
+
+Index sizes_index(const std::vector<int64_t>& s) { return Index(s.begin(), s.end()); }
+
+// A lazy view of `src` with its dims reordered: output dim k is source dim dims[k].
+TensorRef permuted(const TensorRef& src, const std::vector<size_t>& dims) {
+  std::vector<Expr> sizes;
+  for (size_t d : dims) sizes.push_back(src.sizes[d]);
+  Loader inner = src.load;
+  return LoweringContext::pointwise(src.dtype, sizes, [inner, dims](Ops& ops, const Index& idx) {
+    Index s(dims.size());
+    for (size_t k = 0; k < dims.size(); ++k) s[dims[k]] = idx[k];
+    return inner(ops, s);
+  });
+}
+
+// A lazy row-major reshape of `src` (static sizes).
+TensorRef reshaped(const TensorRef& src, const std::vector<int64_t>& to) {
+  std::vector<Expr> src_sizes = src.sizes;
+  std::vector<Expr> sizes(to.begin(), to.end());
+  if (src_sizes == sizes) return src;
+  Loader inner = src.load;
+  return LoweringContext::pointwise(src.dtype, sizes, [inner, sizes, src_sizes](Ops& ops, const Index& idx) {
+    Expr flat = 0;
+    for (size_t d = 0; d < idx.size(); ++d) flat = flat * sizes[d] + idx[d];
+    Index s(src_sizes.size());
+    for (size_t d = src_sizes.size(); d-- > 0;) {
+      if (d == 0) {
+        s[d] = flat;
+      } else {
+        s[d] = ir::mod(flat, src_sizes[d]);
+        flat = ir::floordiv(flat, src_sizes[d]);
+      }
+    }
+    return inner(ops, s);
+  });
+}
+
+// --- matrix products ---------------------------------------------------------------------------
+
+// sum_k a[..., m, k] * b[..., k, n] as a reduction (non-float32 dtypes).
+TensorRef matmul_reduction(LoweringContext& ctx, const TensorRef& a, const TensorRef& b, DType dtype,
+                           std::vector<Expr> sizes) {
+  TensorRef x = cast(a, dtype), y = cast(b, dtype);
+  Loader lx = x.load, ly = y.load;
+  Expr K = a.sizes.back();
+  return ctx.reduction(dtype, std::move(sizes), {K}, ReduceOp::Sum, [lx, ly](Ops& ops, const Index& idx, const Index& r) {
+    size_t n = idx.size();
+    Index ia(idx.begin(), idx.end()), ib(idx.begin(), idx.end());
+    ia[n - 1] = r[0];  // [..., m, k]
+    ib[n - 2] = r[0];  // [..., k, n]
+    return ops.mul(lx(ops, ia), ly(ops, ib));
+  });
+}
+
+TensorRef scaled(const TensorRef& x, double factor) {
+  if (factor == 1.0) return x;
+  DType t = x.dtype;
+  Scalar f = Scalar::of(factor, t);
+  return map1(x, t, t, [f](Ops& ops, Val v) { return ops.mul(v, ops.constant(f)); });
+}
+
+TensorRef matmul(LoweringContext& ctx, const TensorRef& a, const TensorRef& b, DType dtype, std::vector<Expr> sizes,
+                 bool batched) {
+  if (dtype != DType::Float32 || a.dtype != dtype || b.dtype != dtype)
+    return matmul_reduction(ctx, a, b, dtype, std::move(sizes));
+  ir::ExternCall call;
+  call.kind = batched ? "bmm" : "mm";
+  call.inputs = {ctx.strided_operand(a), ctx.strided_operand(b)};
+  return ctx.extern_call(std::move(call), dtype, std::move(sizes));
+}
+
+// bias*beta + alpha*(m1 @ m2); bias is ignored when beta is 0 (NaN in it does not propagate).
+TensorRef addmm(LoweringContext& ctx, const TensorRef& bias, const TensorRef& m1, const TensorRef& m2, double beta,
+                double alpha, DType dtype, std::vector<Expr> sizes) {
+  if (beta == 0) return scaled(matmul(ctx, m1, m2, dtype, sizes, false), alpha);
+  if (dtype == DType::Float32 && m1.dtype == dtype && m2.dtype == dtype) {
+    ir::ExternCall call;
+    call.kind = "addmm";
+    call.inputs = {ctx.strided_operand(broadcast_to(cast(bias, dtype), sizes)), ctx.strided_operand(m1),
+                   ctx.strided_operand(m2)};
+    call.float_params["alpha"] = alpha;
+    call.float_params["beta"] = beta;
+    return ctx.extern_call(std::move(call), dtype, std::move(sizes));
+  }
+  TensorRef prod = scaled(matmul_reduction(ctx, m1, m2, dtype, sizes), alpha);
+  return map2(scaled(cast(bias, dtype), beta), prod, dtype, dtype, [](Ops& ops, Val x, Val y) { return ops.add(x, y); });
+}
+
+// --- convolution -------------------------------------------------------------------------------
+
+struct ConvParams {
+  std::vector<int64_t> stride, padding, dilation, output_padding;
+  int64_t groups = 1;
+  bool transposed = false;
+};
+
+// Direct convolution as a reduction over (input channels of the group, kernel window), with the
+// bias added afterwards. Handles transposed convolution and any dtype.
+TensorRef convolution_reduction(LoweringContext& ctx, const TensorRef& x, const TensorRef& w,
+                                const std::optional<TensorRef>& bias, const ConvParams& p, DType dtype,
+                                const std::vector<int64_t>& out) {
+  std::vector<int64_t> xs = static_sizes_of(ctx, x), ws = static_sizes_of(ctx, w);
+  size_t nsp = xs.size() - 2;
+  int64_t G = p.groups;
+  int64_t cin_g = xs[1] / G;
+  // Weight: [Cout, Cin/G, k...] (direct) or [Cin, Cout/G, k...] (transposed).
+  int64_t cout_g = p.transposed ? ws[1] : ws[0] / G;
+  std::vector<int64_t> ks(ws.begin() + 2, ws.end());
+  std::vector<int64_t> in_sp(xs.begin() + 2, xs.end());
+  std::vector<Expr> rranges = {cin_g};
+  for (int64_t k : ks) rranges.push_back(k);
+  TensorRef xc = cast(x, dtype), wc = cast(w, dtype);
+  Loader lx = xc.load, lw = wc.load;
+  ConvParams prm = p;
+  TensorRef sum = ctx.reduction(dtype, sizes_index(out), rranges, ReduceOp::Sum,
+      [=](Ops& ops, const Index& idx, const Index& r) {
+        Expr co = idx[1];
+        Expr g = ir::floordiv(co, cout_g);
+        Expr ci = g * cin_g + r[0];
+        Index xi = {idx[0], ci};
+        std::optional<Val> valid;
+        for (size_t d = 0; d < nsp; ++d) {
+          Expr o = idx[2 + d], k = r[1 + d];
+          int64_t s = prm.stride[d], pad = prm.padding[d], dil = prm.dilation[d];
+          if (!prm.transposed) {
+            Expr i = o * s - pad + k * dil;
+            bool need = pad > 0 || (out[2 + d] - 1) * s - pad + (ks[d] - 1) * dil >= in_sp[d];
+            if (need) {
+              valid = logical_and(ops, valid, in_range(ops, i, in_sp[d]));
+              i = clamp_index(i, in_sp[d]);
+            }
+            xi.push_back(i);
+          } else {
+            // o = i*s - pad + k*dil: i = (o + pad - k*dil) / s when that divides exactly.
+            Expr num = o + pad - k * dil;
+            Val nv = index_val(ops, num);
+            Val ok = ops.binary(BinaryOp::Ge, nv, ops.constant(int_scalar(0)));
+            ok = ops.binary(BinaryOp::LogicalAnd, ok,
+                            ops.binary(BinaryOp::Lt, nv, ops.constant(int_scalar(in_sp[d] * s))));
+            if (s > 1)
+              ok = ops.binary(BinaryOp::LogicalAnd, ok,
+                              ops.binary(BinaryOp::Eq, index_val(ops, ir::mod(num, s)), ops.constant(int_scalar(0))));
+            valid = logical_and(ops, valid, ok);
+            xi.push_back(clamp_index(ir::floordiv(num, s), in_sp[d]));
+          }
+        }
+        Index wi = prm.transposed ? Index{ci, co - g * cout_g} : Index{co, r[0]};
+        for (size_t d = 0; d < nsp; ++d) wi.push_back(r[1 + d]);
+        Val v = ops.mul(lx(ops, xi), lw(ops, wi));
+        if (valid) v = ops.where(*valid, v, ops.constant(zero(dtype)));
+        return v;
+      });
+  if (!bias) return sum;
+  TensorRef b = cast(*bias, dtype);
+  Loader lb = b.load, ls = sum.load;
+  return LoweringContext::pointwise(dtype, sizes_index(out), [lb, ls](Ops& ops, const Index& idx) {
+    return ops.add(ls(ops, idx), lb(ops, {idx[1]}));
+  });
+}
+
+Outs lower_conv(LoweringContext& ctx, const Node& node, const ConvParams& p) {
+  TensorRef x = ctx.tensor(node.arg("input"));
+  TensorRef w = ctx.tensor(node.arg("weight"));
+  std::optional<TensorRef> bias;
+  if (!is_none(node, "bias")) bias = ctx.tensor(node.arg("bias"));
+  DType dtype = out_dtype(node);
+  std::vector<int64_t> out = static_out_sizes(ctx, node);
+  if (w.rank() < 3) ctx.fail("convolution weight must have at least 3 dims");
+  bool unbatched = x.rank() == w.rank() - 1;
+  if (unbatched) {
+    // [C, spatial...]: run as a batch of one and drop the batch dim again.
+    std::vector<int64_t> xs = static_sizes_of(ctx, x);
+    xs.insert(xs.begin(), 1);
+    x = reshaped(x, xs);
+    out.insert(out.begin(), 1);
+  }
+  if (x.rank() != w.rank()) ctx.fail("convolution input and weight ranks do not match");
+  TensorRef result;
+  if (p.transposed || dtype != DType::Float32 || x.dtype != dtype || w.dtype != dtype) {
+    result = convolution_reduction(ctx, x, w, bias, p, dtype, out);
+  } else {
+    ir::ExternCall call;
+    call.kind = "convolution";
+    call.inputs = {ctx.strided_operand(x), ctx.strided_operand(w),
+                   bias ? ctx.strided_operand(cast(*bias, dtype)) : ir::ExternCall::Operand{}};
+    call.int_params["stride"] = p.stride;
+    call.int_params["padding"] = p.padding;
+    call.int_params["dilation"] = p.dilation;
+    call.int_params["groups"] = {p.groups};
+    result = ctx.extern_call(std::move(call), dtype, sizes_index(out));
+  }
+  if (unbatched) result = reshaped(result, std::vector<int64_t>(out.begin() + 1, out.end()));
+  return {result};
+}
+
+// --- pooling -----------------------------------------------------------------------------------
+
+// One spatial dim of a sliding window: input position o*stride - pad + k*dilation.
+struct WindowDim {
+  int64_t in = 0, out = 0, kernel = 1, stride = 1, pad = 0, dilation = 1;
+  // Whether some window position falls outside the input (padding or a ceil_mode overhang).
+  bool may_leave() const { return pad > 0 || (out - 1) * stride - pad + (kernel - 1) * dilation >= in; }
+  Expr start(const Expr& o) const { return o * stride - pad; }
+  Expr pos(const Expr& o, const Expr& k) const { return start(o) + k * dilation; }
+  // The first window position inside the input (ATen's `while (ih0 < 0) ih0 += dilation`).
+  Expr first_valid(const Expr& o) const {
+    Expr s = start(o);
+    if (pad == 0) return s;
+    return s + ir::floordiv(ir::max(-s, 0) + (dilation - 1), dilation) * dilation;
+  }
+};
+
+std::vector<WindowDim> window_dims(LoweringContext& ctx, const Node& node, const std::vector<int64_t>& in,
+                                   const std::vector<int64_t>& out, bool with_dilation) {
+  size_t n = 2;
+  std::vector<int64_t> k = spatial_arg(ctx, node, "kernel_size", n);
+  std::vector<int64_t> s = spatial_arg(ctx, node, "stride", n, k);
+  std::vector<int64_t> p = spatial_arg(ctx, node, "padding", n, {0});
+  std::vector<int64_t> d = with_dilation ? spatial_arg(ctx, node, "dilation", n, {1}) : std::vector<int64_t>(n, 1);
+  std::vector<WindowDim> dims(n);
+  size_t lead = in.size() - n;
+  for (size_t j = 0; j < n; ++j) {
+    dims[j] = WindowDim{in[lead + j], out[lead + j], k[j], s[j], p[j], d[j]};
+    if (k[j] <= 0 || s[j] <= 0 || d[j] <= 0) ctx.fail("kernel size, stride and dilation must be positive");
+  }
+  return dims;
+}
+
+// max over the window with ATen's CPU semantics: padding is skipped, a value wins when it is
+// greater than the best so far or NaN; the index starts at the first valid position. Unrolled.
+std::pair<Val, Val> unrolled_max(Ops& ops, const Loader& load, DType dtype, const std::vector<WindowDim>& dims,
+                                 const Index& idx, bool want_index) {
+  size_t lead = idx.size() - 2;
+  const WindowDim &H = dims[0], &W = dims[1];
+  Expr oh = idx[lead], ow = idx[lead + 1];
+  Val best = ops.constant(lowest(dtype));
+  Val best_idx = want_index ? index_val(ops, H.first_valid(oh) * W.in + W.first_valid(ow)) : Val{};
+  bool mask_h = H.may_leave(), mask_w = W.may_leave();
+  for (int64_t kh = 0; kh < H.kernel; ++kh) {
+    Expr ih = H.pos(oh, kh);
+    std::optional<Val> valid_h;
+    if (mask_h) valid_h = in_range(ops, ih, H.in);
+    for (int64_t kw = 0; kw < W.kernel; ++kw) {
+      Expr iw = W.pos(ow, kw);
+      std::optional<Val> valid = valid_h;
+      if (mask_w) valid = logical_and(ops, valid, in_range(ops, iw, W.in));
+      Index src(idx.begin(), idx.begin() + lead);
+      src.push_back(mask_h ? clamp_index(ih, H.in) : ih);
+      src.push_back(mask_w ? clamp_index(iw, W.in) : iw);
+      Val v = load(ops, src);
+      Val better = ops.binary(BinaryOp::Gt, v, best);
+      if (is_floating(dtype)) better = ops.binary(BinaryOp::LogicalOr, better, ops.unary(UnaryOp::IsNan, v));
+      if (valid) better = ops.binary(BinaryOp::LogicalAnd, *valid, better);
+      best = ops.where(better, v, best);
+      if (want_index) best_idx = ops.where(better, index_val(ops, ih * W.in + iw), best_idx);
+    }
+  }
+  return {best, best_idx};
+}
+
+constexpr int64_t kMaxUnrolledWindow = 25;
+
+Outs lower_max_pool(LoweringContext& ctx, const Node& node) {
+  TensorRef x = ctx.tensor(node.arg("self"));
+  if (x.rank() < 3) ctx.fail("max_pool2d expects a 3-d or 4-d input");
+  std::vector<int64_t> in = static_sizes_of(ctx, x);
+  std::vector<int64_t> out = static_out_sizes(ctx, node);
+  std::vector<WindowDim> dims = window_dims(ctx, node, in, out, true);
+  DType dtype = x.dtype;
+  bool with_indices = node.outputs.size() > 1;
+  Loader load = x.load;
+  if (dims[0].kernel * dims[1].kernel <= kMaxUnrolledWindow) {
+    Outs outs;
+    outs.push_back(LoweringContext::pointwise(dtype, sizes_index(out), [=](Ops& ops, const Index& idx) {
+      return unrolled_max(ops, load, dtype, dims, idx, false).first;
+    }));
+    if (with_indices)
+      outs.push_back(LoweringContext::pointwise(DType::Int64, sizes_index(out), [=](Ops& ops, const Index& idx) {
+        return unrolled_max(ops, load, dtype, dims, idx, true).second;
+      }));
+    return outs;
+  }
+  // Large windows: reductions over the window (padding reads as the lowest value).
+  auto window_value = [=](Ops& ops, const Index& idx, const Index& r) {
+    size_t lead = idx.size() - 2;
+    Index src(idx.begin(), idx.begin() + lead);
+    std::optional<Val> valid;
+    for (size_t j = 0; j < 2; ++j) {
+      Expr i = dims[j].pos(idx[lead + j], r[j]);
+      if (dims[j].may_leave()) {
+        valid = logical_and(ops, valid, in_range(ops, i, dims[j].in));
+        i = clamp_index(i, dims[j].in);
+      }
+      src.push_back(i);
+    }
+    Val v = load(ops, src);
+    return valid ? ops.where(*valid, v, ops.constant(lowest(dtype))) : v;
+  };
+  std::vector<Expr> rr = {dims[0].kernel, dims[1].kernel};
+  Outs outs = {ctx.reduction(dtype, sizes_index(out), rr, ReduceOp::Max, window_value)};
+  if (!with_indices) return outs;
+  TensorRef pos = ctx.reduction(DType::Int64, sizes_index(out), rr, ReduceOp::ArgMax, window_value);
+  Loader lp = pos.load;
+  outs.push_back(LoweringContext::pointwise(DType::Int64, sizes_index(out), [=](Ops& ops, const Index& idx) {
+    // Window position -> input plane position; a padding position (all values lowest) falls back
+    // to the first valid position, as ATen's initial index.
+    size_t lead = idx.size() - 2;
+    const WindowDim &H = dims[0], &W = dims[1];
+    Val r = lp(ops, idx);
+    Val kw_n = ops.constant(int_scalar(W.kernel));
+    Val kh = ops.binary(BinaryOp::FloorDiv, r, kw_n), kw = ops.binary(BinaryOp::Mod, r, kw_n);
+    auto position = [&](const WindowDim& D, const Expr& o, Val k) {
+      return ops.add(index_val(ops, D.start(o)), ops.mul(k, ops.constant(int_scalar(D.dilation))));
+    };
+    Val ih = position(H, idx[lead], kh), iw = position(W, idx[lead + 1], kw);
+    auto inside = [&](Val i, int64_t n) {
+      return ops.binary(BinaryOp::LogicalAnd, ops.binary(BinaryOp::Ge, i, ops.constant(int_scalar(0))),
+                        ops.binary(BinaryOp::Lt, i, ops.constant(int_scalar(n))));
+    };
+    Val ok = ops.binary(BinaryOp::LogicalAnd, inside(ih, H.in), inside(iw, W.in));
+    Val flat = ops.add(ops.mul(ih, ops.constant(int_scalar(W.in))), iw);
+    Val first = index_val(ops, H.first_valid(idx[lead]) * W.in + W.first_valid(idx[lead + 1]));
+    return ops.where(ok, flat, first);
+  }));
+  return outs;
+}
+
+}  // namespace
+
+// --- public lowerings ----------------------------------------------------------------------------
+
+Outs lower_mm(LoweringContext& ctx, const Node& node) {
+  TensorRef a = ctx.tensor(node.arg("self")), b = ctx.tensor(node.arg("mat2"));
+  if (a.rank() != 2 || b.rank() != 2) ctx.fail("mm expects 2-d operands");
+  return {matmul(ctx, a, b, out_dtype(node), out_sizes(node), false)};
+}
+
+Outs lower_bmm(LoweringContext& ctx, const Node& node) {
+  TensorRef a = ctx.tensor(node.arg("self")), b = ctx.tensor(node.arg("mat2"));
+  if (a.rank() != 3 || b.rank() != 3) ctx.fail("bmm expects 3-d operands");
+  return {matmul(ctx, a, b, out_dtype(node), out_sizes(node), true)};
+}
+
+Outs lower_addmm(LoweringContext& ctx, const Node& node) {
+  DType dtype = out_dtype(node);
+  TensorRef bias = ctx.tensor(node.arg("self"), dtype);
+  TensorRef m1 = ctx.tensor(node.arg("mat1")), m2 = ctx.tensor(node.arg("mat2"));
+  if (m1.rank() != 2 || m2.rank() != 2) ctx.fail("addmm expects 2-d matrices");
+  double beta = float_arg(node, "beta"), alpha = float_arg(node, "alpha");
+  return {addmm(ctx, bias, m1, m2, beta, alpha, dtype, out_sizes(node))};
+}
+
+Outs lower_linear(LoweringContext& ctx, const Node& node) {
+  // input [*, K] @ weight[N, K]^T (+ bias[N]) as a 2-d product on the flattened batch.
+  TensorRef x = ctx.tensor(node.arg("input")), w = ctx.tensor(node.arg("weight"));
+  DType dtype = out_dtype(node);
+  std::vector<int64_t> xs = static_sizes_of(ctx, x), ws = static_sizes_of(ctx, w);
+  std::vector<int64_t> out = static_out_sizes(ctx, node);
+  if (xs.empty() || ws.size() != 2) ctx.fail("linear expects input [*, K] and weight [N, K]");
+  int64_t K = xs.back(), M = 1;
+  for (size_t d = 0; d + 1 < xs.size(); ++d) M *= xs[d];
+  TensorRef x2 = reshaped(x, {M, K});
+  TensorRef wt = permuted(w, {1, 0});
+  std::vector<Expr> sizes = {M, ws[0]};
+  TensorRef r = is_none(node, "bias") ? matmul(ctx, x2, wt, dtype, sizes, false)
+                                      : addmm(ctx, ctx.tensor(node.arg("bias"), dtype), x2, wt, 1.0, 1.0, dtype, sizes);
+  return {reshaped(r, out)};
+}
+
+Outs lower_convolution(LoweringContext& ctx, const Node& node) {
+  ConvParams p;
+  p.stride = ints_arg(node, "stride");
+  p.padding = ints_arg(node, "padding");
+  p.dilation = ints_arg(node, "dilation");
+  p.groups = int_arg(node, "groups");
+  if (node.has_arg("transposed")) p.transposed = bool_arg(node, "transposed");
+  if (node.has_arg("output_padding")) p.output_padding = ints_arg(node, "output_padding");
+  TensorRef w = ctx.tensor(node.arg("weight"));
+  size_t nsp = w.rank() >= 2 ? w.rank() - 2 : 0;
+  auto expand = [&](std::vector<int64_t>& v, const char* name, int64_t dflt) {
+    if (v.empty()) v.assign(nsp, dflt);
+    if (v.size() == 1 && nsp > 1) v.assign(nsp, v[0]);
+    if (v.size() != nsp) ctx.fail(std::string("argument '") + name + "' does not match the spatial rank");
+  };
+  expand(p.stride, "stride", 1);
+  expand(p.padding, "padding", 0);
+  expand(p.dilation, "dilation", 1);
+  if (p.groups <= 0) ctx.fail("groups must be positive");
+  return lower_conv(ctx, node, p);
+}
+
+Outs lower_max_pool2d_with_indices(LoweringContext& ctx, const Node& node) { return lower_max_pool(ctx, node); }
+
+Outs lower_avg_pool2d(LoweringContext& ctx, const Node& node) {
+  TensorRef x = ctx.tensor(node.arg("self"));
+  if (x.rank() < 3) ctx.fail("avg_pool2d expects a 3-d or 4-d input");
+  std::vector<int64_t> in = static_sizes_of(ctx, x);
+  std::vector<int64_t> out = static_out_sizes(ctx, node);
+  std::vector<WindowDim> dims = window_dims(ctx, node, in, out, false);
+  bool count_include_pad = node.has_arg("count_include_pad") ? bool_arg(node, "count_include_pad") : true;
+  std::optional<int64_t> divisor_override;
+  if (!is_none(node, "divisor_override")) divisor_override = int_arg(node, "divisor_override");
+  if (divisor_override && *divisor_override == 0) ctx.fail("divisor must be not zero");
+  DType dtype = out_dtype(node);
+  TensorRef xc = cast(x, dtype);
+  Loader load = xc.load;
+  TensorRef sum = ctx.reduction(dtype, sizes_index(out), {dims[0].kernel, dims[1].kernel}, ReduceOp::Sum,
+      [=](Ops& ops, const Index& idx, const Index& r) {
+        size_t lead = idx.size() - 2;
+        Index src(idx.begin(), idx.begin() + lead);
+        std::optional<Val> valid;
+        for (size_t j = 0; j < 2; ++j) {
+          Expr i = dims[j].pos(idx[lead + j], r[j]);
+          if (dims[j].may_leave()) {
+            valid = logical_and(ops, valid, in_range(ops, i, dims[j].in));
+            i = clamp_index(i, dims[j].in);
+          }
+          src.push_back(i);
+        }
+        Val v = load(ops, src);
+        return valid ? ops.where(*valid, v, ops.constant(zero(dtype))) : v;
+      });
+  Loader ls = sum.load;
+  return {LoweringContext::pointwise(dtype, sizes_index(out), [=](Ops& ops, const Index& idx) {
+    // ATen: the window [start, min(start + k, in + pad)) counts padding; clipped to the input it
+    // counts the elements.
+    size_t lead = idx.size() - 2;
+    Expr divisor = 1;
+    if (divisor_override) {
+      divisor = *divisor_override;
+    } else {
+      for (size_t j = 0; j < 2; ++j) {
+        const WindowDim& D = dims[j];
+        Expr start = D.start(idx[lead + j]);
+        Expr end = ir::min(start + D.kernel, D.in + D.pad);
+        if (count_include_pad) {
+          divisor = divisor * (end - start);
+        } else {
+          Expr count = ir::min(end, D.in) - ir::max(start, 0);
+          divisor = divisor * ir::max(count, 1);  // an empty window sums to 0 anyway
+        }
+      }
+    }
+    return ops.div(ls(ops, idx), ops.index_expr(divisor, dtype));
+  })};
+}
+
+Outs lower_adaptive_avg_pool2d(LoweringContext& ctx, const Node& node) {
+  TensorRef x = ctx.tensor(node.arg("self"));
+  if (x.rank() < 3) ctx.fail("adaptive_avg_pool2d expects a 3-d or 4-d input");
+  std::vector<int64_t> in = static_sizes_of(ctx, x);
+  std::vector<int64_t> out = static_out_sizes(ctx, node);
+  DType dtype = out_dtype(node);
+  size_t lead = in.size() - 2;
+  // Window of output o along a dim: [floor(o*in/out), ceil((o+1)*in/out)).
+  struct Dim {
+    int64_t in, out, kmax;
+    bool uniform;
+    Expr start(const Expr& o) const { return ir::floordiv(o * in, out); }
+    Expr end(const Expr& o) const { return ir::floordiv((o + 1) * in + (out - 1), out); }
+  };
+  std::vector<Dim> dims;
+  for (size_t j = 0; j < 2; ++j) {
+    int64_t n = in[lead + j], m = out[lead + j];
+    if (m > 0 && n <= 0) ctx.fail("adaptive_avg_pool2d: empty input plane");
+    int64_t kmax = 0, kmin = std::numeric_limits<int64_t>::max();
+    for (int64_t o = 0; o < m; ++o) {
+      int64_t s = (o * n) / m, e = ((o + 1) * n + m - 1) / m;
+      kmax = std::max(kmax, e - s);
+      kmin = std::min(kmin, e - s);
+    }
+    dims.push_back(Dim{n, m, kmax, kmax == kmin});
+  }
+  TensorRef xc = cast(x, dtype);
+  Loader load = xc.load;
+  TensorRef sum = ctx.reduction(dtype, sizes_index(out), {dims[0].kmax, dims[1].kmax}, ReduceOp::Sum,
+      [=](Ops& ops, const Index& idx, const Index& r) {
+        Index src(idx.begin(), idx.begin() + lead);
+        std::optional<Val> valid;
+        for (size_t j = 0; j < 2; ++j) {
+          const Dim& D = dims[j];
+          Expr i = D.start(idx[lead + j]) + r[j];
+          if (!D.uniform) {
+            Val ok = ops.binary(BinaryOp::Lt, index_val(ops, i), index_val(ops, D.end(idx[lead + j])));
+            valid = logical_and(ops, valid, ok);
+            i = ir::min(i, D.in - 1);
+          }
+          src.push_back(i);
+        }
+        Val v = load(ops, src);
+        return valid ? ops.where(*valid, v, ops.constant(zero(dtype))) : v;
+      });
+  Loader ls = sum.load;
+  return {LoweringContext::pointwise(dtype, sizes_index(out), [=](Ops& ops, const Index& idx) {
+    // ATen: sum / kh / kw.
+    Val v = ls(ops, idx);
+    for (size_t j = 0; j < 2; ++j) {
+      const Dim& D = dims[j];
+      v = ops.div(v, ops.index_expr(D.end(idx[lead + j]) - D.start(idx[lead + j]), dtype));
+    }
+    return v;
+  })};
+}
+
+namespace {
+
+// The scales the resampling kernels receive: from scale_factors when given, else none.
+std::vector<std::optional<double>> resample_scales(const Node& node) {
+  std::vector<std::optional<double>> scales(2);
+  if (!is_none(node, "scale_factors")) {
+    const Arg& a = node.arg("scale_factors");
+    for (size_t j = 0; j < 2 && j < a.floats.size(); ++j) scales[j] = a.floats[j];
+  }
+  return scales;
+}
+
+// ATen's compute_scales_value<float>: 1/scale when a positive scale is given, else in/out.
+float scale_value(std::optional<double> scale, int64_t in, int64_t out) {
+  if (scale && *scale > 0) return static_cast<float>(1.0 / *scale);
+  return static_cast<float>(in) / static_cast<float>(out);
+}
+
+}  // namespace
+
+Outs lower_upsample_nearest2d(LoweringContext& ctx, const Node& node) {
+  TensorRef x = ctx.tensor(node.arg("input"));
+  if (x.rank() < 3) ctx.fail("upsample_nearest2d expects a 3-d or 4-d input");
+  std::vector<int64_t> in = static_sizes_of(ctx, x);
+  std::vector<int64_t> out = static_out_sizes(ctx, node);
+  size_t lead = in.size() - 2;
+  auto scales = resample_scales(node);
+  // ATen's nearest_idx: identity, halving, or min(floor(dst * scale), in - 1) in float.
+  enum class Mode { Same, Half, Float };
+  std::vector<Mode> mode(2);
+  std::vector<float> scale(2);
+  for (size_t j = 0; j < 2; ++j) {
+    int64_t n = in[lead + j], m = out[lead + j];
+    mode[j] = m == n ? Mode::Same : m == 2 * n ? Mode::Half : Mode::Float;
+    scale[j] = scale_value(scales[j], n, m);
+  }
+  Loader load = x.load;
+  return {LoweringContext::pointwise(x.dtype, sizes_index(out), [=](Ops& ops, const Index& idx) {
+    Index src(idx.begin(), idx.begin() + lead);
+    for (size_t j = 0; j < 2; ++j) {
+      Expr o = idx[lead + j];
+      int64_t n = in[lead + j];
+      if (mode[j] == Mode::Same) {
+        src.push_back(o);
+      } else if (mode[j] == Mode::Half) {
+        src.push_back(ir::floordiv(o, 2));
+      } else {
+        Val f = ops.mul(ops.index_expr(o, DType::Float32), ops.constant(Scalar::of(scale[j], DType::Float32)));
+        Val i = ops.to_dtype(ops.unary(UnaryOp::Floor, f), DType::Int64);
+        i = ops.binary(BinaryOp::Minimum, i, ops.constant(int_scalar(n - 1)));
+        src.push_back(ops.indirect(i, n));
+      }
+    }
+    return load(ops, src);
+  })};
+}
+
+Outs lower_upsample_bilinear2d(LoweringContext& ctx, const Node& node) {
+  TensorRef x = ctx.tensor(node.arg("input"));
+  if (x.rank() < 3) ctx.fail("upsample_bilinear2d expects a 3-d or 4-d input");
+  std::vector<int64_t> in = static_sizes_of(ctx, x);
+  std::vector<int64_t> out = static_out_sizes(ctx, node);
+  size_t lead = in.size() - 2;
+  bool align_corners = bool_arg(node, "align_corners");
+  auto scales = resample_scales(node);
+  DType dtype = out_dtype(node);
+  DType acc = dtype == DType::Float64 ? DType::Float64 : DType::Float32;  // opmath type
+  std::vector<double> scale(2);
+  for (size_t j = 0; j < 2; ++j) {
+    int64_t n = in[lead + j], m = out[lead + j];
+    // ATen's area_pixel_compute_scale in the opmath type.
+    if (align_corners) {
+      if (acc == DType::Float32) scale[j] = m > 1 ? static_cast<float>(n - 1) / static_cast<float>(m - 1) : 0.0f;
+      else scale[j] = m > 1 ? static_cast<double>(n - 1) / static_cast<double>(m - 1) : 0.0;
+    } else if (acc == DType::Float32) {
+      scale[j] = scale_value(scales[j], n, m);
+    } else {
+      scale[j] = scales[j] && *scales[j] > 0 ? 1.0 / *scales[j] : static_cast<double>(n) / static_cast<double>(m);
+    }
+  }
+  TensorRef xc = cast(x, acc);
+  Loader load = xc.load;
+  return {LoweringContext::pointwise(dtype, sizes_index(out), [=](Ops& ops, const Index& idx) {
+    auto c = [&](double v) { return ops.constant(Scalar::of(v, acc)); };
+    // Per dim: the two source positions and their weights (ATen's compute_indices_weights_linear).
+    Expr i0[2], i1[2];
+    Val w0[2], w1[2];
+    for (size_t j = 0; j < 2; ++j) {
+      int64_t n = in[lead + j];
+      Val dst = ops.index_expr(idx[lead + j], acc);
+      Val real;
+      if (align_corners) {
+        real = ops.mul(c(scale[j]), dst);
+      } else {
+        real = ops.sub(ops.mul(c(scale[j]), ops.add(dst, c(0.5))), c(0.5));
+        real = ops.where(ops.binary(BinaryOp::Lt, real, c(0)), c(0), real);
+      }
+      Val lo = ops.to_dtype(ops.unary(UnaryOp::Floor, real), DType::Int64);
+      lo = ops.binary(BinaryOp::Minimum, lo, ops.constant(int_scalar(n - 1)));
+      Val lambda = ops.sub(real, ops.to_dtype(lo, acc));
+      lambda = ops.binary(BinaryOp::Minimum, ops.binary(BinaryOp::Maximum, lambda, c(0)), c(1));
+      Val has_next = ops.binary(BinaryOp::Lt, lo, ops.constant(int_scalar(n - 1)));
+      Val hi = ops.add(lo, ops.where(has_next, ops.constant(int_scalar(1)), ops.constant(int_scalar(0))));
+      i0[j] = ops.indirect(lo, n);
+      i1[j] = ops.indirect(hi, n);
+      w1[j] = lambda;
+      w0[j] = ops.sub(c(1), lambda);
+    }
+    auto at = [&](const Expr& h, const Expr& w) {
+      Index src(idx.begin(), idx.begin() + lead);
+      src.push_back(h);
+      src.push_back(w);
+      return load(ops, src);
+    };
+    // ATen's Interpolate: the inner (width) interpolation first, then the outer (height) one.
+    Val top = ops.add(ops.mul(at(i0[0], i0[1]), w0[1]), ops.mul(at(i0[0], i1[1]), w1[1]));
+    Val bottom = ops.add(ops.mul(at(i1[0], i0[1]), w0[1]), ops.mul(at(i1[0], i1[1]), w1[1]));
+    Val v = ops.add(ops.mul(top, w0[0]), ops.mul(bottom, w1[0]));
+    return ops.cast(v, dtype);
+  })};
+}
+
+}  // namespace foundry::lower

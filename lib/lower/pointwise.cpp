@@ -1,0 +1,166 @@
+// Elementwise ops: math, comparisons, logic, activations, casts.
+#include <cmath>
+
+#include "lower/lowerings.h"
+#include "lower/util.h"
+
+namespace foundry::lower {
+
+using ir::BinaryOp;
+using ir::UnaryOp;
+
+namespace {
+
+bool is_comparison_or_logical(BinaryOp op) { return ir::returns_bool(op); }
+
+// The tensor operands of a binary op: "self"/"other" (or "exponent" for pow).
+std::pair<const Arg*, const Arg*> binary_operands(const Node& node) {
+  const char* second = node.has_arg("other") ? "other" : "exponent";
+  return {&node.arg("self"), &node.arg(second)};
+}
+
+}  // namespace
+
+LowerFn unary(UnaryOp op) {
+  return [op](LoweringContext& ctx, const Node& node) -> Outs {
+    TensorRef x = ctx.tensor(node.arg("self"));
+    DType out = out_dtype(node);
+    // Predicates (isnan, logical_not) look at the input as it is; math runs in the result type.
+    DType compute = ir::returns_bool(op) ? x.dtype : out;
+    return {map1(x, compute, out, [op](Ops& ops, Val v) { return ops.unary(op, v); })};
+  };
+}
+
+LowerFn binary(BinaryOp op) {
+  return [op](LoweringContext& ctx, const Node& node) -> Outs {
+    auto [a_arg, b_arg] = binary_operands(node);
+    DType out = out_dtype(node);
+    DType compute = is_comparison_or_logical(op) ? result_type(ctx, {a_arg, b_arg}) : out;
+    TensorRef a = ctx.tensor(*a_arg, compute), b = ctx.tensor(*b_arg, compute);
+    bool has_alpha = node.has_arg("alpha") && !node.arg("alpha").is_none() && node.arg("alpha").as_double() != 1.0;
+    if (has_alpha) {
+      ir::Scalar alpha = ir::Scalar::of(node.arg("alpha").as_double(), compute);
+      b = map1(b, compute, compute, [alpha](Ops& ops, Val v) { return ops.mul(v, ops.constant(alpha)); });
+    }
+    return {map2(a, b, compute, out, [op](Ops& ops, Val x, Val y) { return ops.binary(op, x, y); })};
+  };
+}
+
+Outs lower_div_mode(LoweringContext& ctx, const Node& node) {
+  DType out = out_dtype(node);
+  TensorRef a = ctx.tensor(node.arg("self"), out), b = ctx.tensor(node.arg("other"), out);
+  std::string mode = node.arg("rounding_mode").is_none() ? "" : node.arg("rounding_mode").s;
+  if (mode.empty()) return {map2(a, b, out, out, [](Ops& ops, Val x, Val y) { return ops.div(x, y); })};
+  if (mode == "floor")
+    return {map2(a, b, out, out, [](Ops& ops, Val x, Val y) { return ops.binary(BinaryOp::FloorDiv, x, y); })};
+  if (mode != "trunc") ctx.fail("unknown rounding_mode '" + mode + "'");
+  bool fl = is_floating(out);
+  return {map2(a, b, out, out, [fl](Ops& ops, Val x, Val y) {
+    Val q = ops.div(x, y);
+    return fl ? ops.unary(UnaryOp::Trunc, q) : q;
+  })};
+}
+
+Outs lower_where(LoweringContext& ctx, const Node& node) {
+  DType out = out_dtype(node);
+  TensorRef c = ctx.tensor(node.arg("condition"), DType::Bool);
+  TensorRef a = ctx.tensor(node.arg("self"), out), b = ctx.tensor(node.arg("other"), out);
+  std::vector<Expr> sizes = broadcast_shapes(broadcast_shapes(c.sizes, a.sizes), b.sizes);
+  Loader lc = broadcast_to(c, sizes).load, la = broadcast_to(cast(a, out), sizes).load,
+         lb = broadcast_to(cast(b, out), sizes).load;
+  return {LoweringContext::pointwise(out, sizes, [lc, la, lb](Ops& ops, const Index& idx) {
+    Val c = lc(ops, idx);
+    Val a = la(ops, idx);
+    Val b = lb(ops, idx);
+    return ops.where(c, a, b);
+  })};
+}
+
+namespace {
+// min(max(x, lo), hi) with NaN propagating from x, as ATen's clamp.
+TensorRef clamp_between(LoweringContext& ctx, TensorRef x, const Arg* lo, const Arg* hi, DType out) {
+  x = cast(x, out);
+  if (lo && !lo->is_none())
+    x = map2(x, ctx.tensor(*lo, out), out, out, [](Ops& ops, Val v, Val l) { return ops.binary(BinaryOp::Maximum, v, l); });
+  if (hi && !hi->is_none())
+    x = map2(x, ctx.tensor(*hi, out), out, out, [](Ops& ops, Val v, Val h) { return ops.binary(BinaryOp::Minimum, v, h); });
+  return x;
+}
+}  // namespace
+
+Outs lower_clamp(LoweringContext& ctx, const Node& node) {
+  return {clamp_between(ctx, ctx.tensor(node.arg("self")), &node.arg("min"), &node.arg("max"), out_dtype(node))};
+}
+
+Outs lower_hardtanh(LoweringContext& ctx, const Node& node) {
+  return {clamp_between(ctx, ctx.tensor(node.arg("self")), &node.arg("min_val"), &node.arg("max_val"), out_dtype(node))};
+}
+
+Outs lower_relu(LoweringContext& ctx, const Node& node) {
+  DType out = out_dtype(node);
+  return {map1(ctx.tensor(node.arg("self")), out, out, [out](Ops& ops, Val v) {
+    return ops.binary(BinaryOp::Maximum, v, ops.constant(0, out));
+  })};
+}
+
+Outs lower_leaky_relu(LoweringContext& ctx, const Node& node) {
+  DType out = out_dtype(node);
+  double slope = node.has_arg("negative_slope") ? float_arg(node, "negative_slope") : 0.01;
+  return {map1(ctx.tensor(node.arg("self")), out, out, [out, slope](Ops& ops, Val v) {
+    Val positive = ops.binary(BinaryOp::Gt, v, ops.constant(0, out));
+    return ops.where(positive, v, ops.mul(v, ops.constant(slope, out)));
+  })};
+}
+
+Outs lower_elu(LoweringContext& ctx, const Node& node) {
+  DType out = out_dtype(node);
+  double alpha = float_arg(node, "alpha"), scale = float_arg(node, "scale"),
+         input_scale = float_arg(node, "input_scale");
+  return {map1(ctx.tensor(node.arg("self")), out, out, [=](Ops& ops, Val v) {
+    Val positive = ops.binary(BinaryOp::Gt, v, ops.constant(0, out));
+    Val neg = ops.mul(ops.constant(alpha * scale, out),
+                      ops.unary(UnaryOp::Expm1, ops.mul(v, ops.constant(input_scale, out))));
+    return ops.where(positive, ops.mul(v, ops.constant(scale, out)), neg);
+  })};
+}
+
+Outs lower_gelu(LoweringContext& ctx, const Node& node) {
+  DType out = out_dtype(node);
+  bool tanh_approx = node.has_arg("approximate") && node.arg("approximate").s == "tanh";
+  return {map1(ctx.tensor(node.arg("self")), out, out, [out, tanh_approx](Ops& ops, Val x) {
+    auto c = [&](double v) { return ops.constant(v, out); };
+    Val inner;
+    if (tanh_approx) {
+      // 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
+      Val cube = ops.mul(ops.mul(x, x), x);
+      Val arg = ops.mul(c(std::sqrt(2.0 / M_PI)), ops.add(x, ops.mul(c(0.044715), cube)));
+      inner = ops.unary(UnaryOp::Tanh, arg);
+    } else {
+      // 0.5 * x * (1 + erf(x / sqrt(2)))
+      inner = ops.unary(UnaryOp::Erf, ops.mul(x, c(M_SQRT1_2)));
+    }
+    return ops.mul(ops.mul(c(0.5), x), ops.add(c(1.0), inner));
+  })};
+}
+
+Outs lower_pow_scalar_base(LoweringContext& ctx, const Node& node) {
+  DType out = out_dtype(node);
+  TensorRef base = ctx.tensor(node.arg("self"), out), exponent = ctx.tensor(node.arg("exponent"), out);
+  return {map2(base, exponent, out, out, [](Ops& ops, Val b, Val e) { return ops.binary(BinaryOp::Pow, b, e); })};
+}
+
+Outs lower_to_copy(LoweringContext& ctx, const Node& node) {
+  return {cast(ctx.tensor(node.arg("self")), out_dtype(node))};
+}
+
+Outs lower_copy(LoweringContext& ctx, const Node& node) {
+  // copy(self, src): src's values broadcast to self's shape, in self's dtype.
+  TensorRef self = ctx.tensor(node.arg("self"));
+  return {broadcast_to(cast(ctx.tensor(node.arg("src")), out_dtype(node)), self.sizes)};
+}
+
+Outs lower_identity(LoweringContext& ctx, const Node& node) { return {ctx.tensor(node.arg("self"))}; }
+
+Outs lower_nothing(LoweringContext&, const Node& node) { return Outs(node.outputs.size()); }
+
+}  // namespace foundry::lower

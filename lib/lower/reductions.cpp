@@ -1,0 +1,254 @@
+// Reductions, scans and softmax: sum, mean, prod, amax/amin, max/min, any, argmax/argmin,
+// max.dim/min.dim, var/var_mean, cumsum/cumprod, _softmax/_log_softmax.
+//
+// Each reduction is one realized Reduction node over the reduced dims (reduce_dims maps output and
+// reduction indices back to the input's index); whatever follows it (mean's division, softmax's
+// normalization) is lazy pointwise math over the realized buffers.
+#include "foundry/support/error.h"
+#include "lower/lowerings.h"
+#include "lower/util.h"
+
+namespace foundry::lower {
+
+using ir::BinaryOp;
+using ir::ReduceOp;
+using ir::UnaryOp;
+
+namespace {
+
+// How a reduction over some dims of a tensor maps onto loops: the output's sizes, the reduction
+// ranges, and the input index of an (output index, reduction index) pair.
+struct ReducePlan {
+  std::vector<Expr> in_sizes;
+  std::vector<bool> reduced;  // per input dim
+  bool keepdim = false;
+  std::vector<Expr> out_sizes;
+  std::vector<Expr> ranges;  // sizes of the reduced dims, in order
+  Expr count = 1;            // number of elements reduced into each output element
+
+  Index input_index(const Index& idx, const Index& ridx) const {
+    Index in(in_sizes.size());
+    size_t o = 0, r = 0;
+    for (size_t d = 0; d < in_sizes.size(); ++d) {
+      if (reduced[d]) {
+        in[d] = ridx[r++];
+        if (keepdim) ++o;
+      } else {
+        in[d] = idx[o++];
+      }
+    }
+    return in;
+  }
+  // The output index of an input index (drops reduced dims, or zeroes them with keepdim).
+  Index output_index(const Index& in) const {
+    Index out;
+    for (size_t d = 0; d < in_sizes.size(); ++d) {
+      if (!reduced[d]) out.push_back(in[d]);
+      else if (keepdim) out.push_back(Expr(0));
+    }
+    return out;
+  }
+};
+
+// `dims` empty means all dims (as ATen's reductions read an empty or absent dim list). On a 0-d
+// tensor dims 0 and -1 are accepted and nothing is reduced.
+ReducePlan reduce_dims(const std::vector<Expr>& sizes, const std::vector<int64_t>& dims, bool keepdim) {
+  ReducePlan p;
+  p.in_sizes = sizes;
+  p.keepdim = keepdim;
+  int64_t rank = static_cast<int64_t>(sizes.size());
+  p.reduced.assign(sizes.size(), dims.empty());
+  for (int64_t d : dims) {
+    int64_t n = normalize_dim(d, rank);
+    if (rank == 0) continue;
+    if (p.reduced[n]) throw UserError("dim " + std::to_string(n) + " appears multiple times in the list of dims");
+    p.reduced[n] = true;
+  }
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (p.reduced[d]) {
+      p.ranges.push_back(sizes[d]);
+      p.count = p.count * sizes[d];
+      if (keepdim) p.out_sizes.push_back(Expr(1));
+    } else {
+      p.out_sizes.push_back(sizes[d]);
+    }
+  }
+  return p;
+}
+
+// The reduced dims named by argument `name`: absent or None -> {} (all), an int -> {it}, a list.
+std::vector<int64_t> dims_arg(const Node& node, const std::string& name) {
+  if (is_none(node, name)) return {};
+  return ints_arg(node, name);
+}
+
+bool keepdim_arg(const Node& node) { return node.has_arg("keepdim") && bool_arg(node, "keepdim"); }
+
+// The node's own plan: its "dim"/"keepdim" arguments over `self`, checked against the recorded
+// output sizes.
+ReducePlan node_plan(LoweringContext& ctx, const Node& node, const TensorRef& x, size_t out = 0) {
+  ReducePlan p = reduce_dims(x.sizes, dims_arg(node, "dim"), keepdim_arg(node));
+  if (p.out_sizes != out_sizes(node, out)) ctx.fail("reduction output sizes disagree with the recorded type");
+  return p;
+}
+
+// A realized reduction of `x` (values cast to `compute` first) under `plan`, result dtype `out`.
+TensorRef reduce(LoweringContext& ctx, const TensorRef& x, const ReducePlan& plan, ReduceOp op, DType compute,
+                 DType out) {
+  Loader load = x.load;
+  ReducePlan p = plan;
+  return ctx.reduction(out, p.out_sizes, p.ranges, op, [load, p, compute](Ops& ops, const Index& idx, const Index& ridx) {
+    return ops.cast(load(ops, p.input_index(idx, ridx)), compute);
+  });
+}
+
+Val count_value(Ops& ops, const Expr& count, DType t) {
+  if (count.is_const()) return ops.constant(static_cast<double>(count.const_value()), t);
+  return ops.index_expr(count, t);
+}
+
+// sum(x) / count in dtype t, lazily over the realized sum.
+TensorRef mean_of(LoweringContext& ctx, const TensorRef& x, const ReducePlan& p, DType t) {
+  TensorRef sum = reduce(ctx, x, p, ReduceOp::Sum, t, t);
+  Expr count = p.count;
+  return map1(sum, t, t, [count, t](Ops& ops, Val v) { return ops.div(v, count_value(ops, count, t)); });
+}
+
+}  // namespace
+
+// sum, sum.dim_IntList, prod, prod.dim_int: accumulate in the output dtype (int64 for integer and
+// bool inputs unless `dtype` says otherwise).
+Outs lower_sum(LoweringContext& ctx, const Node& node) {
+  TensorRef x = ctx.tensor(node.arg("self"));
+  DType out = out_dtype(node);
+  return {reduce(ctx, x, node_plan(ctx, node, x), ReduceOp::Sum, out, out)};
+}
+
+Outs lower_prod(LoweringContext& ctx, const Node& node) {
+  TensorRef x = ctx.tensor(node.arg("self"));
+  DType out = out_dtype(node);
+  return {reduce(ctx, x, node_plan(ctx, node, x), ReduceOp::Prod, out, out)};
+}
+
+// mean, mean.dim: sum / count in the floating output dtype (an empty reduction gives 0/0 = NaN).
+Outs lower_mean(LoweringContext& ctx, const Node& node) {
+  TensorRef x = ctx.tensor(node.arg("self"));
+  DType out = out_dtype(node);
+  return {mean_of(ctx, x, node_plan(ctx, node, x), out)};
+}
+
+// amax, amin, max, min (all elements): NaN propagates.
+LowerFn lower_extremum(bool is_max) {
+  return [is_max](LoweringContext& ctx, const Node& node) -> Outs {
+    TensorRef x = ctx.tensor(node.arg("self"));
+    DType out = out_dtype(node);
+    return {reduce(ctx, x, node_plan(ctx, node, x), is_max ? ReduceOp::Max : ReduceOp::Min, out, out)};
+  };
+}
+
+// any, any.dim, any.dims: bool, except that a uint8 input gives uint8.
+Outs lower_any(LoweringContext& ctx, const Node& node) {
+  TensorRef x = ctx.tensor(node.arg("self"));
+  TensorRef r = reduce(ctx, x, node_plan(ctx, node, x), ReduceOp::Any, x.dtype, DType::Bool);
+  return {cast(r, out_dtype(node))};
+}
+
+// argmax, argmin: int64 position along `dim`, or in the flattened tensor when dim is None
+// (reducing all dims in row-major order gives exactly the flat position).
+LowerFn lower_arg_extremum(bool is_max) {
+  return [is_max](LoweringContext& ctx, const Node& node) -> Outs {
+    TensorRef x = ctx.tensor(node.arg("self"));
+    return {reduce(ctx, x, node_plan(ctx, node, x), is_max ? ReduceOp::ArgMax : ReduceOp::ArgMin, x.dtype,
+                   DType::Int64)};
+  };
+}
+
+// max.dim, min.dim: (values, int64 indices); first occurrence wins, NaN counts as the extremum.
+LowerFn lower_extremum_with_index(bool is_max) {
+  return [is_max](LoweringContext& ctx, const Node& node) -> Outs {
+    TensorRef x = ctx.tensor(node.arg("self"));
+    ReducePlan p = node_plan(ctx, node, x);
+    TensorRef values = reduce(ctx, x, p, is_max ? ReduceOp::Max : ReduceOp::Min, x.dtype, x.dtype);
+    TensorRef indices = reduce(ctx, x, p, is_max ? ReduceOp::ArgMax : ReduceOp::ArgMin, x.dtype, DType::Int64);
+    return {values, indices};
+  };
+}
+
+// var.correction, var_mean.correction: two passes (mean, then the sum of squared deviations),
+// divided by max(count - correction, 0); correction defaults to 1.
+Outs lower_var(LoweringContext& ctx, const Node& node) {
+  TensorRef x = ctx.tensor(node.arg("self"));
+  DType t = out_dtype(node);
+  ReducePlan p = node_plan(ctx, node, x);
+  double correction = is_none(node, "correction") ? 1.0 : float_arg(node, "correction");
+  TensorRef mean = mean_of(ctx, x, p, t);
+  Loader load_x = x.load, load_mean = mean.load;
+  TensorRef ssd = ctx.reduction(t, p.out_sizes, p.ranges, ReduceOp::Sum,
+                                [load_x, load_mean, p, t](Ops& ops, const Index& idx, const Index& ridx) {
+                                  Val v = ops.cast(load_x(ops, p.input_index(idx, ridx)), t);
+                                  Val d = ops.sub(v, load_mean(ops, idx));
+                                  return ops.mul(d, d);
+                                });
+  Expr count = p.count;
+  TensorRef var = map1(ssd, t, t, [count, correction, t](Ops& ops, Val v) {
+    Val n = count_value(ops, count, t);
+    Val divisor = ops.binary(BinaryOp::Maximum, ops.sub(n, ops.constant(correction, t)), ops.constant(0.0, t));
+    return ops.div(v, divisor);
+  });
+  if (node.outputs.size() == 2) return {var, mean};
+  return {var};
+}
+
+// cumsum, cumprod: out[..i..] = reduce over j of (j <= i ? x[..j..] : identity), in the output
+// dtype. A quadratic reduction, but one plain Reduction node the scheduler already understands.
+LowerFn lower_scan(bool is_prod) {
+  return [is_prod](LoweringContext& ctx, const Node& node) -> Outs {
+    TensorRef x = ctx.tensor(node.arg("self"));
+    DType out = out_dtype(node);
+    int64_t rank = static_cast<int64_t>(x.rank());
+    int64_t dim = normalize_dim(int_arg(node, "dim"), rank);
+    ReduceOp op = is_prod ? ReduceOp::Prod : ReduceOp::Sum;
+    Loader load = x.load;
+    if (rank == 0)
+      return {ctx.reduction(out, {}, {}, op, [load, out](Ops& ops, const Index& idx, const Index&) {
+        return ops.cast(load(ops, idx), out);
+      })};
+    Expr n = x.sizes[dim];
+    double identity = is_prod ? 1.0 : 0.0;
+    return {ctx.reduction(out, x.sizes, {n}, op, [load, out, dim, n, identity](Ops& ops, const Index& idx, const Index& ridx) {
+      Index src = idx;
+      src[dim] = clamp_index(ridx[0], n);
+      Val v = ops.cast(load(ops, src), out);
+      Val j = ops.index_expr(ridx[0], DType::Int64), i = ops.index_expr(idx[dim], DType::Int64);
+      return ops.where(ops.binary(BinaryOp::Le, j, i), v, ops.constant(identity, out));
+    })};
+  };
+}
+
+// _softmax, _log_softmax: m = max over dim, s = sum of exp(x - m); softmax = exp(x - m) / s,
+// log_softmax = x - m - log(s). Computed in the output dtype (float32 for half_to_float).
+LowerFn lower_softmax(bool is_log) {
+  return [is_log](LoweringContext& ctx, const Node& node) -> Outs {
+    TensorRef x = ctx.tensor(node.arg("self"));
+    DType t = out_dtype(node);
+    ReducePlan p = reduce_dims(x.sizes, {int_arg(node, "dim")}, /*keepdim=*/true);
+    TensorRef xt = cast(x, t);
+    TensorRef m = reduce(ctx, xt, p, ReduceOp::Max, t, t);
+    Loader load_x = xt.load, load_m = m.load;
+    TensorRef s = ctx.reduction(t, p.out_sizes, p.ranges, ReduceOp::Sum,
+                                [load_x, load_m, p](Ops& ops, const Index& idx, const Index& ridx) {
+                                  Val v = load_x(ops, p.input_index(idx, ridx));
+                                  return ops.unary(UnaryOp::Exp, ops.sub(v, load_m(ops, idx)));
+                                });
+    Loader load_s = s.load;
+    return {LoweringContext::pointwise(t, x.sizes, [load_x, load_m, load_s, p, is_log](Ops& ops, const Index& idx) {
+      Index o = p.output_index(idx);
+      Val shifted = ops.sub(load_x(ops, idx), load_m(ops, o));
+      Val sum = load_s(ops, o);
+      if (is_log) return ops.sub(shifted, ops.unary(UnaryOp::Log, sum));
+      return ops.div(ops.unary(UnaryOp::Exp, shifted), sum);
+    })};
+  };
+}
+
+}  // namespace foundry::lower

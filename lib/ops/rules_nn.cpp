@@ -1,0 +1,240 @@
+// Shape rules of matrix products, convolution, pooling, resampling and normalization.
+#include <algorithm>
+#include <cmath>
+
+#include "foundry/ops/registry.h"
+#include "foundry/support/error.h"
+
+namespace foundry::rules {
+namespace {
+
+using shape::format_sizes;
+using shape::make_type;
+
+void require_rank(const TensorType& t, int64_t rank, const char* what) {
+  if (t.rank() != rank)
+    throw UserError(std::string(what) + " must be " + std::to_string(rank) + "-d, got " + format_sizes(t.sizes));
+}
+
+void require_same_dtype(const TensorType& a, const TensorType& b, const char* op) {
+  if (a.dtype != b.dtype)
+    throw UserError(std::string(op) + ": operands must have the same dtype, got " +
+                    std::string(dtype_name(a.dtype)) + " and " + std::string(dtype_name(b.dtype)));
+}
+
+void require_inner_match(int64_t a, int64_t b, const TensorType& x, const TensorType& y) {
+  if (a != b) throw UserError("shapes " + format_sizes(x.sizes) + " and " + format_sizes(y.sizes) + " cannot be multiplied");
+}
+
+// A per-spatial-dim parameter (stride, padding...): a single value applies to every dim.
+std::vector<int64_t> spatial_param(const Node& node, std::string_view name, size_t spatial, int64_t empty_default) {
+  std::vector<int64_t> v = shape::ints_arg(node, name);
+  if (v.empty()) v.assign(spatial, empty_default);
+  if (v.size() == 1) v.assign(spatial, v[0]);
+  if (v.size() != spatial)
+    throw UserError("argument '" + std::string(name) + "' needs " + std::to_string(spatial) + " values, got " + format_sizes(v));
+  return v;
+}
+
+int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+
+// ATen's pooling_output_shape: with ceil_mode the last window must start inside the input or
+// its left padding.
+int64_t pooling_output_size(int64_t in, int64_t kernel, int64_t pad, int64_t stride, int64_t dilation, bool ceil_mode) {
+  if (stride <= 0) throw UserError("pooling: stride must be positive");
+  if (pad > kernel / 2) throw UserError("pooling: padding should be at most half of the kernel size");
+  int64_t span = in + 2 * pad - dilation * (kernel - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+  int64_t out = floor_div(span, stride) + 1;
+  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+  if (out <= 0) throw UserError("pooling: output size is too small for input size " + std::to_string(in));
+  return out;
+}
+
+// Pools over the last two dims of a 3-d (C, H, W) or 4-d (N, C, H, W) input.
+std::vector<int64_t> pool2d_sizes(const Node& node, const TensorType& self, bool has_dilation) {
+  if (self.rank() != 3 && self.rank() != 4) throw UserError("pool2d: input must be 3-d or 4-d, got " + format_sizes(self.sizes));
+  std::vector<int64_t> kernel = spatial_param(node, "kernel_size", 2, 0);
+  std::vector<int64_t> stride = spatial_param(node, "stride", 2, 0);
+  if (shape::ints_arg(node, "stride").empty()) stride = kernel;  // stride=[] means the kernel size
+  std::vector<int64_t> padding = spatial_param(node, "padding", 2, 0);
+  std::vector<int64_t> dilation = has_dilation ? spatial_param(node, "dilation", 2, 1) : std::vector<int64_t>{1, 1};
+  bool ceil_mode = shape::bool_arg(node, "ceil_mode");
+  std::vector<int64_t> sizes = self.sizes;
+  for (size_t i = 0; i < 2; ++i) {
+    int64_t& size = sizes[sizes.size() - 2 + i];
+    size = pooling_output_size(size, kernel[i], padding[i], stride[i], dilation[i], ceil_mode);
+  }
+  return sizes;
+}
+
+std::vector<TensorType> outputs_for_schema(const Node& node, std::vector<TensorType> all) {
+  if (node.op) all.resize(node.op->schema.returns.size());
+  return all;
+}
+
+}  // namespace
+
+std::vector<TensorType> mm(const Node& node) {
+  const TensorType& a = shape::tensor(node, "self");
+  const TensorType& b = shape::tensor(node, "mat2");
+  require_rank(a, 2, "mm: self");
+  require_rank(b, 2, "mm: mat2");
+  require_inner_match(a.sizes[1], b.sizes[0], a, b);
+  require_same_dtype(a, b, "mm");
+  return {make_type(a.dtype, {a.sizes[0], b.sizes[1]})};
+}
+
+std::vector<TensorType> bmm(const Node& node) {
+  const TensorType& a = shape::tensor(node, "self");
+  const TensorType& b = shape::tensor(node, "mat2");
+  require_rank(a, 3, "bmm: self");
+  require_rank(b, 3, "bmm: mat2");
+  if (a.sizes[0] != b.sizes[0]) throw UserError("bmm: batch sizes differ");
+  require_inner_match(a.sizes[2], b.sizes[1], a, b);
+  require_same_dtype(a, b, "bmm");
+  return {make_type(a.dtype, {a.sizes[0], a.sizes[1], b.sizes[2]})};
+}
+
+std::vector<TensorType> addmm(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  const TensorType& a = shape::tensor(node, "mat1");
+  const TensorType& b = shape::tensor(node, "mat2");
+  require_rank(a, 2, "addmm: mat1");
+  require_rank(b, 2, "addmm: mat2");
+  require_inner_match(a.sizes[1], b.sizes[0], a, b);
+  require_same_dtype(a, b, "addmm");
+  require_same_dtype(self, a, "addmm");
+  std::vector<int64_t> sizes = {a.sizes[0], b.sizes[1]};
+  if (shape::broadcast_shapes(self.sizes, sizes) != sizes)
+    throw UserError("addmm: self " + format_sizes(self.sizes) + " does not broadcast to " + format_sizes(sizes));
+  return {make_type(a.dtype, sizes)};
+}
+
+// input [..., in] times weight [out, in]^T (a 1-d weight [in] drops the last dim).
+std::vector<TensorType> linear(const Node& node) {
+  const TensorType& input = shape::tensor(node, "input");
+  const TensorType& weight = shape::tensor(node, "weight");
+  if (input.rank() == 0 || weight.rank() == 0 || weight.rank() > 2) throw UserError("linear: bad operand ranks");
+  require_inner_match(input.sizes.back(), weight.sizes.back(), input, weight);
+  std::vector<int64_t> sizes(input.sizes.begin(), input.sizes.end() - 1);
+  if (weight.rank() == 2) sizes.push_back(weight.sizes[0]);
+  return {make_type(input.dtype, sizes)};
+}
+
+// query [..., L, E], key [..., S, E], value [..., S, Ev] -> [..., L, Ev].
+std::vector<TensorType> scaled_dot_product_attention(const Node& node) {
+  const TensorType& q = shape::tensor(node, "query");
+  const TensorType& k = shape::tensor(node, "key");
+  const TensorType& v = shape::tensor(node, "value");
+  if (q.rank() < 2 || k.rank() < 2 || v.rank() < 2) throw UserError("scaled_dot_product_attention: operands must be at least 2-d");
+  require_inner_match(q.sizes.back(), k.sizes.back(), q, k);
+  std::vector<int64_t> sizes = q.sizes;
+  sizes.back() = v.sizes.back();
+  return {make_type(q.dtype, sizes)};
+}
+
+// convolution and conv2d: input [N, C, *spatial] (conv2d also takes unbatched [C, H, W]).
+std::vector<TensorType> convolution(const Node& node) {
+  const TensorType& input = shape::tensor(node, "input");
+  const TensorType& weight = shape::tensor(node, "weight");
+  bool transposed = shape::has_arg(node, "transposed") && shape::bool_arg(node, "transposed");
+  bool unbatched = input.rank() == weight.rank() - 1;
+  std::vector<int64_t> in = input.sizes;
+  if (unbatched) in.insert(in.begin(), 1);
+  if (weight.rank() < 3 || static_cast<int64_t>(in.size()) != weight.rank())
+    throw UserError("convolution: input " + format_sizes(input.sizes) + " does not match weight " + format_sizes(weight.sizes));
+  size_t spatial = weight.rank() - 2;
+  std::vector<int64_t> stride = spatial_param(node, "stride", spatial, 1);
+  std::vector<int64_t> padding = spatial_param(node, "padding", spatial, 0);
+  std::vector<int64_t> dilation = spatial_param(node, "dilation", spatial, 1);
+  int64_t groups = shape::int_arg(node, "groups");
+  if (groups <= 0) throw UserError("convolution: groups must be positive");
+  int64_t in_channels = transposed ? weight.sizes[0] : weight.sizes[1] * groups;
+  if (in[1] != in_channels)
+    throw UserError("convolution: expected " + std::to_string(in_channels) + " input channels, got " + std::to_string(in[1]));
+  std::vector<int64_t> sizes = {in[0], transposed ? weight.sizes[1] * groups : weight.sizes[0]};
+  std::vector<int64_t> output_padding(spatial, 0);
+  if (transposed) output_padding = spatial_param(node, "output_padding", spatial, 0);
+  for (size_t i = 0; i < spatial; ++i) {
+    int64_t k = dilation[i] * (weight.sizes[2 + i] - 1) + 1;  // the dilated kernel's extent
+    int64_t out = transposed ? (in[2 + i] - 1) * stride[i] - 2 * padding[i] + k + output_padding[i]
+                             : (in[2 + i] + 2 * padding[i] - k) / stride[i] + 1;
+    if (out <= 0 || (!transposed && in[2 + i] + 2 * padding[i] < k))
+      throw UserError("convolution: kernel " + format_sizes(weight.sizes) + " is larger than the padded input " + format_sizes(input.sizes));
+    sizes.push_back(out);
+  }
+  if (unbatched) sizes.erase(sizes.begin());
+  return {make_type(input.dtype, sizes)};
+}
+
+// max_pool2d (values) and max_pool2d_with_indices (values, int64 indices).
+std::vector<TensorType> max_pool2d(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  std::vector<int64_t> sizes = pool2d_sizes(node, self, true);
+  return outputs_for_schema(node, {make_type(self.dtype, sizes), make_type(DType::Int64, sizes)});
+}
+
+std::vector<TensorType> avg_pool2d(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  return {make_type(self.dtype, pool2d_sizes(node, self, false))};
+}
+
+std::vector<TensorType> adaptive_avg_pool2d(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  if (self.rank() != 3 && self.rank() != 4) throw UserError("adaptive_avg_pool2d: input must be 3-d or 4-d");
+  std::vector<int64_t> out = spatial_param(node, "output_size", 2, 0);
+  std::vector<int64_t> sizes = self.sizes;
+  sizes[sizes.size() - 2] = out[0];
+  sizes[sizes.size() - 1] = out[1];
+  return {make_type(self.dtype, sizes)};
+}
+
+// upsample_*2d.vec: output_size if given, else floor(size * scale) per spatial dim.
+std::vector<TensorType> upsample2d(const Node& node) {
+  const TensorType& input = shape::tensor(node, "input");
+  require_rank(input, 4, "upsample2d: input");
+  const Arg& output_size = shape::arg(node, "output_size");
+  const Arg& scales = shape::arg(node, "scale_factors");
+  std::vector<int64_t> sizes = input.sizes;
+  if (!output_size.is_none()) {
+    if (output_size.ints.size() != 2) throw UserError("upsample2d: output_size needs 2 values");
+    sizes[2] = output_size.ints[0];
+    sizes[3] = output_size.ints[1];
+  } else if (scales.kind == Arg::Kind::FloatList && scales.floats.size() == 2) {
+    for (size_t i = 0; i < 2; ++i)
+      sizes[2 + i] = static_cast<int64_t>(std::floor(static_cast<double>(input.sizes[2 + i]) * scales.floats[i]));
+  } else {
+    throw UserError("upsample2d: needs output_size or 2 scale_factors");
+  }
+  return {make_type(input.dtype, sizes)};
+}
+
+// (out, mean, rstd); mean and rstd keep the normalized dims as size 1.
+std::vector<TensorType> native_layer_norm(const Node& node) {
+  const TensorType& input = shape::tensor(node, "input");
+  std::vector<int64_t> normalized = shape::ints_arg(node, "normalized_shape");
+  int64_t outer = input.rank() - static_cast<int64_t>(normalized.size());
+  if (outer < 0 || !std::equal(normalized.begin(), normalized.end(), input.sizes.begin() + outer))
+    throw UserError("native_layer_norm: normalized_shape " + format_sizes(normalized) + " does not end input " + format_sizes(input.sizes));
+  std::vector<int64_t> stat_sizes = input.sizes;
+  std::fill(stat_sizes.begin() + outer, stat_sizes.end(), 1);
+  return {input, make_type(input.dtype, stat_sizes), make_type(input.dtype, stat_sizes)};
+}
+
+// (out, mean [N, group], rstd [N, group]).
+std::vector<TensorType> native_group_norm(const Node& node) {
+  const TensorType& input = shape::tensor(node, "input");
+  int64_t n = shape::int_arg(node, "N"), c = shape::int_arg(node, "C"), group = shape::int_arg(node, "group");
+  if (group <= 0 || c % group != 0) throw UserError("native_group_norm: channels must divide into groups");
+  TensorType stats = make_type(input.dtype, {n, group});
+  return {input, stats, stats};
+}
+
+// Inference batch norm: (out, and two empty saved-statistics outputs).
+std::vector<TensorType> batch_norm_no_training(const Node& node) {
+  const TensorType& input = shape::tensor(node, "input");
+  if (input.rank() < 2) throw UserError("batch_norm: input must have at least 2 dims");
+  return {input, make_type(input.dtype, {0}), make_type(input.dtype, {0})};
+}
+
+}  // namespace foundry::rules

@@ -1,0 +1,111 @@
+// Shape rules of reductions, scans and softmax.
+#include "foundry/ops/registry.h"
+#include "foundry/support/error.h"
+
+namespace foundry::rules {
+namespace {
+
+using shape::make_type;
+
+// Which dims a reduction reduces: `dim` absent, None or [] means all of them.
+std::vector<bool> reduced_dims(const Node& node, int64_t rank) {
+  std::vector<bool> reduced(rank, false);
+  std::vector<int64_t> dims;
+  if (shape::has_arg(node, "dim") && !shape::arg(node, "dim").is_none()) dims = shape::ints_arg(node, "dim");
+  if (dims.empty()) return std::vector<bool>(rank, true);
+  for (int64_t d : dims) {
+    int64_t dim = shape::normalize_dim(d, rank);
+    if (rank == 0) continue;  // a 0-d tensor reduces over dim 0/-1 to itself
+    if (reduced[dim]) throw UserError("dim " + std::to_string(dim) + " appears multiple times in the list of dims");
+    reduced[dim] = true;
+  }
+  return reduced;
+}
+
+bool keepdim(const Node& node) { return shape::has_arg(node, "keepdim") && shape::bool_arg(node, "keepdim"); }
+
+std::vector<int64_t> reduced_sizes(const Node& node, const TensorType& self) {
+  std::vector<bool> reduced = reduced_dims(node, self.rank());
+  std::vector<int64_t> sizes;
+  for (int64_t d = 0; d < self.rank(); ++d) {
+    if (!reduced[d])
+      sizes.push_back(self.sizes[d]);
+    else if (keepdim(node))
+      sizes.push_back(1);
+  }
+  return sizes;
+}
+
+// `dtype` if given; otherwise integers and bool widen to int64 (sum, prod, cumsum).
+DType accumulate_dtype(const Node& node, DType input) {
+  if (auto dtype = shape::dtype_arg(node, "dtype")) return *dtype;
+  return is_floating(input) ? input : DType::Int64;
+}
+
+}  // namespace
+
+std::vector<TensorType> reduce_sum(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  return {make_type(accumulate_dtype(node, self.dtype), reduced_sizes(node, self))};
+}
+
+std::vector<TensorType> reduce_mean(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  DType dtype = shape::dtype_arg(node, "dtype").value_or(self.dtype);
+  if (!is_floating(dtype))
+    throw UserError("mean needs a floating input or dtype, got " + std::string(dtype_name(dtype)));
+  return {make_type(dtype, reduced_sizes(node, self))};
+}
+
+std::vector<TensorType> reduce_same(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  return {make_type(self.dtype, reduced_sizes(node, self))};
+}
+
+// any() returns bool, except that uint8 inputs keep uint8 (a legacy ATen rule).
+std::vector<TensorType> reduce_any(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  DType dtype = self.dtype == DType::UInt8 ? DType::UInt8 : DType::Bool;
+  return {make_type(dtype, reduced_sizes(node, self))};
+}
+
+std::vector<TensorType> reduce_arg(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  return {make_type(DType::Int64, reduced_sizes(node, self))};
+}
+
+std::vector<TensorType> reduce_with_indices(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  std::vector<int64_t> sizes = reduced_sizes(node, self);
+  return {make_type(self.dtype, sizes), make_type(DType::Int64, sizes)};
+}
+
+// var and var_mean: floating only; var_mean returns (var, mean) of the same shape.
+std::vector<TensorType> variance(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  if (!is_floating(self.dtype))
+    throw UserError("var needs a floating input, got " + std::string(dtype_name(self.dtype)));
+  TensorType out = make_type(self.dtype, reduced_sizes(node, self));
+  if (node.op && node.op->schema.returns.size() == 2) return {out, out};
+  return {out};
+}
+
+std::vector<TensorType> cumulative(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  shape::normalize_dim(shape::int_arg(node, "dim"), self.rank());
+  return {make_type(accumulate_dtype(node, self.dtype), self.sizes)};
+}
+
+// _softmax/_log_softmax (half_to_float: a half input gives float32) and softmax.int (dtype).
+std::vector<TensorType> softmax(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  shape::normalize_dim(shape::int_arg(node, "dim"), self.rank());
+  DType dtype = self.dtype;
+  if (shape::has_arg(node, "dtype")) dtype = shape::dtype_arg(node, "dtype").value_or(dtype);
+  if (shape::has_arg(node, "half_to_float") && shape::bool_arg(node, "half_to_float")) dtype = DType::Float32;
+  if (!is_floating(dtype))
+    throw UserError("softmax needs a floating input, got " + std::string(dtype_name(dtype)));
+  return {make_type(dtype, self.sizes)};
+}
+
+}  // namespace foundry::rules

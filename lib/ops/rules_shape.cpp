@@ -1,0 +1,357 @@
+// Shape rules of views, shape manipulation, concatenation, padding and indexing.
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+#include "foundry/ops/registry.h"
+#include "foundry/support/error.h"
+
+namespace foundry::rules {
+namespace {
+
+using shape::format_sizes;
+using shape::make_type;
+using shape::normalize_dim;
+
+int64_t product(const std::vector<int64_t>& sizes) {
+  return std::accumulate(sizes.begin(), sizes.end(), int64_t{1}, std::multiplies<>());
+}
+
+// Replaces a single -1 in `sizes` so that the product equals `numel` (view, unflatten).
+std::vector<int64_t> infer_size(std::vector<int64_t> sizes, int64_t numel) {
+  auto inferred = sizes.end();
+  int64_t known = 1;
+  for (auto it = sizes.begin(); it != sizes.end(); ++it) {
+    if (*it == -1) {
+      if (inferred != sizes.end()) throw UserError("only one dimension can be inferred");
+      inferred = it;
+    } else if (*it < 0) {
+      throw UserError("invalid shape dimension " + std::to_string(*it));
+    } else {
+      known *= *it;
+    }
+  }
+  if (inferred != sizes.end()) {
+    // With a zero among the known sizes, -1 could be anything.
+    if (known == 0 || numel % known != 0)
+      throw UserError("shape " + format_sizes(sizes) + " is invalid for input of size " + std::to_string(numel));
+    *inferred = numel / known;
+  } else if (known != numel) {
+    throw UserError("shape " + format_sizes(sizes) + " is invalid for input of size " + std::to_string(numel));
+  }
+  return sizes;
+}
+
+TensorType with_sizes(const TensorType& t, std::vector<int64_t> sizes) { return make_type(t.dtype, std::move(sizes)); }
+
+// Clamps a slice bound the way Python does: negative counts from the end, then into [0, size].
+int64_t clamp_slice_bound(const Arg& bound, int64_t fallback, int64_t size) {
+  int64_t v = bound.is_none() ? fallback : bound.i;
+  if (v < 0) v += size;
+  return std::clamp<int64_t>(v, 0, size);
+}
+
+}  // namespace
+
+std::vector<TensorType> view(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  return {with_sizes(self, infer_size(shape::ints_arg(node, "size"), product(self.sizes)))};
+}
+
+std::vector<TensorType> permute(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  std::vector<int64_t> dims = shape::ints_arg(node, "dims");
+  if (static_cast<int64_t>(dims.size()) != self.rank())
+    throw UserError("permute: " + std::to_string(dims.size()) + " dims for a tensor of rank " + std::to_string(self.rank()));
+  std::vector<int64_t> sizes;
+  std::vector<bool> seen(self.rank(), false);
+  for (int64_t d : dims) {
+    int64_t dim = normalize_dim(d, self.rank());
+    if (seen[dim]) throw UserError("permute: repeated dim " + std::to_string(dim));
+    seen[dim] = true;
+    sizes.push_back(self.sizes[dim]);
+  }
+  return {with_sizes(self, sizes)};
+}
+
+std::vector<TensorType> transpose(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  std::vector<int64_t> sizes = self.sizes;
+  if (self.rank() == 0) return {self};
+  std::swap(sizes[normalize_dim(shape::int_arg(node, "dim0"), self.rank())],
+            sizes[normalize_dim(shape::int_arg(node, "dim1"), self.rank())]);
+  return {with_sizes(self, sizes)};
+}
+
+std::vector<TensorType> expand(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  std::vector<int64_t> sizes = shape::ints_arg(node, "size");
+  int64_t lead = static_cast<int64_t>(sizes.size()) - self.rank();
+  if (lead < 0)
+    throw UserError("expand: the number of sizes (" + std::to_string(sizes.size()) +
+                    ") must be at least the tensor's rank (" + std::to_string(self.rank()) + ")");
+  for (int64_t i = 0; i < static_cast<int64_t>(sizes.size()); ++i) {
+    if (i < lead) {
+      if (sizes[i] < 0) throw UserError("expand: -1 is not allowed for a new leading dimension");
+      continue;
+    }
+    int64_t old = self.sizes[i - lead];
+    if (sizes[i] == -1) sizes[i] = old;
+    if (old != 1 && sizes[i] != old)
+      throw UserError("expand: cannot expand " + format_sizes(self.sizes) + " to " + format_sizes(sizes));
+  }
+  return {with_sizes(self, sizes)};
+}
+
+// squeeze.dim and squeeze.dims: drop the listed dims that have size 1, keep the others.
+std::vector<TensorType> squeeze(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  std::vector<bool> drop(self.rank(), false);
+  for (int64_t d : shape::ints_arg(node, "dim")) {
+    int64_t dim = normalize_dim(d, self.rank());
+    if (self.rank() > 0 && self.sizes[dim] == 1) drop[dim] = true;
+  }
+  std::vector<int64_t> sizes;
+  for (int64_t d = 0; d < self.rank(); ++d)
+    if (!drop[d]) sizes.push_back(self.sizes[d]);
+  return {with_sizes(self, sizes)};
+}
+
+std::vector<TensorType> unsqueeze(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  std::vector<int64_t> sizes = self.sizes;
+  int64_t dim = normalize_dim(shape::int_arg(node, "dim"), self.rank() + 1);
+  sizes.insert(sizes.begin() + dim, 1);
+  return {with_sizes(self, sizes)};
+}
+
+std::vector<TensorType> flatten(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  if (self.rank() == 0) return {with_sizes(self, {1})};
+  int64_t start = normalize_dim(shape::int_arg(node, "start_dim"), self.rank());
+  int64_t end = normalize_dim(shape::int_arg(node, "end_dim"), self.rank());
+  if (start > end) throw UserError("flatten: start_dim cannot come after end_dim");
+  std::vector<int64_t> sizes(self.sizes.begin(), self.sizes.begin() + start);
+  sizes.push_back(product({self.sizes.begin() + start, self.sizes.begin() + end + 1}));
+  sizes.insert(sizes.end(), self.sizes.begin() + end + 1, self.sizes.end());
+  return {with_sizes(self, sizes)};
+}
+
+std::vector<TensorType> unflatten(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  if (self.rank() == 0) throw UserError("unflatten: cannot unflatten a 0-d tensor");
+  int64_t dim = normalize_dim(shape::int_arg(node, "dim"), self.rank());
+  std::vector<int64_t> inner = infer_size(shape::ints_arg(node, "sizes"), self.sizes[dim]);
+  std::vector<int64_t> sizes(self.sizes.begin(), self.sizes.begin() + dim);
+  sizes.insert(sizes.end(), inner.begin(), inner.end());
+  sizes.insert(sizes.end(), self.sizes.begin() + dim + 1, self.sizes.end());
+  return {with_sizes(self, sizes)};
+}
+
+std::vector<TensorType> select(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  if (self.rank() == 0) throw UserError("select: cannot select from a 0-d tensor");
+  int64_t dim = normalize_dim(shape::int_arg(node, "dim"), self.rank());
+  int64_t index = shape::int_arg(node, "index"), size = self.sizes[dim];
+  if (index < -size || index >= size)
+    throw UserError("select: index " + std::to_string(index) + " out of range for dimension of size " + std::to_string(size));
+  std::vector<int64_t> sizes = self.sizes;
+  sizes.erase(sizes.begin() + dim);
+  return {with_sizes(self, sizes)};
+}
+
+std::vector<TensorType> slice(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  if (self.rank() == 0) throw UserError("slice: cannot slice a 0-d tensor");
+  int64_t dim = normalize_dim(shape::int_arg(node, "dim"), self.rank());
+  int64_t step = shape::int_arg(node, "step");
+  if (step <= 0) throw UserError("slice: step must be positive");
+  int64_t size = self.sizes[dim];
+  int64_t start = clamp_slice_bound(shape::arg(node, "start"), 0, size);
+  int64_t end = clamp_slice_bound(shape::arg(node, "end"), std::numeric_limits<int64_t>::max(), size);
+  std::vector<int64_t> sizes = self.sizes;
+  sizes[dim] = end > start ? (end - start + step - 1) / step : 0;
+  return {with_sizes(self, sizes)};
+}
+
+std::vector<TensorType> as_strided(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  std::vector<int64_t> sizes = shape::ints_arg(node, "size");
+  if (sizes.size() != shape::ints_arg(node, "stride").size())
+    throw UserError("as_strided: size and stride must have the same length");
+  for (int64_t s : sizes)
+    if (s < 0) throw UserError("as_strided: negative size in " + format_sizes(sizes));
+  return {with_sizes(self, sizes)};
+}
+
+// The diagonal of dims (dim1, dim2) becomes the last dim; the two dims are removed.
+std::vector<TensorType> diagonal(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  int64_t dim1 = normalize_dim(shape::int_arg(node, "dim1"), self.rank());
+  int64_t dim2 = normalize_dim(shape::int_arg(node, "dim2"), self.rank());
+  if (dim1 == dim2) throw UserError("diagonal: dim1 and dim2 cannot be the same");
+  int64_t offset = shape::int_arg(node, "offset");
+  int64_t length = offset >= 0 ? std::min(self.sizes[dim1], self.sizes[dim2] - offset)
+                               : std::min(self.sizes[dim1] + offset, self.sizes[dim2]);
+  std::vector<int64_t> sizes;
+  for (int64_t d = 0; d < self.rank(); ++d)
+    if (d != dim1 && d != dim2) sizes.push_back(self.sizes[d]);
+  sizes.push_back(std::max<int64_t>(length, 0));
+  return {with_sizes(self, sizes)};
+}
+
+// Windows of `size` every `step` along `dimension`; the window becomes a new last dim.
+std::vector<TensorType> unfold(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  int64_t dim = normalize_dim(shape::int_arg(node, "dimension"), self.rank());
+  int64_t size = shape::int_arg(node, "size"), step = shape::int_arg(node, "step");
+  int64_t extent = self.rank() == 0 ? 1 : self.sizes[dim];
+  if (size < 0 || size > extent) throw UserError("unfold: size " + std::to_string(size) + " exceeds the dimension's size " + std::to_string(extent));
+  if (step <= 0) throw UserError("unfold: step must be positive");
+  std::vector<int64_t> sizes = self.sizes;
+  if (self.rank() > 0) sizes[dim] = (extent - size) / step + 1;
+  sizes.push_back(size);
+  return {with_sizes(self, sizes)};
+}
+
+std::vector<TensorType> split_with_sizes(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  if (self.rank() == 0) throw UserError("split_with_sizes: cannot split a 0-d tensor");
+  int64_t dim = normalize_dim(shape::int_arg(node, "dim"), self.rank());
+  std::vector<int64_t> splits = shape::ints_arg(node, "split_sizes");
+  int64_t total = 0;
+  for (int64_t s : splits) {
+    if (s < 0) throw UserError("split_with_sizes: negative split size");
+    total += s;
+  }
+  if (total != self.sizes[dim])
+    throw UserError("split_with_sizes: sizes " + format_sizes(splits) + " do not sum to the dimension's size " + std::to_string(self.sizes[dim]));
+  std::vector<TensorType> outs;
+  for (int64_t s : splits) {
+    std::vector<int64_t> sizes = self.sizes;
+    sizes[dim] = s;
+    outs.push_back(with_sizes(self, sizes));
+  }
+  return outs;
+}
+
+std::vector<TensorType> cat(const Node& node) {
+  const Arg& list = shape::arg(node, "tensors");
+  if (list.tensors.empty()) throw UserError("cat: expected a non-empty list of tensors");
+  std::vector<const Arg*> operands;
+  std::vector<Arg> holders;
+  holders.reserve(list.tensors.size());
+  const TensorType* first = nullptr;
+  for (const Value* v : list.tensors) {
+    holders.push_back(Arg::of_tensor(const_cast<Value*>(v)));
+    operands.push_back(&holders.back());
+    // Legacy rule: 1-d empty tensors are skipped whatever the other shapes are.
+    bool legacy_empty = v->type.rank() == 1 && v->type.sizes[0] == 0;
+    if (!first && !legacy_empty) first = &v->type;
+  }
+  DType dtype = shape::result_type(operands);
+  if (!first) return {make_type(dtype, {0})};
+  if (first->rank() == 0) throw UserError("cat: zero-dimensional tensors cannot be concatenated");
+  int64_t dim = normalize_dim(shape::int_arg(node, "dim"), first->rank());
+  std::vector<int64_t> sizes = first->sizes;
+  sizes[dim] = 0;
+  for (const Value* v : list.tensors) {
+    const TensorType& t = v->type;
+    if (t.rank() == 1 && t.sizes[0] == 0) continue;
+    for (int64_t d = 0; d < first->rank(); ++d)
+      if (t.rank() != first->rank() || (d != dim && t.sizes[d] != first->sizes[d]))
+        throw UserError("cat: sizes " + format_sizes(t.sizes) + " and " + format_sizes(first->sizes) + " must match except in dimension " + std::to_string(dim));
+    sizes[dim] += t.sizes[dim];
+  }
+  return {make_type(dtype, sizes)};
+}
+
+std::vector<TensorType> repeat(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  std::vector<int64_t> repeats = shape::ints_arg(node, "repeats");
+  int64_t lead = static_cast<int64_t>(repeats.size()) - self.rank();
+  if (lead < 0) throw UserError("repeat: fewer repeats than the tensor's dims");
+  std::vector<int64_t> sizes = repeats;
+  for (int64_t d = 0; d < self.rank(); ++d) sizes[lead + d] *= self.sizes[d];
+  return {with_sizes(self, sizes)};
+}
+
+// `pad` lists (before, after) pairs starting from the last dim; negative values crop.
+std::vector<TensorType> constant_pad_nd(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  std::vector<int64_t> pad = shape::ints_arg(node, "pad");
+  if (pad.size() % 2 != 0 || static_cast<int64_t>(pad.size()) > 2 * self.rank())
+    throw UserError("constant_pad_nd: padding length " + std::to_string(pad.size()) + " is invalid for a tensor of rank " + std::to_string(self.rank()));
+  std::vector<int64_t> sizes = self.sizes;
+  for (size_t i = 0; i < pad.size() / 2; ++i) {
+    int64_t& size = sizes[sizes.size() - 1 - i];
+    size += pad[2 * i] + pad[2 * i + 1];
+    if (size < 0) throw UserError("constant_pad_nd: padding gives a negative size");
+  }
+  return {with_sizes(self, sizes)};
+}
+
+// Advanced indexing: the index tensors broadcast together; their shape replaces the indexed
+// dims in place when those are adjacent, and goes first otherwise (NumPy's rule).
+std::vector<TensorType> index_tensor(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  const auto& indices = shape::arg(node, "indices").tensors;
+  if (static_cast<int64_t>(indices.size()) > self.rank())
+    throw UserError("index: too many indices for a tensor of rank " + std::to_string(self.rank()));
+  std::vector<int64_t> index_shape;
+  int64_t first = -1, last = -1;
+  for (int64_t d = 0; d < static_cast<int64_t>(indices.size()); ++d) {
+    const Value* index = indices[d];
+    if (!index) continue;
+    if (index->type.dtype == DType::Bool || index->type.dtype == DType::UInt8)
+      throw UserError("index: boolean mask indices have a data-dependent shape");
+    if (!is_integral(index->type.dtype)) throw UserError("index: index tensors must be integers");
+    index_shape = shape::broadcast_shapes(index_shape, index->type.sizes);
+    if (first < 0) first = d;
+    last = d;
+  }
+  if (first < 0) return {self};
+  bool adjacent = true;
+  for (int64_t d = first; d <= last; ++d) adjacent = adjacent && indices[d];
+  std::vector<int64_t> sizes;
+  if (adjacent) {
+    sizes.assign(self.sizes.begin(), self.sizes.begin() + first);
+    sizes.insert(sizes.end(), index_shape.begin(), index_shape.end());
+    sizes.insert(sizes.end(), self.sizes.begin() + last + 1, self.sizes.end());
+  } else {
+    sizes = index_shape;
+    for (int64_t d = 0; d < self.rank(); ++d)
+      if (d >= static_cast<int64_t>(indices.size()) || !indices[d]) sizes.push_back(self.sizes[d]);
+  }
+  return {with_sizes(self, sizes)};
+}
+
+std::vector<TensorType> index_select(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  const TensorType& index = shape::tensor(node, "index");
+  if (index.rank() > 1) throw UserError("index_select: index must be 0-d or 1-d");
+  int64_t dim = normalize_dim(shape::int_arg(node, "dim"), self.rank());
+  std::vector<int64_t> sizes = self.sizes;
+  if (self.rank() > 0) sizes[dim] = product(index.sizes);
+  return {with_sizes(self, sizes)};
+}
+
+std::vector<TensorType> gather(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  const TensorType& index = shape::tensor(node, "index");
+  normalize_dim(shape::int_arg(node, "dim"), self.rank());
+  if (index.rank() != self.rank() && !(index.rank() <= 1 && self.rank() <= 1))
+    throw UserError("gather: index and self must have the same number of dimensions");
+  return {with_sizes(self, index.sizes)};
+}
+
+std::vector<TensorType> embedding(const Node& node) {
+  const TensorType& weight = shape::tensor(node, "weight");
+  const TensorType& indices = shape::tensor(node, "indices");
+  if (weight.rank() != 2) throw UserError("embedding: weight must be 2-d");
+  std::vector<int64_t> sizes = indices.sizes;
+  sizes.push_back(weight.sizes[1]);
+  return {with_sizes(weight, sizes)};
+}
+
+}  // namespace foundry::rules

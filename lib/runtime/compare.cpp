@@ -1,0 +1,93 @@
+#include "foundry/runtime/compare.h"
+
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+namespace foundry {
+
+Tolerance Tolerance::for_dtype(DType t) {
+  switch (t) {
+    case DType::Float64: return {1e-7, 1e-7};
+    case DType::Float16: case DType::BFloat16: return {1e-3, 1e-3};
+    default: return {1e-4, 1e-4};
+  }
+}
+
+double element_as_double(const NpyArray& a, int64_t e) {
+  const uint8_t* p = a.data.data() + e * dtype_size(a.dtype);
+  switch (a.dtype) {
+    case DType::Bool: case DType::UInt8: return *p;
+    case DType::Int8: return static_cast<int8_t>(*p);
+    case DType::Int16: { int16_t v; std::memcpy(&v, p, 2); return v; }
+    case DType::Int32: { int32_t v; std::memcpy(&v, p, 4); return v; }
+    case DType::Int64: { int64_t v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
+    case DType::Float16: { _Float16 v; std::memcpy(&v, p, 2); return static_cast<double>(v); }
+    case DType::BFloat16: {
+      uint32_t bits = static_cast<uint32_t>(p[0] | (p[1] << 8)) << 16;
+      float v;
+      std::memcpy(&v, &bits, 4);
+      return v;
+    }
+    case DType::Float32: { float v; std::memcpy(&v, p, 4); return v; }
+    case DType::Float64: { double v; std::memcpy(&v, p, 8); return v; }
+  }
+  return 0;
+}
+
+namespace {
+bool exact_equal(const NpyArray& out, const NpyArray& ref, int64_t e) {
+  size_t n = dtype_size(ref.dtype);
+  if (ref.dtype == DType::Bool) return (out.data[e] != 0) == (ref.data[e] != 0);
+  return std::memcmp(out.data.data() + e * n, ref.data.data() + e * n, n) == 0;
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string t = "[";
+  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+  return t + "]";
+}
+}  // namespace
+
+Comparison compare_arrays(const NpyArray& out, const NpyArray& ref, std::optional<Tolerance> tol) {
+  Comparison c;
+  if (out.dtype != ref.dtype) {
+    c.message = "dtype " + std::string(dtype_name(out.dtype)) + " differs from the reference's " +
+                std::string(dtype_name(ref.dtype));
+    return c;
+  }
+  if (out.shape != ref.shape) {
+    c.message = "shape " + shape_text(out.shape) + " differs from the reference's " + shape_text(ref.shape);
+    return c;
+  }
+  Tolerance t = tol.value_or(Tolerance::for_dtype(ref.dtype));
+  bool floating = is_floating(ref.dtype);
+  for (int64_t e = 0; e < ref.numel(); ++e) {
+    double o = element_as_double(out, e), r = element_as_double(ref, e);
+    bool ok;
+    if (!floating) {
+      ok = exact_equal(out, ref, e);
+    } else if (std::isnan(r) || std::isnan(o)) {
+      ok = std::isnan(r) && std::isnan(o);
+    } else if (std::isinf(r) || std::isinf(o)) {
+      ok = o == r;
+    } else {
+      double err = std::fabs(o - r);
+      c.max_abs_err = std::max(c.max_abs_err, err);
+      if (r != 0) c.max_rel_err = std::max(c.max_rel_err, err / std::fabs(r));
+      ok = err <= t.atol + t.rtol * std::fabs(r);
+    }
+    if (!floating && !ok) c.max_abs_err = std::max(c.max_abs_err, std::fabs(o - r));
+    if (!ok && c.mismatches++ == 0) {
+      std::ostringstream msg;
+      msg.precision(9);
+      msg << "element " << e << ": got " << o << ", expected " << r;
+      c.message = msg.str();
+    }
+  }
+  c.pass = c.mismatches == 0;
+  if (!c.pass) c.message += " (" + std::to_string(c.mismatches) + " mismatching elements)";
+  return c;
+}
+
+}  // namespace foundry

@@ -1,0 +1,48 @@
+// quote_untrusted: file text made safe for one-line messages and generated comments.
+#include "foundry/support/error.h"
+
+namespace foundry {
+
+namespace {
+// Appends the escaped form of one byte.
+void escape_byte(unsigned char c, std::string& out) {
+  static const char* kHex = "0123456789abcdef";
+  switch (c) {
+    case '"': out += "\\\""; return;
+    case '\\': out += "\\\\"; return;
+    case '\n': out += "\\n"; return;
+    case '\r': out += "\\r"; return;
+    case '\t': out += "\\t"; return;
+    default: break;
+  }
+  // Control characters, DEL and every non-ASCII byte become \xNN: the result is plain ASCII, so it
+  // cannot carry terminal escapes, invalid UTF-8, or comment terminators spread over lines.
+  if (c < 0x20 || c >= 0x7f) {
+    out += "\\x";
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+    return;
+  }
+  out += static_cast<char>(c);
+}
+}  // namespace
+
+std::string quote_untrusted(const std::string& s, size_t max_len) {
+  std::string out = "\"";
+  std::string piece;
+  size_t shown = 0;  // characters of escaped text emitted so far (without the quotes)
+  for (size_t i = 0; i < s.size(); ++i) {
+    piece.clear();
+    escape_byte(static_cast<unsigned char>(s[i]), piece);
+    if (shown + piece.size() > max_len) {
+      out += "...";
+      break;
+    }
+    out += piece;
+    shown += piece.size();
+  }
+  out += '"';
+  return out;
+}
+
+}  // namespace foundry

@@ -1,0 +1,255 @@
+#include "support.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#ifndef FOUNDRY_CORPUS_DEFAULT
+#define FOUNDRY_CORPUS_DEFAULT "../shared/corpus"
+#endif
+#ifndef FOUNDRYC_EXE
+#define FOUNDRYC_EXE "foundryc"
+#endif
+#ifndef FOUNDRY_TEST_DIR
+#define FOUNDRY_TEST_DIR "test"
+#endif
+
+namespace fs = std::filesystem;
+
+namespace foundry::test {
+
+namespace {
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
+}
+}  // namespace
+
+std::string corpus_dir() {
+  std::string dir = env_or_empty("FOUNDRY_CORPUS");
+  if (dir.empty()) dir = FOUNDRY_CORPUS_DEFAULT;
+  return fs::path(dir).lexically_normal().string();
+}
+
+bool corpus_available() {
+  std::error_code ec;
+  return fs::is_directory(fs::path(corpus_dir()) / "models", ec);
+}
+
+bool require_corpus() {
+  if (corpus_available()) return true;
+  if (env_or_empty("FOUNDRY_NO_CORPUS") == "1") {
+    WARN("************************************************************\n"
+         "SKIPPED: the test corpus is missing at " << corpus_dir() << "\n"
+         "(FOUNDRY_NO_CORPUS=1 is set, so this test is NOT checking anything)\n"
+         "************************************************************");
+    return false;
+  }
+  FAIL("the test corpus is missing at " << corpus_dir()
+       << ": set FOUNDRY_CORPUS=/path/to/corpus, or FOUNDRY_NO_CORPUS=1 to skip corpus tests");
+  return false;
+}
+
+std::string test_source_dir() { return FOUNDRY_TEST_DIR; }
+
+std::string samples_dir() {
+  return (fs::path(FOUNDRY_TEST_DIR).parent_path() / "samples").lexically_normal().string();
+}
+
+std::string python3() {
+  if (access("/usr/bin/python3", X_OK) == 0) return "/usr/bin/python3";
+  return "python3";
+}
+
+std::string foundryc_exe() { return FOUNDRYC_EXE; }
+
+ProcResult run_process(const std::vector<std::string>& argv, int timeout_seconds) {
+  ProcResult r;
+  if (argv.empty()) throw std::invalid_argument("run_process: empty argv");
+
+  // Everything the child needs is prepared before fork: after it only async-signal-safe calls.
+  std::vector<char*> cargv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+
+  int out_pipe[2], err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
+    close(out_pipe[0]);
+    close(out_pipe[1]);
+    throw std::runtime_error("pipe2 failed");
+  }
+  int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+  pid_t pid = fork();
+  if (pid < 0) {
+    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1], devnull})
+      if (fd >= 0) close(fd);
+    throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    setpgid(0, 0);
+    if (devnull >= 0) dup2(devnull, 0);
+    dup2(out_pipe[1], 1);
+    dup2(err_pipe[1], 2);
+    // Restore default signal handling that the test runner may have changed.
+    signal(SIGPIPE, SIG_DFL);
+    execvp(cargv[0], cargv.data());
+    const char msg[] = "run_process: cannot execute ";
+    ssize_t ignored = write(2, msg, sizeof msg - 1);
+    ignored = write(2, cargv[0], strlen(cargv[0]));
+    ignored = write(2, "\n", 1);
+    (void)ignored;
+    _exit(127);
+  }
+  setpgid(pid, pid);  // also from the parent, to avoid racing the child's own call
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  if (devnull >= 0) close(devnull);
+  fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
+  fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
+
+  using clock = std::chrono::steady_clock;
+  const auto deadline = clock::now() + std::chrono::seconds(timeout_seconds);
+  struct Stream {
+    int fd;
+    std::string* sink;
+    bool open = true;
+  } streams[2] = {{out_pipe[0], &r.out}, {err_pipe[0], &r.err}};
+
+  auto drain = [](Stream& s) {
+    char buf[65536];
+    while (s.open) {
+      ssize_t n = read(s.fd, buf, sizeof buf);
+      if (n > 0) {
+        s.sink->append(buf, static_cast<size_t>(n));
+      } else if (n == 0) {
+        s.open = false;
+      } else if (errno == EINTR) {
+        continue;
+      } else {
+        if (errno != EAGAIN && errno != EWOULDBLOCK) s.open = false;
+        return;
+      }
+    }
+  };
+
+  int status = 0;
+  bool reaped = false;
+  while (streams[0].open || streams[1].open) {
+    auto now = clock::now();
+    if (now >= deadline) {
+      r.timed_out = true;
+      break;
+    }
+    pollfd fds[2];
+    nfds_t nfds = 0;
+    Stream* which[2];
+    for (auto& s : streams)
+      if (s.open) {
+        fds[nfds] = {s.fd, POLLIN, 0};
+        which[nfds++] = &s;
+      }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
+    int rc = poll(fds, nfds, static_cast<int>(std::min<long long>(left, 200)));
+    if (rc < 0 && errno != EINTR) break;
+    for (nfds_t i = 0; i < nfds; ++i)
+      if (fds[i].revents) drain(*which[i]);
+    // The child may have exited while a grandchild keeps the pipes open: take what is there
+    // and stop waiting.
+    if (!reaped && waitpid(pid, &status, WNOHANG) == pid) {
+      reaped = true;
+      for (auto& s : streams) drain(s);
+      break;
+    }
+  }
+  if (r.timed_out) {
+    kill(-pid, SIGKILL);
+    kill(pid, SIGKILL);
+  }
+  close(out_pipe[0]);
+  close(err_pipe[0]);
+  if (!reaped) {
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  if (WIFEXITED(status)) {
+    r.exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    r.term_signal = WTERMSIG(status);
+    r.exit_code = 128 + r.term_signal;
+  }
+  return r;
+}
+
+ProcResult run_foundryc(std::vector<std::string> args, int timeout_seconds) {
+  args.insert(args.begin(), foundryc_exe());
+  return run_process(args, timeout_seconds);
+}
+
+std::string make_temp_dir(const std::string& prefix) {
+  std::string base = env_or_empty("TMPDIR");
+  if (base.empty()) base = "/tmp";
+  std::string templ = base + "/" + prefix + "XXXXXX";
+  std::vector<char> buf(templ.begin(), templ.end());
+  buf.push_back('\0');
+  if (!mkdtemp(buf.data()))
+    throw std::runtime_error("mkdtemp(" + templ + ") failed: " + std::strerror(errno));
+  return std::string(buf.data());
+}
+
+TempDir::TempDir(const std::string& prefix) : path_(make_temp_dir(prefix)) {}
+
+TempDir::~TempDir() {
+  if (path_.empty()) return;
+  if (env_or_empty("FOUNDRY_KEEP_TEMP") == "1") return;
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+TempDir::TempDir(TempDir&& other) noexcept : path_(std::move(other.path_)) { other.path_.clear(); }
+
+TempDir& TempDir::operator=(TempDir&& other) noexcept {
+  if (this != &other) {
+    if (!path_.empty()) {
+      std::error_code ec;
+      fs::remove_all(path_, ec);
+    }
+    path_ = std::move(other.path_);
+    other.path_.clear();
+  }
+  return *this;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot open " + path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw std::runtime_error("cannot read " + path);
+  return ss.str();
+}
+
+void write_file(const std::string& path, const std::string& contents) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw std::runtime_error("cannot create " + path);
+  out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
+  out.close();
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+}  // namespace foundry::test

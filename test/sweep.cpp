@@ -1,0 +1,71 @@
+#include "sweep.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "support.h"
+
+namespace foundry::test {
+
+std::vector<std::string> tier1_samples() {
+  std::vector<std::string> out;
+  std::ifstream in(corpus_dir() + "/opinfo/tier1.txt");
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) out.push_back(corpus_dir() + "/opinfo/" + line);
+  return out;
+}
+
+std::vector<std::string> corpus_models() {
+  std::vector<std::string> out;
+  for (const auto& entry : std::filesystem::directory_iterator(corpus_dir() + "/models"))
+    if (std::filesystem::exists(entry.path() / "expected")) out.push_back(entry.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::map<std::string, std::string> known_failures(const std::string& list_name) {
+  std::map<std::string, std::string> out;
+  std::ifstream in(test_source_dir() + "/" + list_name);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream fields(line);
+    std::string name, reason;
+    fields >> name;
+    std::getline(fields, reason);
+    out[name] = reason.substr(reason.find_first_not_of(' ') == std::string::npos ? 0 : reason.find_first_not_of(' '));
+  }
+  return out;
+}
+
+SweepResult run_sweep(const std::string& title, const std::vector<std::string>& sample_dirs,
+                      const std::map<std::string, std::string>& known,
+                      const std::function<std::string(const std::string& dir)>& check) {
+  SweepResult r;
+  for (const std::string& dir : sample_dirs) {
+    std::string name = std::filesystem::path(dir).filename().string();
+    std::string reason;
+    try {
+      reason = check(dir);
+    } catch (const std::exception& e) {
+      reason = std::string("exception: ") + e.what();
+    }
+    bool is_known = known.count(name) != 0;
+    if (reason.empty()) {
+      ++r.passed;
+      if (is_known) r.unexpected_passes.push_back(name);
+    } else {
+      ++r.failed;
+      if (!is_known) r.unexpected_failures[name] = reason;
+    }
+  }
+  std::cout << "== " << title << "\n";
+  for (const auto& [name, reason] : r.unexpected_failures) std::cout << "FAIL " << name << ": " << reason << "\n";
+  for (const auto& name : r.unexpected_passes) std::cout << "NOW PASSING (remove from the known list) " << name << "\n";
+  std::cout << title << ": " << r.passed << " passed, " << r.failed << " failed (" << (r.failed - r.unexpected_failures.size())
+            << " known)\n";
+  return r;
+}
+
+}  // namespace foundry::test

@@ -1,0 +1,26 @@
+// The corpus sweep shared by the interpreter and compiled-model tests: which samples to run and
+// which are known to fail (test/known_failures.txt, one `sample  reason` per line).
+#pragma once
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace foundry::test {
+
+std::vector<std::string> tier1_samples();               // opinfo/tier1.txt, in order
+std::vector<std::string> corpus_models();               // models/* with expected outputs
+std::map<std::string, std::string> known_failures(const std::string& list_name);
+
+// Runs `check` (returns "" on success, else the reason) on every sample, prints a summary
+// ending with the line "N passed, M failed", and returns the failures not in `known`.
+struct SweepResult {
+  int passed = 0, failed = 0;
+  std::map<std::string, std::string> unexpected_failures;
+  std::vector<std::string> unexpected_passes;  // listed as known failures but now passing
+};
+SweepResult run_sweep(const std::string& title, const std::vector<std::string>& sample_dirs,
+                      const std::map<std::string, std::string>& known,
+                      const std::function<std::string(const std::string& dir)>& check);
+
+}  // namespace foundry::test

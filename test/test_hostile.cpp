@@ -1,0 +1,196 @@
+// Broken and hostile .pt2 archives (scripts/make_hostile_inputs.py) against foundryc's contract:
+// a bad input is a user error (exit 1) reported as one line "foundryc: error: ..." on stderr that
+// says what is wrong; never a crash, a hang, an "internal" error, or a half-written output folder.
+#include <csignal>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "support.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kTimeoutSeconds = 60;
+
+struct HostileCase {
+  std::string file;  // full path
+  int expect_exit;
+  std::string substring;  // lowercase, "" for any
+  std::string description;
+};
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Runs the generator into dir and returns its cases.
+std::vector<HostileCase> generate(const std::string& dir) {
+  const std::string script = test_source_dir() + "/../scripts/make_hostile_inputs.py";
+  ProcResult gen = run_process({python3(), script, dir, "--samples", samples_dir()}, 120);
+  INFO("generator stdout: " << gen.out << "\ngenerator stderr: " << gen.err);
+  REQUIRE(gen.exit_code == 0);
+  nlohmann::json listing = nlohmann::json::parse(read_file(dir + "/cases.json"));
+  REQUIRE(listing.is_array());
+  std::vector<HostileCase> cases;
+  for (const auto& c : listing)
+    cases.push_back({dir + "/" + c.at("file").get<std::string>(), c.at("expect_exit").get<int>(),
+                     lower(c.at("expect_message_substring").get<std::string>()),
+                     c.value("description", "")});
+  return cases;
+}
+
+std::set<std::string> listing_of(const std::string& dir) {
+  std::set<std::string> names;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    names.insert(fs::relative(e.path(), dir).string());
+  return names;
+}
+
+// The checks every failing run must pass.
+void check_clean_user_error(const ProcResult& r, const HostileCase& c) {
+  INFO("stdout: " << r.out);
+  INFO("stderr: " << r.err);
+  CHECK_FALSE(r.timed_out);   // no hang
+  CHECK(r.term_signal == 0);  // no crash (SIGSEGV from a stack overflow, SIGABRT, ...)
+  CHECK(r.exit_code == c.expect_exit);
+  CHECK(r.err.rfind("foundryc: error: ", 0) == 0);
+  // Exactly one line: the message, then one newline (or none).
+  std::string body = r.err;
+  if (!body.empty() && body.back() == '\n') body.pop_back();
+  CHECK(body.find('\n') == std::string::npos);
+  CHECK(body.find('\r') == std::string::npos);
+  CHECK_FALSE(body.empty());
+  const std::string msg = lower(body);
+  if (!c.substring.empty()) CHECK(msg.find(c.substring) != std::string::npos);
+  CHECK(msg.find("internal") == std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("hostile: the generator builds every case", "[hostile][fast]") {
+  TempDir tmp("foundry_hostile_");
+  auto cases = generate(tmp.path());
+  CHECK(cases.size() >= 20);
+  int valid = 0;
+  for (const auto& c : cases) {
+    INFO(c.file);
+    CHECK(fs::is_regular_file(c.file));
+    CHECK((c.expect_exit == 0 || c.expect_exit == 1));
+    CHECK(c.substring == lower(c.substring));
+    if (c.expect_exit == 0) ++valid;
+  }
+  CHECK(valid == 1);
+}
+
+TEST_CASE("hostile: bad archives are clean one-line user errors", "[hostile][fast]") {
+  TempDir tmp("foundry_hostile_");
+  auto cases = generate(tmp / "in");
+  int n = 0;
+  for (const auto& c : cases) {
+    const std::string out = tmp / ("out_" + std::to_string(n++));
+    INFO("case " << fs::path(c.file).filename().string() << ": " << c.description);
+    INFO("command: foundryc " << c.file << " --stop-after=frontend -o " << out);
+    // Paths a name like "../../out" would reach if used as a file name without care.
+    const std::string escape1 = tmp / "out", escape2 = tmp.path() + "/../out";
+    const bool existed1 = fs::exists(escape1), existed2 = fs::exists(escape2);
+    ProcResult r = run_foundryc({c.file, "--stop-after=frontend", "-o", out}, kTimeoutSeconds);
+    if (c.expect_exit == 0) {
+      INFO("stdout: " << r.out);
+      INFO("stderr: " << r.err);
+      CHECK_FALSE(r.timed_out);
+      CHECK(r.term_signal == 0);
+      CHECK(r.exit_code == 0);
+      // Whatever it wrote stays inside the output folder ("../../out" is one of the names).
+      CHECK((existed1 || !fs::exists(escape1)));
+      CHECK((existed2 || !fs::exists(escape2)));
+      continue;
+    }
+    check_clean_user_error(r, c);
+    CHECK_FALSE(fs::exists(out));  // no half-written output
+  }
+}
+
+TEST_CASE("hostile: a failed compile leaves an existing output folder untouched", "[hostile][fast]") {
+  TempDir tmp("foundry_hostile_");
+  auto cases = generate(tmp / "in");
+  int n = 0;
+  for (const auto& c : cases) {
+    if (c.expect_exit == 0) continue;
+    const std::string out = tmp / ("existing_" + std::to_string(n++));
+    fs::create_directories(out + "/sub");
+    write_file(out + "/keep.txt", "precious\n");
+    write_file(out + "/sub/model.h", "// an earlier build's output\n");
+    const auto before = listing_of(out);
+    INFO("case " << fs::path(c.file).filename().string() << ": " << c.description);
+    ProcResult r = run_foundryc({c.file, "--stop-after=frontend", "-o", out}, kTimeoutSeconds);
+    check_clean_user_error(r, c);
+    REQUIRE(fs::is_directory(out));
+    CHECK(listing_of(out) == before);
+    CHECK(read_file(out + "/keep.txt") == "precious\n");
+    CHECK(read_file(out + "/sub/model.h") == "// an earlier build's output\n");
+  }
+}
+
+// The harness itself: if run_process were wrong, the checks above would mean nothing.
+TEST_CASE("hostile: run_process captures output, exit codes, signals and timeouts",
+          "[hostile][fast]") {
+  SECTION("stdout and stderr, separately") {
+    ProcResult r = run_process({"/bin/sh", "-c", "printf out; printf err >&2; exit 3"});
+    CHECK(r.exit_code == 3);
+    CHECK(r.out == "out");
+    CHECK(r.err == "err");
+    CHECK(r.term_signal == 0);
+    CHECK_FALSE(r.timed_out);
+  }
+  SECTION("no shell: arguments are passed verbatim") {
+    ProcResult r = run_process({"/bin/echo", "a b", "$HOME", "*", "'\"", "x\ny"});
+    CHECK(r.out == "a b $HOME * '\" x\ny\n");
+  }
+  SECTION("megabytes on both pipes do not deadlock") {
+    ProcResult r = run_process(
+        {python3(), "-c",
+         "import sys\nfor i in range(64):\n sys.stdout.write('o' * 65536); sys.stderr.write('e' * 65536)"},
+        60);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out == std::string(64 * 65536, 'o'));
+    CHECK(r.err == std::string(64 * 65536, 'e'));
+  }
+  SECTION("death by signal") {
+    ProcResult r = run_process({"/bin/sh", "-c", "kill -SEGV $$"});
+    CHECK(r.term_signal == SIGSEGV);
+    CHECK(r.exit_code == 128 + SIGSEGV);
+  }
+  SECTION("timeout kills the process and its children") {
+    auto start = std::chrono::steady_clock::now();
+    ProcResult r = run_process({"/bin/sh", "-c", "sleep 30 & sleep 30; echo never"}, 1);
+    auto took = std::chrono::steady_clock::now() - start;
+    CHECK(r.timed_out);
+    CHECK(r.term_signal == SIGKILL);
+    CHECK(r.out.empty());
+    CHECK(took < std::chrono::seconds(10));
+  }
+  SECTION("a program that does not exist") {
+    ProcResult r = run_process({"/nonexistent/program"});
+    CHECK(r.exit_code == 127);
+    CHECK(r.err.find("/nonexistent/program") != std::string::npos);
+  }
+  SECTION("temporary folders") {
+    std::string kept;
+    {
+      TempDir t("foundry_support_");
+      kept = t.path();
+      CHECK(fs::is_directory(kept));
+      write_file(t / "f", "x");
+      CHECK(read_file(t / "f") == "x");
+    }
+    if (!std::getenv("FOUNDRY_KEEP_TEMP")) CHECK_FALSE(fs::exists(kept));
+    CHECK_THROWS(read_file(kept + "/f"));
+  }
+}

@@ -1,0 +1,56 @@
+// The reference evaluation of the loop IR against PyTorch's outputs: every corpus model and every
+// tier-1 OpInfo sample, lowered (after the graph passes) and run by the evaluator.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "foundry/frontend/frontend.h"
+#include "foundry/ir/evaluate.h"
+#include "foundry/lower/lowering.h"
+#include "foundry/passes/pipeline.h"
+#include "foundry/runtime/compare.h"
+#include "foundry/runtime/sample.h"
+#include "support.h"
+#include "sweep.h"
+
+namespace foundry::test {
+namespace {
+
+// "" when the evaluated outputs match expected/, else the first problem.
+std::string interpret_and_compare(const std::string& dir) {
+  Graph graph = load_model(dir + "/model.pt2");
+  verify_graph(graph);
+  run_graph_passes(graph);
+  ir::LoopProgram program = lower::lower_graph(graph);
+  std::vector<NpyArray> outputs = ir::evaluate_program(program, read_npy_sequence(dir + "/inputs"));
+  std::vector<NpyArray> expected = read_npy_sequence(dir + "/expected");
+  if (outputs.size() != expected.size())
+    return std::to_string(outputs.size()) + " outputs, expected " + std::to_string(expected.size());
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    Comparison c = compare_arrays(outputs[k], expected[k]);
+    if (!c.pass) return "output " + std::to_string(k) + ": " + c.message;
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("the reference evaluator matches every corpus model", "[interpret][corpus]") {
+  if (!require_corpus()) return;
+  SweepResult r = run_sweep("interpret models", corpus_models(), {}, interpret_and_compare);
+  CHECK(r.unexpected_failures.empty());
+  CHECK(r.passed == 10);
+}
+
+TEST_CASE("the reference evaluator matches the tier-1 OpInfo samples", "[interpret][corpus][sweep]") {
+  if (!require_corpus()) return;
+  auto samples = tier1_samples();
+  REQUIRE(samples.size() == 1408);
+  SweepResult r = run_sweep("interpret tier-1", samples, known_failures("known_failures_interpret.txt"),
+                            interpret_and_compare);
+  CHECK(r.unexpected_failures.empty());
+  CHECK(r.unexpected_passes.empty());
+  CHECK(r.passed * 100 >= 98 * static_cast<int>(samples.size()));
+}
+
+}  // namespace foundry::test
