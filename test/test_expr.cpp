@@ -179,6 +179,16 @@ TEST_CASE("expr: simplify with constant extents", "[expr][fast]") {
   SymbolExtents e84{{"i0", 8}, {"i1", 4}};
   CHECK(ir::simplify(ir::floordiv(4 * i0 + i1, 8), e84) == ir::floordiv(i0, 2));
   CHECK(ir::simplify(ir::mod(4 * i0 + i1, 8), e84) == 4 * ir::mod(i0, 2) + i1);
+  // Indirect indices (loaded from a tensor) have no known range, but exact splits still apply:
+  // (64*tmp3 + i1) // 64 = tmp3 + i1 // 64 = tmp3 for 0 <= i1 < 64.
+  CHECK(ir::simplify(ir::floordiv(64 * S("tmp3") + i1, 64), {{"i1", 64}}) == S("tmp3"));
+  CHECK(ir::simplify(ir::mod(64 * S("tmp3") + i1, 64), {{"i1", 64}}) == i1);
+  // Zero and unit extents (empty tensors, size-1 dims) are harmless; a unit-extent symbol is 0.
+  SymbolExtents e0{{"i0", 0}, {"i1", 1}};
+  CHECK(ir::evaluate(ir::simplify(-i0 * ir::floordiv(-i0, 2) + ir::mod(i1 * i0, 3), e0),
+                     [](const std::string&) { return int64_t{0}; }) == 0);
+  CHECK(ir::simplify(ir::floordiv(i1, 4) + ir::mod(i1 + 2, 4), e0).is_const(2));
+  CHECK(ir::simplify(4 * i0 + 7 * i1, {{"i0", 3}, {"i1", 1}}) == 4 * i0);
   // Nothing to do when the range is not known.
   CHECK(ir::simplify(ir::floordiv(i0, 4), {}) == ir::floordiv(i0, 4));
   CHECK(ir::simplify(ir::floordiv(S("tmp0"), 4), e4) == ir::floordiv(S("tmp0"), 4));
@@ -290,6 +300,13 @@ TEST_CASE("expr: symbolic divisors", "[expr][fast]") {
   CHECK(ir::mod(ir::mod(i0, s0), s1) != ir::mod(i0, s1));  // s1 need not divide s0
   // (i0 + i1 // s1) // s0 = (i0*s1 + i1) // (s0*s1) for positive sizes.
   CHECK(ir::floordiv(i0 + ir::floordiv(i1, s1), s0) == ir::floordiv(i0 * s1 + i1, s0 * s1));
+  // Flip of a [s0, s1] tensor, reshaped: h = s0*s1 - 1 - (i0*s1 + i1). Then
+  // h // s1 = s0 - i0 + (-i1 - 1) // s1 = s0 - i0 - 1 (as -s1 <= -i1 - 1 < 0), h % s1 = s1 - i1 - 1.
+  Expr h = s0 * s1 - 1 - f;
+  CHECK(str(h) == "-i0*s1 - i1 + s0*s1 - 1");
+  CHECK(ir::simplify(ir::floordiv(h, s1), ext) == s0 - i0 - 1);
+  CHECK(ir::simplify(ir::mod(h, s1), ext) == s1 - i1 - 1);
+  CHECK(flat_index(unravel(h, {s0, s1}), {s0, s1}) == h);
   // Not provable: i1 may exceed s0.
   CHECK(ir::simplify(ir::floordiv(i1, s0), ext) == ir::floordiv(i1, s0));
 }
@@ -305,6 +322,10 @@ TEST_CASE("expr: bounds", "[expr][fast]") {
   CHECK(ir::lower_bound(ir::mod(S("tmp0"), 4), ext) == 0);
   CHECK(ir::upper_bound(ir::floordiv(4 * i0 + i1, 3), ext) == 2);  // 7 // 3
   CHECK(ir::upper_bound(ir::min(i1, 2), ext) == 2);
+  // Products of sign-definite factors with an open end: -i1 <= 0 and (-i1) // 2 <= 0.
+  SymbolExtents open{{"i1", s1}};
+  CHECK(ir::lower_bound(-i1 * ir::floordiv(-i1, 2), open) == 0);
+  CHECK(ir::upper_bound(-i1 * s1, open) == 0);
   CHECK(ir::lower_bound(ir::max(i1, 2), ext) == 2);
   CHECK_FALSE(ir::upper_bound(S("tmp0"), ext));
   CHECK_FALSE(ir::lower_bound(S("tmp0"), ext));
@@ -430,65 +451,74 @@ int64_t py_div(int64_t a, int64_t b) {
 }
 int64_t py_mod(int64_t a, int64_t b) { return a - b * py_div(a, b); }
 
+// An expression and its reference evaluator, built side by side.
+struct Sample {
+  Expr e;
+  Ref ref;
+};
+
 struct Random {
   std::mt19937 rng;
-  std::vector<std::string> syms;      // leaves
-  std::vector<std::pair<Expr, Ref>> divisors;  // nonzero everywhere
+  std::vector<std::string> syms;  // leaves
+  std::vector<Sample> divisors;   // nonzero everywhere
 
   int pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); }
 
-  std::pair<Expr, Ref> gen(int depth) {
-    if (depth == 0 || pick(4) == 0) {
-      if (pick(3) == 0) {
-        int64_t c = pick(14) - 4;
-        return {Expr(c), [c](const Env&) { return c; }};
-      }
-      std::string s = syms[pick(static_cast<int>(syms.size()))];
-      return {S(s), [s](const Env& env) { return env.at(s); }};
+  Sample leaf() {
+    if (pick(3) == 0) {
+      int64_t c = pick(14) - 4;
+      return {Expr(c), [c](const Env&) { return c; }};
     }
-    auto [a, ra] = gen(depth - 1);
+    std::string s = syms[pick(static_cast<int>(syms.size()))];
+    return {S(s), [s](const Env& env) { return env.at(s); }};
+  }
+
+  Sample gen(int depth) {
+    if (depth == 0 || pick(4) == 0) return leaf();
+    Sample a = gen(depth - 1);
+    Ref ra = a.ref;
     switch (pick(9)) {
       case 0: {
-        auto [b, rb] = gen(depth - 1);
-        return {a + b, [ra, rb](const Env& e) { return ra(e) + rb(e); }};
+        Sample b = gen(depth - 1);
+        return {a.e + b.e, [ra, rb = b.ref](const Env& e) { return ra(e) + rb(e); }};
       }
       case 1: {
-        auto [b, rb] = gen(depth - 1);
-        return {a - b, [ra, rb](const Env& e) { return ra(e) - rb(e); }};
+        Sample b = gen(depth - 1);
+        return {a.e - b.e, [ra, rb = b.ref](const Env& e) { return ra(e) - rb(e); }};
       }
       case 2: {
         int64_t k = pick(9) - 3;
-        return {k * a, [ra, k](const Env& e) { return k * ra(e); }};
+        return {k * a.e, [ra, k](const Env& e) { return k * ra(e); }};
       }
-      case 3: {
-        auto [b, rb] = gen(depth > 1 ? 1 : 0);
-        return {a * b, [ra, rb](const Env& e) { return ra(e) * rb(e); }};
+      case 3: {  // nonlinear, kept shallow
+        Sample b = gen(depth > 1 ? 1 : 0);
+        return {a.e * b.e, [ra, rb = b.ref](const Env& e) { return ra(e) * rb(e); }};
       }
       case 4:
       case 5: {
-        auto [d, rd] = divisors[pick(static_cast<int>(divisors.size()))];
-        return {ir::floordiv(a, d), [ra, rd](const Env& e) { return py_div(ra(e), rd(e)); }};
+        const Sample& d = divisors[pick(static_cast<int>(divisors.size()))];
+        return {ir::floordiv(a.e, d.e), [ra, rd = d.ref](const Env& e) { return py_div(ra(e), rd(e)); }};
       }
       case 6:
       case 7: {
-        auto [d, rd] = divisors[pick(static_cast<int>(divisors.size()))];
-        return {ir::mod(a, d), [ra, rd](const Env& e) { return py_mod(ra(e), rd(e)); }};
+        const Sample& d = divisors[pick(static_cast<int>(divisors.size()))];
+        return {ir::mod(a.e, d.e), [ra, rd = d.ref](const Env& e) { return py_mod(ra(e), rd(e)); }};
       }
       default: {
-        auto [b, rb] = gen(depth - 1);
-        if (pick(2)) return {ir::min(a, b), [ra, rb](const Env& e) { return std::min(ra(e), rb(e)); }};
-        return {ir::max(a, b), [ra, rb](const Env& e) { return std::max(ra(e), rb(e)); }};
+        Sample b = gen(depth - 1);
+        if (pick(2)) return {ir::min(a.e, b.e), [ra, rb = b.ref](const Env& e) { return std::min(ra(e), rb(e)); }};
+        return {ir::max(a.e, b.e), [ra, rb = b.ref](const Env& e) { return std::max(ra(e), rb(e)); }};
       }
     }
   }
 };
 
-std::pair<Expr, Ref> const_divisor(int64_t c) { return {Expr(c), [c](const Env&) { return c; }}; }
-std::pair<Expr, Ref> sym_divisor(const Expr& e) {
-  return {e, [e](const Env& env) { return ir::evaluate(e, [&](const std::string& s) { return env.at(s); }); }};
+Sample const_divisor(int64_t c) { return {Expr(c), [c](const Env&) { return c; }}; }
+Sample sym_divisor(const Expr& d) {
+  return {d, [d](const Env& env) { return ir::evaluate(d, [&](const std::string& s) { return env.at(s); }); }};
 }
 
-// Checks e against ref at every env, plus that bounds hold; returns the number of failures.
+// Checks e and simplify(e) against ref at every env, that the bounds hold, and idempotence.
 void check_everywhere(const Expr& e, const Ref& ref, const SymbolExtents& ext, const std::vector<Env>& envs) {
   Expr simple = ir::simplify(e, ext);
   auto lo = ir::lower_bound(e, ext), hi = ir::upper_bound(e, ext);
@@ -515,24 +545,24 @@ void check_everywhere(const Expr& e, const Ref& ref, const SymbolExtents& ext, c
 }  // namespace
 
 TEST_CASE("expr: random expressions agree with a reference evaluator", "[expr][fast]") {
-  Random r{std::mt19937(12345 + kStress), {"i0", "i1", "i2"}, {}};
+  Random r{std::mt19937(12345 + kStress), {"i0", "i1", "i2", "i3"}, {}};
   for (int64_t c : {1, 2, 3, 4, 5, 6, 8, -2, -3}) r.divisors.push_back(const_divisor(c));
-  SymbolExtents ext{{"i0", 3}, {"i1", 4}, {"i2", 5}};
+  SymbolExtents ext{{"i0", 3}, {"i1", 4}, {"i2", 5}, {"i3", 1}};
   std::vector<Env> envs;
   for (int64_t a = 0; a < 3; ++a)
     for (int64_t b = 0; b < 4; ++b)
-      for (int64_t c = 0; c < 5; ++c) envs.push_back({{"i0", a}, {"i1", b}, {"i2", c}});
+      for (int64_t c = 0; c < 5; ++c) envs.push_back({{"i0", a}, {"i1", b}, {"i2", c}, {"i3", 0}});
   for (int n = 0; n < 1500 * kStress; ++n) {
-    auto [e, ref] = r.gen(4);
-    check_everywhere(e, ref, ext, envs);
+    Sample x = r.gen(4);
+    check_everywhere(x.e, x.ref, ext, envs);
   }
 }
 
 TEST_CASE("expr: random view-like expressions with constant extents", "[expr][fast]") {
   // Reshape chains over random shapes: every reshape of a contiguous tensor loads its own flat
-  // index, so the result must simplify to exactly the output's flat index.
+  // index, so the result must simplify to exactly the output's (simplified) flat index.
   std::mt19937 rng(777 + kStress);
-  const std::vector<std::vector<int64_t>> shapes{{24}, {2, 12}, {4, 6}, {2, 3, 4}, {6, 4}, {3, 8}, {2, 2, 6}};
+  const std::vector<std::vector<int64_t>> shapes{{24}, {2, 12}, {4, 6}, {2, 3, 4}, {6, 4}, {3, 8}, {2, 2, 6}, {1, 24}, {4, 1, 6}};
   for (int n = 0; n < 200 * kStress; ++n) {
     auto pick = [&]() -> const std::vector<int64_t>& { return shapes[rng() % shapes.size()]; };
     const auto& out = pick();
@@ -550,7 +580,7 @@ TEST_CASE("expr: random view-like expressions with constant extents", "[expr][fa
       std::vector<Expr> shape(sh.begin(), sh.end());
       cur = flat_index(unravel(cur, shape), shape);
     }
-    CHECK(ir::simplify(cur, ext) == f);
+    CHECK(ir::simplify(cur, ext) == ir::simplify(f, ext));  // size-1 dims: their index is 0
   }
 }
 
@@ -587,7 +617,7 @@ TEST_CASE("expr: random expressions with symbolic sizes", "[expr][fast]") {
   // i0 < s0, i1 < s1; divisors include the sizes themselves. Dynamic sizes range over 1..4.
   Random r{std::mt19937(999 + kStress), {"i0", "i1", "s0", "s1"}, {}};
   for (int64_t c : {2, 3, -2}) r.divisors.push_back(const_divisor(c));
-  for (const Expr& d : {s0, s1, s0 * s1, 2 * s1}) r.divisors.push_back(sym_divisor(d));
+  for (const Expr& d : {s0, s1, s0 * s1, 2 * s1, -s1}) r.divisors.push_back(sym_divisor(d));
   SymbolExtents ext{{"i0", s0}, {"i1", s1}};
   std::vector<Env> envs;
   for (int64_t a = 1; a <= 4; ++a)
@@ -597,11 +627,11 @@ TEST_CASE("expr: random expressions with symbolic sizes", "[expr][fast]") {
   Expr flat = i0 * s1 + i1;
 
   for (int n = 0; n < 800 * kStress; ++n) {
-    auto [e, ref] = r.gen(3);
-    check_everywhere(e, ref, ext, envs);
-    // The same shapes applied to the flattened index of a [s0, s1] tensor.
-    Expr on_flat = ir::substitute(e, {{"i0", ir::floordiv(flat, s1)}, {"i1", ir::mod(flat, s1)}});
-    CHECK(ir::simplify(on_flat, ext) == ir::simplify(e, ext));
+    Sample x = r.gen(3);
+    check_everywhere(x.e, x.ref, ext, envs);
+    // The same expression on the unflattened index of a [s0, s1] tensor simplifies the same way.
+    Expr on_flat = ir::substitute(x.e, {{"i0", ir::floordiv(flat, s1)}, {"i1", ir::mod(flat, s1)}});
+    CHECK(ir::simplify(on_flat, ext) == ir::simplify(x.e, ext));
 
   }
 }

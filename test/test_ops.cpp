@@ -157,6 +157,14 @@ TEST_CASE("bind_arguments accepts numbers in Tensor slots and ints in float slot
   CHECK(index->arg("indices").kind == Kind::OptTensorList);
 }
 
+TEST_CASE("bind_arguments binds unnamed arguments positionally", "[ops][fast]") {
+  Values v;
+  auto args = bind_arguments(op("transpose.int"), {{"", v.f32({2, 3})}, {"", Arg::of_int(0)}, {"", Arg::of_int(1)}}, nullptr);
+  REQUIRE(args.size() == 3);
+  CHECK(args[2].i == 1);
+  CHECK_THROWS_AS(bind_arguments(op("relu"), {{"", v.f32({2})}, {"", v.f32({2})}}, nullptr), UserError);
+}
+
 TEST_CASE("bind_arguments rejects wrong, unknown and missing arguments", "[ops][fast]") {
   Values v;
   auto message = [&](const std::string& name, const std::vector<RawArg>& raw) {
@@ -174,6 +182,19 @@ TEST_CASE("bind_arguments rejects wrong, unknown and missing arguments", "[ops][
   CHECK_THAT(message("relu", {{"self", v.f32({2})}, {"bogus", Arg::of_int(1)}}), Contains("bogus"));
   CHECK_THAT(message("sum.dim_IntList", {{"self", v.f32({2})}, {"dim", Arg::of_float(1.5)}}), Contains("dim"));
   CHECK_THAT(message("clamp", {{"self", v.f32({2})}, {"min", v.f32({2})}}), Contains("min"));
+  CHECK_THAT(message("add.Tensor", {{"self", v.f32({2})}, {"other", v.f32({2})}, {"self", v.f32({2})}}),
+             Contains("self") && Contains("twice"));
+}
+
+TEST_CASE("shape rules refuse sizes that depend on run-time symbolic ints", "[ops][fast]") {
+  Values v;
+  Arg symbolic;
+  symbolic.kind = Kind::SymInt;
+  symbolic.tensor = v.tensor(DType::Int64, {}).tensor;
+  CHECK_THROWS_WITH(infer("slice.Tensor", {{"self", v.f32({5})}, {"start", symbolic}}), Catch::Contains("start"));
+  CHECK_THROWS_AS(infer("select.int", {{"self", v.f32({5})}, {"dim", Arg::of_int(0)}, {"index", symbolic}}), UserError);
+  // A SymInt operand of a pointwise op promotes like a Python int.
+  CHECK(infer1("mul.Tensor", {{"self", v.tensor(DType::Int32, {3})}, {"other", symbolic}}).dtype == DType::Int32);
 }
 
 TEST_CASE("pointwise rules broadcast", "[ops][fast]") {

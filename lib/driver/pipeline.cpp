@@ -104,6 +104,11 @@ void run_frontend(const PipelineOptions& opts, PipelineState& state, const Stage
     throw UserError(display_path(opts.input) + ": " + e.what());
   }
   ctx.dump("graph.txt", print_graph(g));
+  try {
+    check_supported_ops(g);
+  } catch (const UserError& e) {
+    throw UserError(display_path(opts.input) + ": " + e.what());
+  }
   state.graph = std::move(g);
 }
 
@@ -225,7 +230,6 @@ PipelineResult run_pipeline(const PipelineOptions& opts) {
   result.output_dir = out_dir.string();
 
   Stage last = opts.stop_after ? *opts.stop_after : opts.emit_so ? Stage::Build : Stage::Codegen;
-  check_replaceable(out_dir);  // fail before doing any work
   WorkDir work(out_dir);
   StageContext ctx{work.path(), opts.dump_ir};
   PipelineState state;

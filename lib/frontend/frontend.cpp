@@ -82,7 +82,14 @@ int64_t parse_sym_int(const JsonRef& j, std::string* symbol) {
 DType parse_dtype(const JsonRef& j) {
   int64_t code = j.as_int();
   auto dtype = dtype_from_export(code);
-  if (!dtype) j.fail("unknown or unsupported dtype code " + std::to_string(code));
+  if (!dtype) {
+    // The export's codes that name a dtype foundryc does not support.
+    static const char* kUnsupported[] = {"unknown", nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                         nullptr, nullptr, "complex32", "complex64", "complex128"};
+    if (code >= 0 && code <= 11 && kUnsupported[code])
+      j.fail(std::string("dtype ") + kUnsupported[code] + " (code " + std::to_string(code) + ") is not supported");
+    j.fail("unknown dtype code " + std::to_string(code));
+  }
   return *dtype;
 }
 
@@ -175,7 +182,13 @@ class Loader {
     if (!tensor_values_->is_object()) tensor_values_->fail("expected an object");
     JsonRef signature = gm.at("signature");
     parse_inputs(graph.at("inputs"), signature.at("input_specs"));
-    for (const JsonRef& node : graph.at("nodes").items()) parse_node(node);
+    nodes_.emplace(graph.at("nodes"));
+    auto nodes = nodes_->items();
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      current_node_ = static_cast<int64_t>(i);
+      parse_node(nodes[i]);
+    }
+    current_node_ = -1;
     parse_outputs(graph.at("outputs"), signature.at("output_specs"));
     return std::move(g_);
   }
@@ -263,14 +276,69 @@ class Loader {
 
   Value* use(const std::string& name, const JsonRef& where, bool want_tensor) {
     auto it = by_file_name_.find(name);
-    if (it == by_file_name_.end())
-      where.fail("uses value " + quote_untrusted(name) + ", which is not defined before this point");
+    if (it == by_file_name_.end()) where.fail(undefined_value_message(name));
     if (it->second->is_tensor != want_tensor)
       where.fail("value " + quote_untrusted(name) + (want_tensor ? " is not a tensor" : " is not a symbolic scalar"));
     return it->second;
   }
 
   Value* use_tensor_arg(const JsonRef& j) { return use(j.at("name").as_string(), j, true); }
+
+  // Why `name` is not defined yet: nothing defines it, a later node does (out of order), or a
+  // later node that depends on the current one does (a cycle).
+  std::string undefined_value_message(const std::string& name) {
+    std::string q = quote_untrusted(name);
+    if (!nodes_ || current_node_ < 0) return "uses value " + q + ", which is not defined";
+    // Names only, read leniently: this runs on the way to an error.
+    const nlohmann::json& nodes = nodes_->raw();
+    std::unordered_map<std::string, size_t> producer;
+    std::vector<std::vector<std::string>> uses(nodes.size());
+    auto collect_names = [](const nlohmann::json& j, std::vector<std::string>& out, auto&& self, int depth) -> void {
+      if (depth > 8) return;
+      if (j.is_object()) {
+        for (auto it = j.begin(); it != j.end(); ++it) {
+          if ((it.key() == "name" || it.key() == "as_name") && it.value().is_string())
+            out.push_back(it.value().get<std::string>());
+          else
+            self(it.value(), out, self, depth + 1);
+        }
+      } else if (j.is_array()) {
+        for (const auto& item : j) self(item, out, self, depth + 1);
+      }
+    };
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const nlohmann::json& n = nodes[i];
+      if (!n.is_object()) continue;
+      if (auto in = n.find("inputs"); in != n.end())
+        for (const auto& input : *in)
+          if (input.is_object() && input.contains("arg")) collect_names(input["arg"], uses[i], collect_names, 0);
+      if (auto out = n.find("outputs"); out != n.end()) {
+        std::vector<std::string> defined;
+        collect_names(*out, defined, collect_names, 0);
+        for (const auto& d : defined) producer.emplace(d, i);
+      }
+    }
+    auto p = producer.find(name);
+    if (p == producer.end() || p->second <= static_cast<size_t>(current_node_))
+      return "uses value " + q + ", which nothing defines";
+    // Does the producer depend, transitively, on the current node?
+    size_t current = static_cast<size_t>(current_node_);
+    std::vector<char> seen(nodes.size(), 0);
+    std::vector<size_t> stack = {p->second};
+    while (!stack.empty()) {
+      size_t n = stack.back();
+      stack.pop_back();
+      if (n == current)
+        return "uses value " + q + ", which a later node computes from this node's own result: the graph has a cycle";
+      if (seen[n]) continue;
+      seen[n] = 1;
+      for (const std::string& u : uses[n]) {
+        auto up = producer.find(u);
+        if (up != producer.end()) stack.push_back(up->second);
+      }
+    }
+    return "uses value " + q + " before the node that defines it (the nodes are not in topological order)";
+  }
 
   // ---- arguments ----
 
@@ -451,6 +519,15 @@ class Loader {
       throw UserError(what + " is missing: it is not listed in " + archive_.describe(expected));
     }
     JsonRef e(*entry, std::string(entries[which]) + ":config[" + quote_untrusted(in.fqn, 40) + "]");
+    try {
+      load_storage_entry(in, e, what, dirs[which]);
+    } catch (const UserError& err) {
+      if (std::string_view(err.what()).rfind(what, 0) == 0) throw;
+      throw UserError(what + ": " + err.what());
+    }
+  }
+
+  void load_storage_entry(GraphInput& in, const JsonRef& e, const std::string& what, const char* dir) {
     if (auto pickle = e.find("use_pickle"); pickle && pickle->as_bool())
       throw UserError(what + " is stored as a pickle (use_pickle), which foundryc does not read; "
                       "re-export the model with torch>=2.9 via torch.export.save");
@@ -458,14 +535,14 @@ class Loader {
     if (!is_plain_file_name(file)) e.at("path_name").fail("not a plain file name: " + quote_untrusted(file));
     TensorType meta = parse_tensor_meta(e.at("tensor_meta"));
     if (meta.has_symbolic_sizes()) e.at("tensor_meta").fail("symbolic sizes in a stored tensor");
-    std::string entry_name = std::string(dirs[which]) + file;
+    std::string entry_name = std::string(dir) + file;
     auto blob = archive_.read(entry_name);
     if (!blob) throw UserError(what + " is missing: its file " + archive_.describe(entry_name) + " does not exist");
     // The declared layout must fit in the file's real size before anything reads it.
     int64_t need = storage_bytes_needed(meta);
     if (static_cast<uint64_t>(need) > blob->size)
-      throw UserError(what + ": " + type_to_string(meta) + " with strides and offset as declared needs " +
-                      std::to_string(need) + " bytes, but " + archive_.describe(entry_name) + " holds " +
+      throw UserError(what + ": its declared size " + type_to_string(meta) + " (with its strides and offset) needs " +
+                      std::to_string(need) + " bytes, but " + archive_.describe(entry_name) + " holds only " +
                       std::to_string(blob->size));
     TensorType& t = in.value->type;
     if (t.dtype != meta.dtype || t.sizes != meta.sizes || t.has_symbolic_sizes())
@@ -566,6 +643,8 @@ class Loader {
   Archive& archive_;
   Graph g_;
   std::optional<JsonRef> tensor_values_;
+  std::optional<JsonRef> nodes_;
+  int64_t current_node_ = -1;
   std::unordered_map<std::string, Value*> by_file_name_;
   Config weights_config_, constants_config_;
 };
@@ -581,6 +660,17 @@ bool starts_with_zip_magic(const std::string& path) {
 }
 
 }  // namespace
+
+void check_supported_ops(const Graph& g) {
+  for (const auto& n : g.nodes) {
+    if (n->op) continue;
+    // Registry-style short names came from torch.ops.aten; other targets are kept whole.
+    const std::string& t = n->target;
+    std::string shown = target_display(t.rfind("torch.", 0) == 0 || t.rfind("_operator.", 0) == 0 ? t : "aten." + t);
+    throw UserError("node " + quote_untrusted(n->source_name, 60) + " (" + shown + "): operator " + shown +
+                    " is not supported (foundryc --list-ops lists the supported operators)");
+  }
+}
 
 Graph load_model(const std::string& path) {
   std::error_code ec;

@@ -23,6 +23,17 @@ bool returns_list(const OpSchema& s) {
 
 std::string sizes_text(const TensorType& t) { return type_to_string(t); }
 
+// dtype and sizes agree. A recorded symbolic dim without a hint (an unbacked, data-dependent
+// size: the frontend records 0) matches anything: nothing static can be said about it.
+bool types_agree(const TensorType& recorded, const TensorType& inferred) {
+  if (recorded.dtype != inferred.dtype || recorded.sizes.size() != inferred.sizes.size()) return false;
+  for (size_t i = 0; i < recorded.sizes.size(); ++i) {
+    bool unbacked = i < recorded.symbols.size() && !recorded.symbols[i].empty() && recorded.sizes[i] == 0;
+    if (!unbacked && recorded.sizes[i] != inferred.sizes[i]) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void verify_graph(const Graph& g) {
@@ -91,7 +102,7 @@ void verify_graph(const Graph& g) {
       for (size_t i = 0; i < inferred.size(); ++i) {
         const Value* v = n.outputs[i];
         if (!v->is_tensor) continue;
-        if (!(inferred[i] == v->type))
+        if (!types_agree(v->type, inferred[i]))
           throw UserError(where + ": output %" + v->name + " is recorded as " + sizes_text(v->type) +
                           " but the op's rule gives " + sizes_text(inferred[i]));
       }

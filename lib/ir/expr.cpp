@@ -133,12 +133,13 @@ Expr binary(Kind kind, const Expr& a, const Expr& b) { return make_node(kind, 0,
 struct Term {
   int64_t coeff;
   Expr mono;
+  NodePtr whole = nullptr;  // the term's own node when taken from an expression: reused if unchanged
 };
 
 Term term_of(const Expr& e) {
   const ExprNode* n = e.node_ptr();
-  if (n->kind == Kind::Mul && n->value != 1) return {n->value, Expr(n->mono)};
-  return {1, e};
+  if (n->kind == Kind::Mul && n->value != 1) return {n->value, Expr(n->mono), e.node()};
+  return {1, e, e.node()};
 }
 
 // The factors of a monomial; for an atom, the atom itself (so `mono` must outlive the span).
@@ -283,18 +284,20 @@ Expr build_sum(Linear l) {
   for (size_t i = 0; i < t.size();) {
     Term merged = t[i];
     size_t j = i + 1;
-    for (; j < t.size() && cmp(t[j].mono, merged.mono) == 0; ++j)
+    for (; j < t.size() && cmp(t[j].mono, merged.mono) == 0; ++j) {
       merged.coeff = checked_add(merged.coeff, t[j].coeff);
+      merged.whole = nullptr;
+    }
     if (merged.coeff != 0) t[out++] = merged;
     i = j;
   }
   t.resize(out);
   if (auto r = recombine_div_mod(l)) return *r;
   if (t.empty()) return make_const(l.constant);
-  if (t.size() == 1 && l.constant == 0) return make_term(t[0].coeff, t[0].mono);
+  if (t.size() == 1 && l.constant == 0) return t[0].whole ? Expr(t[0].whole) : make_term(t[0].coeff, t[0].mono);
   std::vector<Expr> ops;
   ops.reserve(t.size() + 1);
-  for (const Term& term : t) ops.push_back(make_term(term.coeff, term.mono));
+  for (const Term& term : t) ops.push_back(term.whole ? Expr(term.whole) : make_term(term.coeff, term.mono));
   if (l.constant != 0) ops.push_back(make_const(l.constant));
   return make_node(Kind::Add, 0, "", std::move(ops));
 }
@@ -369,6 +372,8 @@ const SymbolExtents& no_extents() {
 Interval interval(const Expr& e, const SymbolExtents& ext, int depth = 0);
 
 Interval iv_mul(Interval a, Interval b) {
+  auto empty = [](const Interval& x) { return x.lo && x.hi && *x.lo > *x.hi; };
+  if (empty(a) || empty(b)) return {};  // a zero extent: nothing is evaluated, nothing known
   auto point = [](const Interval& x) { return x.lo && x.hi && *x.lo == *x.hi; };
   if (point(b)) std::swap(a, b);
   if (point(a)) {
@@ -376,7 +381,13 @@ Interval iv_mul(Interval a, Interval b) {
     if (k == 0) return {0, 0};
     return k > 0 ? Interval{opt_mul(k, b.lo), opt_mul(k, b.hi)} : Interval{opt_mul(k, b.hi), opt_mul(k, b.lo)};
   }
-  if (a.lo && b.lo && *a.lo >= 0 && *b.lo >= 0) return {opt_mul(a.lo, b.lo), opt_mul(a.hi, b.hi)};
+  // Sign-definite operands (common with unbounded ends): reduce to nonnegative * nonnegative.
+  auto nonneg = [](const Interval& x) { return x.lo && *x.lo >= 0; };
+  auto nonpos = [](const Interval& x) { return x.hi && *x.hi <= 0; };
+  auto neg = [](const Interval& x) { return Interval{opt_neg(x.hi), opt_neg(x.lo)}; };
+  if (nonpos(a) && (nonneg(b) || nonpos(b))) return neg(iv_mul(neg(a), b));
+  if (nonpos(b) && nonneg(a)) return neg(iv_mul(a, neg(b)));
+  if (nonneg(a) && nonneg(b)) return {opt_mul(a.lo, b.lo), opt_mul(a.hi, b.hi)};
   if (a.lo && a.hi && b.lo && b.hi) {
     Opt c[4] = {opt_mul(a.lo, b.lo), opt_mul(a.lo, b.hi), opt_mul(a.hi, b.lo), opt_mul(a.hi, b.hi)};
     if (std::any_of(c, c + 4, [](Opt v) { return !v; })) return {};
@@ -573,7 +584,7 @@ Split split_by_const(const Expr& a, int64_t c) {
   for (const Term& t : l.terms) {
     if (t.coeff % c == 0 || t.coeff > 0) {
       if (t.coeff / c != 0) s.quotient.terms.push_back({t.coeff / c, t.mono});
-      if (t.coeff % c != 0) s.remainder.terms.push_back({t.coeff % c, t.mono});
+      if (t.coeff % c != 0) s.remainder.terms.push_back(t.coeff / c == 0 ? t : Term{t.coeff % c, t.mono});
     } else {
       s.remainder.terms.push_back(t);
     }
@@ -622,7 +633,7 @@ int64_t content_gcd(const Linear& l, int64_t c) {
 }
 
 Linear divide_exact(Linear l, int64_t g) {
-  for (Term& t : l.terms) t.coeff /= g;
+  for (Term& t : l.terms) t = {t.coeff / g, t.mono};
   l.constant /= g;
   return l;
 }
@@ -662,9 +673,9 @@ std::optional<Expr> pull_in_floordiv(const Expr& a, const Expr& d) {
 
 Expr floordiv_by_const(const Expr& a, int64_t c) {
   Split s = split_by_const(a, c);
-  if (s.any_quotient()) return build_sum(s.quotient) + floordiv(build_sum(s.remainder), c);
+  if (s.any_quotient()) return build_sum(std::move(s.quotient)) + floordiv(build_sum(std::move(s.remainder)), c);
   if (int64_t g = content_gcd(s.remainder, c); g > 1)
-    return floordiv(build_sum(divide_exact(s.remainder, g)), c / g);
+    return floordiv(build_sum(divide_exact(std::move(s.remainder), g)), c / g);
   if (auto r = pull_in_floordiv(a, make_const(c))) return *r;
   Interval iv = interval(a, no_extents());
   if (iv.lo && iv.hi && py_floordiv(*iv.lo, c) == py_floordiv(*iv.hi, c))
@@ -678,9 +689,9 @@ Expr mod_by_const(const Expr& a, int64_t c) {
     if (m > 0 && m <= c) return a;  // (x % 4) % 8 -> x % 4
   }
   Split s = split_by_const(a, c);
-  if (s.any_quotient()) return mod(build_sum(s.remainder), c);
+  if (s.any_quotient()) return mod(build_sum(std::move(s.remainder)), c);
   if (int64_t g = content_gcd(s.remainder, c); g > 1)
-    return scale(g, mod(build_sum(divide_exact(s.remainder, g)), c / g));
+    return scale(g, mod(build_sum(divide_exact(std::move(s.remainder), g)), c / g));
   Interval iv = interval(a, no_extents());
   if (iv.lo && iv.hi && py_floordiv(*iv.lo, c) == py_floordiv(*iv.hi, c))
     return a - checked_mul(c, py_floordiv(*iv.lo, c));
@@ -738,10 +749,10 @@ std::optional<Expr> divide_by(const Term& t, const Term& g) {
 
 // (g*y + r) // (g*k) -> y // k and (g*y + r) % (g*k) -> g*(y % k) + r when 0 <= r < g, for a
 // divisor g shared by some terms and the divisor. E.g. (4*i0 + i1) // 8 -> i0 // 2 for
-// 0 <= i1 < 4, and (i0*s1 + i1) // (2*s1) -> i0 // 2 for 0 <= i1 < s1.
+// 0 <= i1 < 4, and (i0*s1 + i1) // (2*s1) -> i0 // 2 for 0 <= i1 < s1. Needs k > 0.
 std::optional<Expr> drop_small_remainder(const Expr& x, const Expr& d, bool is_mod,
                                          const SymbolExtents& ext) {
-  if (d.kind() == Kind::Add) return std::nullopt;
+  if (d.kind() == Kind::Add || !known_positive(d, ext)) return std::nullopt;
   Linear l = linear_of(x);
   // A constant divisor is the term c*1; keep `mono` a constant 1 so common_divisor works.
   Term dt = d.is_const() ? Term{d.const_value(), make_const(1)} : term_of(d);
@@ -782,7 +793,11 @@ class Simplifier {
   explicit Simplifier(const SymbolExtents& ext) : ext_(ext) {}
 
   Expr run(const Expr& e) {
-    if (e.kind() == Kind::Const || e.kind() == Kind::Sym) return e;
+    if (e.kind() == Kind::Sym) {  // a loop over a size-1 dim only ever sees 0
+      auto it = ext_.find(e.sym_name());
+      return it != ext_.end() && it->second.is_const(1) ? make_const(0) : e;
+    }
+    if (e.kind() == Kind::Const) return e;
     if (auto it = memo_.find(e.node_ptr()); it != memo_.end()) return it->second.second;
     std::vector<Expr> ops;
     ops.reserve(e.operands().size());
@@ -1020,7 +1035,7 @@ Expr floordiv(const Expr& a, const Expr& b) {
     if (auto k = positive_quotient(a.operands()[1], b)) return mod(floordiv(a.operands()[0], b), *k);
   if (b.is_const()) return floordiv_by_const(a, b.const_value());
   Split s = split_by_term(a, b);
-  if (s.any_quotient()) return build_sum(s.quotient) + floordiv(build_sum(s.remainder), b);
+  if (s.any_quotient()) return build_sum(std::move(s.quotient)) + floordiv(build_sum(std::move(s.remainder)), b);
   if (auto r = pull_in_floordiv(a, b)) return *r;
   return binary(Kind::FloorDiv, a, b);
 }
@@ -1033,9 +1048,10 @@ Expr mod(const Expr& a, const Expr& b) {
   if (b.is_const() && b.const_value() < 0) return -mod(-a, make_const(-b.const_value()));
   // (x % (b*k)) % b -> x % b for positive b, k.
   if (a.kind() == Kind::Mod && positive_quotient(a.operands()[1], b)) return mod(a.operands()[0], b);
+  if (a.kind() == Kind::Mod && a.operands()[1] == b) return a;  // any sign
   if (b.is_const()) return mod_by_const(a, b.const_value());
   Split s = split_by_term(a, b);
-  if (s.any_quotient()) return mod(build_sum(s.remainder), b);
+  if (s.any_quotient()) return mod(build_sum(std::move(s.remainder)), b);
   return binary(Kind::Mod, a, b);
 }
 

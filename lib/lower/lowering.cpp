@@ -5,6 +5,7 @@
 #include <set>
 
 #include "foundry/ir/record.h"
+#include "foundry/ops/registry.h"
 #include "foundry/support/error.h"
 #include "lower/lowerings.h"
 
@@ -60,6 +61,11 @@ std::vector<std::string> LoweringContext::origins() const {
   return {node->name + " (aten." + node->target + ")"};
 }
 
+std::vector<std::string> LoweringContext::origin_ops() const {
+  if (!node || !node->op) return {};
+  return {node->op->schema.name};
+}
+
 namespace {
 bool is_contiguous_buffer_view(const TensorRef& ref) {
   if (!ref.buffer || ref.buffer->kind != ir::BufferKind::Computed) return false;
@@ -75,6 +81,7 @@ TensorRef LoweringContext::realize(const TensorRef& ref) {
   node->output = out;
   node->ranges = ref.sizes;
   node->origins = origins();
+  node->origin_ops = origin_ops();
   Loader load = ref.load;
   DType dtype = ref.dtype;
   node->body = [load, out, dtype](Ops& ops, const Index& idx, const Index&) {
@@ -95,6 +102,7 @@ TensorRef LoweringContext::reduction(DType out_dtype, std::vector<Expr> sizes, s
   node->reduction_ranges = std::move(reduction_ranges);
   node->reduce_op = op;
   node->origins = origins();
+  node->origin_ops = origin_ops();
   node->body = [fn, out, op, out_dtype](Ops& ops, const Index& idx, const Index& ridx) {
     Val v = ops.reduction(op, fn(ops, idx, ridx));
     FOUNDRY_CHECK(v.dtype == out_dtype, "reduction result dtype does not match its buffer");
@@ -110,6 +118,7 @@ void LoweringContext::mutate(const ir::Buffer* target, std::vector<Expr> ranges,
   node->output = target;
   node->ranges = std::move(ranges);
   node->origins = origins();
+  node->origin_ops = origin_ops();
   node->body = std::move(body);
   program_.add_node(std::move(node));
 }
@@ -122,6 +131,7 @@ TensorRef LoweringContext::extern_call(ir::ExternCall call, DType dtype, std::ve
   node->ranges = sizes;
   node->call = std::move(call);
   node->origins = origins();
+  node->origin_ops = origin_ops();
   program_.add_node(std::move(node));
   return buffer_ref(out);
 }
@@ -237,6 +247,7 @@ void bind_inputs(const Graph& graph, LoweringContext& ctx, ir::LoopProgram& prog
       ir::Buffer* buf = program.new_buffer(ir::BufferKind::Input, t.dtype, static_exprs(t.sizes));
       buf->input_index = user_index++;
       program.inputs.push_back(buf);
+      program.input_names.push_back(in.value->name);
       ctx.bind(in.value, buffer_ref(buf));
       continue;
     }

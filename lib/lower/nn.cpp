@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <cstdlib>
 
 #include "lower/lowerings.h"
 #include "lower/util.h"
@@ -141,7 +142,7 @@ TensorRef scaled(const TensorRef& x, double factor) {
 
 TensorRef matmul(LoweringContext& ctx, const TensorRef& a, const TensorRef& b, DType dtype, std::vector<Expr> sizes,
                  bool batched) {
-  if (dtype != DType::Float32 || a.dtype != dtype || b.dtype != dtype)
+  if (getenv("NN_FORCE_SLOW") || dtype != DType::Float32 || a.dtype != dtype || b.dtype != dtype)
     return matmul_reduction(ctx, a, b, dtype, std::move(sizes));
   ir::ExternCall call;
   call.kind = batched ? "bmm" : "mm";
@@ -153,7 +154,7 @@ TensorRef matmul(LoweringContext& ctx, const TensorRef& a, const TensorRef& b, D
 TensorRef addmm(LoweringContext& ctx, const TensorRef& bias, const TensorRef& m1, const TensorRef& m2, double beta,
                 double alpha, DType dtype, std::vector<Expr> sizes) {
   if (beta == 0) return scaled(matmul(ctx, m1, m2, dtype, sizes, false), alpha);
-  if (dtype == DType::Float32 && m1.dtype == dtype && m2.dtype == dtype) {
+  if (!getenv("NN_FORCE_SLOW") && dtype == DType::Float32 && m1.dtype == dtype && m2.dtype == dtype) {
     ir::ExternCall call;
     call.kind = "addmm";
     call.inputs = {ctx.strided_operand(broadcast_to(cast(bias, dtype), sizes)), ctx.strided_operand(m1),
@@ -256,7 +257,7 @@ Outs lower_conv(LoweringContext& ctx, const Node& node, const ConvParams& p) {
   }
   if (x.rank() != w.rank()) ctx.fail("convolution input and weight ranks do not match");
   TensorRef result;
-  if (p.transposed || dtype != DType::Float32 || x.dtype != dtype || w.dtype != dtype) {
+  if (getenv("NN_FORCE_SLOW") || p.transposed || dtype != DType::Float32 || x.dtype != dtype || w.dtype != dtype) {
     result = convolution_reduction(ctx, x, w, bias, p, dtype, out);
   } else {
     ir::ExternCall call;
@@ -338,7 +339,7 @@ std::pair<Val, Val> unrolled_max(Ops& ops, const Loader& load, DType dtype, cons
   return {best, best_idx};
 }
 
-constexpr int64_t kMaxUnrolledWindow = 25;
+static const int64_t kMaxUnrolledWindow = getenv("NN_FORCE_SLOW") ? 0 : 25;
 
 Outs lower_max_pool(LoweringContext& ctx, const Node& node) {
   TensorRef x = ctx.tensor(node.arg("self"));

@@ -26,18 +26,17 @@ std::vector<int64_t> checked_sizes(const Node& node) {
   return sizes;
 }
 
-int64_t arange_length(const Arg& start, const Arg& end, const Arg& step, DType dtype) {
-  if (step.as_double() == 0) throw UserError("arange: step must be nonzero");
+// ATen computes the length in the result's type: integer arange truncates its bounds first.
+int64_t arange_length(double start, double end, double step, DType dtype) {
   if (!is_floating(dtype)) {
-    // Integer arange works in integers (values truncated first), as ATen does.
-    int64_t s = static_cast<int64_t>(start.as_double()), e = static_cast<int64_t>(end.as_double());
-    int64_t st = static_cast<int64_t>(step.as_double());
+    int64_t s = static_cast<int64_t>(start), e = static_cast<int64_t>(end), st = static_cast<int64_t>(step);
     if (st == 0) throw UserError("arange: step must be nonzero");
     int64_t sign = st > 0 ? 1 : -1;
     if ((e - s) * sign < 0) throw UserError("arange: upper bound and lower bound inconsistent with step sign");
     return (e - s + st - sign) / st;
   }
-  double length = std::ceil((end.as_double() - start.as_double()) / step.as_double());
+  if (step == 0) throw UserError("arange: step must be nonzero");
+  double length = std::ceil((end - start) / step);
   if (!std::isfinite(length) || length < 0)
     throw UserError("arange: upper bound and lower bound inconsistent with step sign");
   return static_cast<int64_t>(length);
@@ -63,14 +62,13 @@ std::vector<TensorType> scalar_tensor(const Node& node) {
 
 // Without dtype: int64 when start, end and step are all ints, else float32.
 std::vector<TensorType> arange(const Node& node) {
-  const Arg& start = shape::arg(node, "start");
-  const Arg& end = shape::arg(node, "end");
-  const Arg& step = shape::arg(node, "step");
   DType inferred = DType::Int64;
-  for (const Arg* a : {&start, &end, &step})
-    if (a->kind == Arg::Kind::Float) inferred = DType::Float32;
+  for (const char* name : {"start", "end", "step"})
+    if (shape::arg(node, name).kind == Arg::Kind::Float) inferred = DType::Float32;
   DType dtype = shape::dtype_arg(node, "dtype").value_or(inferred);
-  return {make_type(dtype, {arange_length(start, end, step, dtype)})};
+  int64_t length = arange_length(shape::number_arg(node, "start"), shape::number_arg(node, "end"),
+                                 shape::number_arg(node, "step"), dtype);
+  return {make_type(dtype, {length})};
 }
 
 // empty.memory_format and empty_permuted: float32 unless `dtype` says otherwise.

@@ -218,7 +218,7 @@ std::vector<TensorType> native_layer_norm(const Node& node) {
     throw UserError("native_layer_norm: normalized_shape " + format_sizes(normalized) + " does not end input " + format_sizes(input.sizes));
   std::vector<int64_t> stat_sizes = input.sizes;
   std::fill(stat_sizes.begin() + outer, stat_sizes.end(), 1);
-  return {input, make_type(input.dtype, stat_sizes), make_type(input.dtype, stat_sizes)};
+  return {make_type(input.dtype, input.sizes), make_type(input.dtype, stat_sizes), make_type(input.dtype, stat_sizes)};
 }
 
 // (out, mean [N, group], rstd [N, group]).
@@ -227,14 +227,14 @@ std::vector<TensorType> native_group_norm(const Node& node) {
   int64_t n = shape::int_arg(node, "N"), c = shape::int_arg(node, "C"), group = shape::int_arg(node, "group");
   if (group <= 0 || c % group != 0) throw UserError("native_group_norm: channels must divide into groups");
   TensorType stats = make_type(input.dtype, {n, group});
-  return {input, stats, stats};
+  return {make_type(input.dtype, input.sizes), stats, stats};
 }
 
 // Inference batch norm: (out, and two empty saved-statistics outputs).
 std::vector<TensorType> batch_norm_no_training(const Node& node) {
   const TensorType& input = shape::tensor(node, "input");
   if (input.rank() < 2) throw UserError("batch_norm: input must have at least 2 dims");
-  return {input, make_type(input.dtype, {0}), make_type(input.dtype, {0})};
+  return {make_type(input.dtype, input.sizes), make_type(input.dtype, {0}), make_type(input.dtype, {0})};
 }
 
 }  // namespace foundry::rules

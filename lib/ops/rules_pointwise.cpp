@@ -35,7 +35,11 @@ std::vector<TensorType> binary(const Node& node, DType (*result_dtype)(DType)) {
 
 }  // namespace
 
-std::vector<TensorType> unary_same(const Node& node) { return {first_tensor(node)}; }
+// Results are contiguous: input strides are not carried over.
+std::vector<TensorType> unary_same(const Node& node) {
+  const TensorType& self = first_tensor(node);
+  return {make_type(self.dtype, self.sizes)};
+}
 
 std::vector<TensorType> unary_float(const Node& node) {
   const TensorType& self = first_tensor(node);

@@ -45,8 +45,8 @@ std::vector<int64_t> infer_size(std::vector<int64_t> sizes, int64_t numel) {
 TensorType with_sizes(const TensorType& t, std::vector<int64_t> sizes) { return make_type(t.dtype, std::move(sizes)); }
 
 // Clamps a slice bound the way Python does: negative counts from the end, then into [0, size].
-int64_t clamp_slice_bound(const Arg& bound, int64_t fallback, int64_t size) {
-  int64_t v = bound.is_none() ? fallback : bound.i;
+int64_t clamp_slice_bound(const Node& node, std::string_view name, int64_t fallback, int64_t size) {
+  int64_t v = shape::arg(node, name).is_none() ? fallback : shape::int_arg(node, name);
   if (v < 0) v += size;
   return std::clamp<int64_t>(v, 0, size);
 }
@@ -76,10 +76,10 @@ std::vector<TensorType> permute(const Node& node) {
 
 std::vector<TensorType> transpose(const Node& node) {
   const TensorType& self = shape::tensor(node, "self");
+  int64_t dim0 = normalize_dim(shape::int_arg(node, "dim0"), self.rank());
+  int64_t dim1 = normalize_dim(shape::int_arg(node, "dim1"), self.rank());
   std::vector<int64_t> sizes = self.sizes;
-  if (self.rank() == 0) return {self};
-  std::swap(sizes[normalize_dim(shape::int_arg(node, "dim0"), self.rank())],
-            sizes[normalize_dim(shape::int_arg(node, "dim1"), self.rank())]);
+  if (self.rank() > 0) std::swap(sizes[dim0], sizes[dim1]);  // a 0-d tensor transposes to itself
   return {with_sizes(self, sizes)};
 }
 
@@ -167,8 +167,8 @@ std::vector<TensorType> slice(const Node& node) {
   int64_t step = shape::int_arg(node, "step");
   if (step <= 0) throw UserError("slice: step must be positive");
   int64_t size = self.sizes[dim];
-  int64_t start = clamp_slice_bound(shape::arg(node, "start"), 0, size);
-  int64_t end = clamp_slice_bound(shape::arg(node, "end"), std::numeric_limits<int64_t>::max(), size);
+  int64_t start = clamp_slice_bound(node, "start", 0, size);
+  int64_t end = clamp_slice_bound(node, "end", std::numeric_limits<int64_t>::max(), size);
   std::vector<int64_t> sizes = self.sizes;
   sizes[dim] = end > start ? (end - start + step - 1) / step : 0;
   return {with_sizes(self, sizes)};
@@ -235,21 +235,21 @@ std::vector<TensorType> split_with_sizes(const Node& node) {
   return outs;
 }
 
+namespace {
+// Legacy rule: 1-d empty tensors are skipped whatever the other shapes are.
+bool is_legacy_empty(const TensorType& t) { return t.rank() == 1 && t.sizes[0] == 0; }
+}  // namespace
+
 std::vector<TensorType> cat(const Node& node) {
   const Arg& list = shape::arg(node, "tensors");
   if (list.tensors.empty()) throw UserError("cat: expected a non-empty list of tensors");
-  std::vector<const Arg*> operands;
-  std::vector<Arg> holders;
-  holders.reserve(list.tensors.size());
+  // cat rejects 0-d inputs, so promotion is plain promote_types over all inputs.
+  DType dtype = list.tensors[0]->type.dtype;
   const TensorType* first = nullptr;
   for (const Value* v : list.tensors) {
-    holders.push_back(Arg::of_tensor(const_cast<Value*>(v)));
-    operands.push_back(&holders.back());
-    // Legacy rule: 1-d empty tensors are skipped whatever the other shapes are.
-    bool legacy_empty = v->type.rank() == 1 && v->type.sizes[0] == 0;
-    if (!first && !legacy_empty) first = &v->type;
+    dtype = promote_types(dtype, v->type.dtype);
+    if (!first && !is_legacy_empty(v->type)) first = &v->type;
   }
-  DType dtype = shape::result_type(operands);
   if (!first) return {make_type(dtype, {0})};
   if (first->rank() == 0) throw UserError("cat: zero-dimensional tensors cannot be concatenated");
   int64_t dim = normalize_dim(shape::int_arg(node, "dim"), first->rank());
@@ -257,10 +257,11 @@ std::vector<TensorType> cat(const Node& node) {
   sizes[dim] = 0;
   for (const Value* v : list.tensors) {
     const TensorType& t = v->type;
-    if (t.rank() == 1 && t.sizes[0] == 0) continue;
-    for (int64_t d = 0; d < first->rank(); ++d)
-      if (t.rank() != first->rank() || (d != dim && t.sizes[d] != first->sizes[d]))
-        throw UserError("cat: sizes " + format_sizes(t.sizes) + " and " + format_sizes(first->sizes) + " must match except in dimension " + std::to_string(dim));
+    if (is_legacy_empty(t)) continue;
+    bool compatible = t.rank() == first->rank();
+    for (int64_t d = 0; compatible && d < first->rank(); ++d) compatible = d == dim || t.sizes[d] == first->sizes[d];
+    if (!compatible)
+      throw UserError("cat: sizes " + format_sizes(t.sizes) + " and " + format_sizes(first->sizes) + " must match except in dimension " + std::to_string(dim));
     sizes[dim] += t.sizes[dim];
   }
   return {make_type(dtype, sizes)};
@@ -271,6 +272,8 @@ std::vector<TensorType> repeat(const Node& node) {
   std::vector<int64_t> repeats = shape::ints_arg(node, "repeats");
   int64_t lead = static_cast<int64_t>(repeats.size()) - self.rank();
   if (lead < 0) throw UserError("repeat: fewer repeats than the tensor's dims");
+  for (int64_t r : repeats)
+    if (r < 0) throw UserError("repeat: negative repeat count in " + format_sizes(repeats));
   std::vector<int64_t> sizes = repeats;
   for (int64_t d = 0; d < self.rank(); ++d) sizes[lead + d] *= self.sizes[d];
   return {with_sizes(self, sizes)};
@@ -310,7 +313,7 @@ std::vector<TensorType> index_tensor(const Node& node) {
     if (first < 0) first = d;
     last = d;
   }
-  if (first < 0) return {self};
+  if (first < 0) return {with_sizes(self, self.sizes)};
   bool adjacent = true;
   for (int64_t d = first; d <= last; ++d) adjacent = adjacent && indices[d];
   std::vector<int64_t> sizes;

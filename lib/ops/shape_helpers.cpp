@@ -38,18 +38,33 @@ const TensorType& tensor(const Node& node, std::string_view name) {
   return a.tensor->type;
 }
 
+// A SymInt argument names a value computed at run time (sym_size, item): no rule can read it.
+[[noreturn]] void symbolic_int_unsupported(std::string_view name) {
+  throw UserError("argument '" + std::string(name) +
+                  "' is a symbolic int known only at run time; sizes that depend on it are not supported yet");
+}
+
 int64_t int_arg(const Node& node, std::string_view name) {
   const Arg& a = arg(node, name);
-  if (a.kind != Arg::Kind::Int && a.kind != Arg::Kind::SymInt && a.kind != Arg::Kind::Bool)
+  if (a.kind == Arg::Kind::SymInt) symbolic_int_unsupported(name);
+  if (a.kind != Arg::Kind::Int && a.kind != Arg::Kind::Bool)
     throw UserError("argument '" + std::string(name) + "' must be an int");
   return a.i;
 }
 
 bool bool_arg(const Node& node, std::string_view name) { return int_arg(node, name) != 0; }
 
+double number_arg(const Node& node, std::string_view name) {
+  const Arg& a = arg(node, name);
+  if (a.kind == Arg::Kind::SymInt) symbolic_int_unsupported(name);
+  if (!a.is_number()) throw UserError("argument '" + std::string(name) + "' must be a number");
+  return a.as_double();
+}
+
 std::vector<int64_t> ints_arg(const Node& node, std::string_view name) {
   const Arg& a = arg(node, name);
-  if (a.kind == Arg::Kind::Int || a.kind == Arg::Kind::SymInt) return {a.i};
+  if (a.kind == Arg::Kind::SymInt) symbolic_int_unsupported(name);
+  if (a.kind == Arg::Kind::Int) return {a.i};
   if (a.kind != Arg::Kind::IntList)
     throw UserError("argument '" + std::string(name) + "' must be a list of ints");
   return a.ints;

@@ -15,6 +15,10 @@ namespace foundry {
 // any malformed, unsupported or inconsistent input. Does not run verify_graph.
 Graph load_model(const std::string& path);
 
+// Throws UserError naming the first opaque node (an operator that is not in the op registry):
+// the compiler proper handles registry ops only.
+void check_supported_ops(const Graph& g);
+
 // A path as messages show it: as given when it is plain printable text, quoted otherwise.
 std::string display_path(const std::string& path);
 

@@ -26,7 +26,7 @@ struct Dim {
 
 struct TensorType {
   DType dtype = DType::Float32;
-  std::vector<int64_t> sizes;    // hints for symbolic dims
+  std::vector<int64_t> sizes;    // hints for symbolic dims (0 when unbacked: no hint recorded)
   std::vector<int64_t> strides;  // as recorded; empty means contiguous
   int64_t storage_offset = 0;
   std::vector<std::string> symbols;  // per dim: "" or a symbolic size expression; empty when all static

@@ -42,7 +42,9 @@ class Expr {
   bool is_const(int64_t v) const;
   int64_t const_value() const;         // requires is_const()
   const std::string& sym_name() const;  // requires Kind::Sym
-  const std::vector<Expr>& operands() const;  // Add/Mul: terms/factors; FloorDiv/Mod/Min/Max: {a, b}
+  // Add: terms (constant last); Mul: factors (constant coefficient first, when not 1);
+  // FloorDiv/Mod/Min/Max: {a, b}; Const/Sym: empty.
+  const std::vector<Expr>& operands() const;
 
   // Structural equality of the canonical forms, and a total order for use as map keys. The order
   // is deterministic (no pointers): constants first, then by the coefficient-free monomial
@@ -79,7 +81,7 @@ using SymbolExtents = std::map<std::string, Expr>;
 
 // Simplifies using symbol ranges, e.g. with 0 <= i0 < 4:  (i0 + 4*i1) // 4 -> i1,
 // (i0 + 4*i1) % 4 -> i0, i0 // 4 -> 0. Constant-extent reasoning is exact; symbolic extents are
-// used where the rule is provable.
+// used where the rule is provable. A symbol of extent 1 becomes 0.
 Expr simplify(const Expr& e, const SymbolExtents& extents);
 
 // Lower and upper bounds (inclusive) when they are known constants. Interval arithmetic, refined by

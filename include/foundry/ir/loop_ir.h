@@ -67,7 +67,8 @@ struct LoopNode {
   ReduceOp reduce_op = ReduceOp::Sum;
   Body body;
   ExternCall call;                    // Extern only
-  std::vector<std::string> origins;   // the ATen nodes it came from (our names), for comments
+  std::vector<std::string> origins;     // the ATen nodes it came from (our names), for comments
+  std::vector<std::string> origin_ops;  // their ops' base names from the registry ("add"), for kernel names
 
   // The loop-variable symbols this node's body is run with.
   Index index_symbols() const;
@@ -78,6 +79,7 @@ struct LoopProgram {
   std::vector<std::unique_ptr<Buffer>> buffers;
   std::vector<std::unique_ptr<LoopNode>> nodes;  // program order
   std::vector<const Buffer*> inputs;             // user inputs in signature order
+  std::vector<std::string> input_names;          // ours, for messages and the header
   std::vector<const Buffer*> outputs;            // user outputs in signature order
   std::vector<std::string> output_names;         // ours, for messages and the header
 

@@ -76,6 +76,7 @@ class LoweringContext {
   ir::LoopProgram& program_;
   std::map<const Value*, TensorRef> env_;
   std::vector<std::string> origins() const;
+  std::vector<std::string> origin_ops() const;
 };
 
 // A buffer seen in its own layout.

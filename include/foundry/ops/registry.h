@@ -46,9 +46,11 @@ struct OpInfo {
 const OpInfo* find_op(std::string_view target);
 const std::vector<OpInfo>& all_ops();
 
-// Binds raw arguments (name + value as read from the file) to the schema: orders them
-// positionally, fills defaults, converts numbers in Tensor slots to scalars (kept as Int/Float/Bool
-// args), checks arity and types. Throws UserError on mismatch.
+// Binds raw arguments (name + value as read from the file) to the schema: by name (an unnamed
+// one takes the next positional slot), in schema order, defaults filled in; numbers in Tensor
+// slots stay numbers (Int/Float/Bool args: wrapped scalars), ints in float slots become floats.
+// Throws UserError naming the argument on a wrong type, an unknown or a missing argument.
+// `names_out` (may be null) receives the schema's argument names.
 struct RawArg {
   std::string name;
   Arg value;
@@ -69,9 +71,11 @@ const Arg& arg(const Node& node, std::string_view name);
 bool has_arg(const Node& node, std::string_view name);  // whether the op's schema has it
 // The type of a Tensor argument; throws if the argument is not a tensor.
 const TensorType& tensor(const Node& node, std::string_view name);
-// Typed accessors for scalar arguments (an Int or SymInt's hint, a Bool, a list of ints).
+// Typed accessors for scalar arguments. A SymInt (a value known only at run time) is refused
+// with a UserError: no static size can depend on it.
 int64_t int_arg(const Node& node, std::string_view name);
 bool bool_arg(const Node& node, std::string_view name);
+double number_arg(const Node& node, std::string_view name);  // an Int, Float or Bool as a double
 std::vector<int64_t> ints_arg(const Node& node, std::string_view name);
 std::optional<DType> dtype_arg(const Node& node, std::string_view name);  // nullopt for None
 // A contiguous tensor type (strides left empty, meaning contiguous).

@@ -42,3 +42,11 @@ std::vector<PassReport> run_graph_passes(Graph& g, const PassOptions& options = 
 std::string format_pass_reports(const std::vector<PassReport>& reports);
 
 }  // namespace foundry::passes
+
+namespace foundry {
+// The driver-facing entry points, also visible as foundry::run_graph_passes etc.
+using passes::format_pass_reports;
+using passes::PassOptions;
+using passes::PassReport;
+using passes::run_graph_passes;
+}  // namespace foundry

@@ -1,0 +1,35 @@
+// The build stage: compiles a generated model folder (kernels.cpp, wrapper.cpp and the runtime
+// headers beside them) into model.so with a C++ compiler run as a subprocess, and caches the
+// result by a content hash so that compiling the same model again does not run the compiler.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace foundry::build {
+
+struct CompileOptions {
+  std::string cxx;        // --cxx; empty: $CXX, then clang++, then g++
+  std::string cache_dir;  // empty: $XDG_CACHE_HOME/foundry or ~/.cache/foundry
+  bool use_cache = true;
+  std::string target = "native";  // -march: native, or a named ISA level
+};
+
+struct CompileResult {
+  bool cache_hit = false;
+  std::string key;       // the content hash (hex)
+  std::string compiler;  // the compiler that was (or would have been) run
+  std::vector<std::string> flags;
+};
+
+// Builds DIR/model.so. Throws UserError with the compiler's output (and the source path) when
+// compilation fails.
+CompileResult compile_model(const std::string& dir, const CompileOptions& options);
+
+// The compiler to use and its identity (first line of `--version`), for the cache key.
+std::string find_compiler(const std::string& requested);
+std::string default_cache_dir();
+
+// Content hash helpers (xxHash XXH3-128), hex encoded.
+std::string hash_hex(const std::vector<std::string>& parts);
+
+}  // namespace foundry::build

@@ -1,0 +1,18 @@
+// Running a program without a shell: argv in, exit status and captured output back.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace foundry::build {
+
+struct ProcessResult {
+  int exit_code = -1;     // 128 + signal when killed by a signal; 127 when it could not start
+  std::string output;     // stdout and stderr, interleaved
+};
+
+ProcessResult run_program(const std::vector<std::string>& argv);
+
+// Starts several programs at once and waits for all of them (parallel compiles).
+std::vector<ProcessResult> run_programs(const std::vector<std::vector<std::string>>& argvs);
+
+}  // namespace foundry::build

@@ -1,0 +1,32 @@
+// C++ kernels: each scheduled kernel becomes one function over raw pointers, produced by running
+// its nodes' bodies through an emitting `Ops` handler (named SSA temporaries, loops over the
+// iteration ranges, accumulators for reductions).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "foundry/sched/schedule.h"
+
+namespace foundry::codegen {
+
+struct KernelArg {
+  const ir::Buffer* buffer = nullptr;
+  bool written = false;
+  std::string name;  // "in_ptr0", "out_ptr0"
+};
+
+struct EmittedKernel {
+  std::string name;
+  std::vector<KernelArg> args;
+  std::string declaration;  // "void name(const float* __restrict__ in_ptr0, ...)"
+  std::string definition;   // comment naming the ATen nodes + the function
+};
+
+EmittedKernel emit_kernel(const sched::Kernel& kernel);
+
+// The C++ element type a buffer of `t` is stored as (16-bit floats as their raw bits).
+std::string storage_type(DType t);
+// The C++ type a value of `t` is computed in (16-bit floats in float).
+std::string compute_type(DType t);
+
+}  // namespace foundry::codegen

@@ -1,0 +1,48 @@
+// The generated model around the kernels: the wrapper (C API entry points that check inputs, set
+// up the arena, call kernels and extern kernels in order), the public header model.h, and the
+// layout of weights.bin.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "foundry/codegen/cpp_kernel.h"
+#include "foundry/graph/graph.h"
+#include "foundry/sched/schedule.h"
+
+namespace foundry::codegen {
+
+// weights.bin: every constant storage once, each at a 64-byte aligned offset.
+struct WeightsLayout {
+  struct Piece {
+    int64_t offset = 0;
+    Blob data;
+  };
+  std::vector<Piece> pieces;
+  int64_t total_bytes = 0;
+  std::map<const ir::Buffer*, int64_t> offset_of;  // each constant buffer's storage offset
+};
+
+struct GeneratedModel {
+  std::string name;  // the C symbol prefix
+  std::vector<EmittedKernel> kernels;
+  std::string kernels_cpp, wrapper_cpp, model_h;
+  WeightsLayout weights;
+};
+
+GeneratedModel generate_model(const ir::LoopProgram& program, const sched::Schedule& schedule,
+                              const std::string& model_name);
+
+// A C identifier made from a file stem: lowercase letters, digits and '_', starting with a letter.
+std::string sanitize_model_name(const std::string& stem);
+
+// A C string literal (quoted, escaped) holding `text`.
+std::string c_string_literal(const std::string& text);
+
+}  // namespace foundry::codegen
+
+namespace foundry::codegen {
+
+// Writes kernels.cpp, wrapper.cpp, model.h, weights.bin and the runtime headers into `dir`.
+void write_model_files(const GeneratedModel& model, const std::string& dir);
+
+}  // namespace foundry::codegen

@@ -1,0 +1,69 @@
+// Extern kernels that generated wrappers call: matrix products and convolution over strided
+// operands. These are the portable implementations (plain loops, float accumulation in double);
+// oneDNN-backed versions replace them where available.
+#pragma once
+#include <cstdint>
+
+namespace foundry_rt {
+
+template <typename T>
+struct Strided {
+  const T* data;
+  const int64_t* strides;  // in elements
+  int64_t offset;
+  T at(int64_t i, int64_t j) const { return data[offset + i * strides[0] + j * strides[1]]; }
+  T at(int64_t b, int64_t i, int64_t j) const {
+    return data[offset + b * strides[0] + i * strides[1] + j * strides[2]];
+  }
+};
+
+// out[b][m][n] = alpha * sum_k a[b][m][k] * w[b][k][n] + beta * bias[m][n] (bias optional).
+template <typename T>
+void matmul(int64_t batch, int64_t M, int64_t N, int64_t K, Strided<T> a, Strided<T> b, const Strided<T>* bias,
+            double alpha, double beta, bool batched, T* out) {
+  for (int64_t bi = 0; bi < batch; ++bi)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double acc = 0;
+        for (int64_t k = 0; k < K; ++k)
+          acc += static_cast<double>(batched ? a.at(bi, m, k) : a.at(m, k)) *
+                 static_cast<double>(batched ? b.at(bi, k, n) : b.at(k, n));
+        double v = alpha * acc;
+        if (bias) v += beta * static_cast<double>(bias->at(m, n));
+        out[(bi * M + m) * N + n] = static_cast<T>(v);
+      }
+}
+
+// 2-D convolution, NCHW input, OIHW weight, groups; strided operands of rank 4 (bias rank 1).
+template <typename T>
+void conv2d(const int64_t* in_sizes, const int64_t* w_sizes, const int64_t* out_sizes, const T* x,
+            const int64_t* xs, int64_t x_off, const T* w, const int64_t* ws, int64_t w_off, const T* bias,
+            int64_t bias_stride, int64_t bias_off, const int64_t* stride, const int64_t* padding,
+            const int64_t* dilation, int64_t groups, T* out) {
+  int64_t N = out_sizes[0], Cout = out_sizes[1], OH = out_sizes[2], OW = out_sizes[3];
+  int64_t Cin = in_sizes[1], H = in_sizes[2], W = in_sizes[3], KH = w_sizes[2], KW = w_sizes[3];
+  int64_t cin_g = Cin / groups, cout_g = Cout / groups;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t co = 0; co < Cout; ++co) {
+      int64_t g = co / cout_g;
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          double acc = bias ? static_cast<double>(bias[bias_off + co * bias_stride]) : 0.0;
+          for (int64_t ci = 0; ci < cin_g; ++ci)
+            for (int64_t kh = 0; kh < KH; ++kh) {
+              int64_t ih = oh * stride[0] - padding[0] + kh * dilation[0];
+              if (ih < 0 || ih >= H) continue;
+              for (int64_t kw = 0; kw < KW; ++kw) {
+                int64_t iw = ow * stride[1] - padding[1] + kw * dilation[1];
+                if (iw < 0 || iw >= W) continue;
+                int64_t c = g * cin_g + ci;
+                acc += static_cast<double>(x[x_off + n * xs[0] + c * xs[1] + ih * xs[2] + iw * xs[3]]) *
+                       static_cast<double>(w[w_off + co * ws[0] + ci * ws[1] + kh * ws[2] + kw * ws[3]]);
+              }
+            }
+          out[((n * Cout + co) * OH + oh) * OW + ow] = static_cast<T>(acc);
+        }
+    }
+}
+
+}  // namespace foundry_rt

@@ -1,0 +1,192 @@
+// Scalar helpers that generated kernels call, with PyTorch's CPU semantics. Included by every
+// generated kernel translation unit, so it stays small: <cmath> and <cstdint> only.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace foundry_rt {
+
+// Set by a kernel that met a bad value at run time (an index out of range, an integer division
+// by zero); the wrapper checks it after each kernel and turns it into an error code. One per
+// thread, so that concurrent runs do not interfere.
+inline thread_local int kernel_error = 0;
+enum KernelError : int { kIndexOutOfRange = 1, kIntegerDivisionByZero = 2 };
+
+inline void fail(int code) { kernel_error = code; }
+
+// ---- integer arithmetic that never traps -----------------------------------------------------
+template <typename T>
+inline T div_trunc(T a, T b) {
+  if (b == 0) { fail(kIntegerDivisionByZero); return 0; }
+  if (b == T(-1)) return T(0) - a;
+  return a / b;
+}
+template <typename T>
+inline T floordiv_int(T a, T b) {
+  if (b == 0) { fail(kIntegerDivisionByZero); return 0; }
+  if (b == T(-1)) return T(0) - a;
+  T q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
+  return q;
+}
+template <typename T>
+inline T mod_int(T a, T b) {
+  if (b == 0) { fail(kIntegerDivisionByZero); return 0; }
+  if (b == T(-1)) return 0;
+  T m = a % b;
+  if (m != 0 && ((m < 0) != (b < 0))) m += b;
+  return m;
+}
+template <typename T>
+inline T fmod_int(T a, T b) {
+  if (b == 0) { fail(kIntegerDivisionByZero); return 0; }
+  if (b == T(-1)) return 0;
+  return a % b;
+}
+template <typename T>
+inline T pow_int(T base, T exp) {
+  if (exp < 0) return base == 1 ? 1 : base == -1 ? ((exp % 2) ? -1 : 1) : 0;
+  uint64_t result = 1, b = static_cast<uint64_t>(base);
+  while (exp) {
+    if (exp & 1) result *= b;
+    b *= b;
+    exp >>= 1;
+  }
+  return static_cast<T>(result);
+}
+
+// Index expressions: Python floor division and modulo when the sign is not known.
+inline int64_t index_floordiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+inline int64_t index_mod(int64_t a, int64_t b) {
+  int64_t m = a % b;
+  return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m;
+}
+inline int64_t index_min(int64_t a, int64_t b) { return a < b ? a : b; }
+inline int64_t index_max(int64_t a, int64_t b) { return a > b ? a : b; }
+
+// A loaded integer used as an index: negative values wrap once; out-of-range ones are reported
+// and clamped so that the kernel never reads or writes out of bounds.
+inline int64_t checked_index(int64_t i, int64_t size) {
+  if (i < 0) i += size;
+  if (i < 0 || i >= size) {
+    fail(kIndexOutOfRange);
+    return 0;
+  }
+  return i;
+}
+
+// ---- floating-point semantics ---------------------------------------------------------------
+template <typename T>
+inline T floordiv_float(T a, T b) {
+  if (b == 0) return a / b;
+  T m = std::fmod(a, b);
+  T div = (a - m) / b;
+  if (m != 0 && ((b < 0) != (m < 0))) div -= 1;
+  if (div == 0) return std::copysign(T(0), a / b);
+  T floored = std::floor(div);
+  if (div - floored > T(0.5)) floored += 1;
+  return floored;
+}
+template <typename T>
+inline T mod_float(T a, T b) {
+  T m = std::fmod(a, b);
+  if (m != 0 && ((b < 0) != (m < 0))) m += b;
+  return m;
+}
+template <typename T>
+inline T maximum(T a, T b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  return a > b ? a : b;
+}
+template <typename T>
+inline T minimum(T a, T b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  return a < b ? a : b;
+}
+template <typename T>
+inline T max_int(T a, T b) { return a > b ? a : b; }
+template <typename T>
+inline T min_int(T a, T b) { return a < b ? a : b; }
+template <typename T>
+inline T sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
+template <typename T>
+inline T sign_float(T x) { return x != x ? x : T((T(0) < x) - (x < T(0))); }
+template <typename T>
+inline T sign_int(T x) { return T((T(0) < x) - (x < T(0))); }
+template <typename T>
+inline T copysign_int(T a, T b) {
+  T m = a < 0 ? T(0) - a : a;
+  return b < 0 ? T(0) - m : m;
+}
+
+// Float to integer as x86 converts: NaN and out-of-range values become the minimum int64, then
+// narrow (PyTorch's CPU casts behave the same way on this platform).
+template <typename To, typename From>
+inline To float_to_int(From x) {
+  if (!(x >= From(-9.2233720368547758e18) && x < From(9.2233720368547758e18)))
+    return static_cast<To>(INT64_MIN);
+  return static_cast<To>(static_cast<int64_t>(x));
+}
+
+// ---- 16-bit floats: stored as raw bits, computed in float, rounded after every operation -----
+inline float half_to_float(uint16_t h) {
+  uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ffu, bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: normalize
+      int e = -1;
+      do { mant <<= 1; ++e; } while (!(mant & 0x400u));
+      bits = sign | static_cast<uint32_t>(127 - 15 - e) << 23 | (mant & 0x3ffu) << 13;
+    }
+  } else if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | mant << 13;
+  } else {
+    bits = sign | (exp + 127 - 15) << 23 | mant << 13;
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+inline uint16_t float_to_half(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t absx = x & 0x7fffffffu;
+  if (absx >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0));
+  if (absx >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow to inf
+  if (absx < 0x38800000u) {  // subnormal or zero: round to nearest even in units of 2^-24
+    float a;
+    std::memcpy(&a, &absx, 4);
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(a * 16777216.0f)));
+  }
+  uint32_t mant = absx & 0x7fffffu, exp = (absx >> 23) - 127 + 15;
+  uint32_t h = exp << 10 | mant >> 13;
+  uint32_t rest = mant & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1))) ++h;
+  return static_cast<uint16_t>(sign | h);
+}
+inline float round_half(float f) { return half_to_float(float_to_half(f)); }
+
+inline float bfloat16_to_float(uint16_t b) {
+  uint32_t bits = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+inline uint16_t float_to_bfloat16(float f) {
+  if (f != f) return 0x7fc0;
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+inline float round_bfloat16(float f) { return bfloat16_to_float(float_to_bfloat16(f)); }
+
+}  // namespace foundry_rt

@@ -1,0 +1,116 @@
+// Support code that every compiled model's wrapper uses: the weights file mapping, the per-call
+// arena, input checking and the thread-local error message behind NAME_last_error(). Copied into
+// each output folder next to the generated sources.
+#pragma once
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "foundry_c_api.h"
+#include "foundry_kernel_support.h"
+
+namespace foundry_rt {
+
+inline thread_local std::string last_error;
+
+inline int set_error(int status, const std::string& message) {
+  last_error = message;
+  return status;
+}
+
+// weights.bin, mapped read-only for the model's lifetime.
+struct WeightsFile {
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+
+  int open(const std::string& dir, size_t expected_size) {
+    if (expected_size == 0) return FOUNDRY_OK;
+    std::string path = dir + "/weights.bin";
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return set_error(FOUNDRY_ERROR_IO, "cannot open " + path);
+    struct stat st;
+    if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != expected_size) {
+      ::close(fd);
+      return set_error(FOUNDRY_ERROR_IO, path + " does not have the expected size " + std::to_string(expected_size));
+    }
+    void* p = mmap(nullptr, expected_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    if (p == MAP_FAILED) return set_error(FOUNDRY_ERROR_IO, "cannot map " + path);
+    data = static_cast<const uint8_t*>(p);
+    size = expected_size;
+    return FOUNDRY_OK;
+  }
+  ~WeightsFile() {
+    if (data) munmap(const_cast<uint8_t*>(data), size);
+  }
+};
+
+// One allocation per run for every intermediate buffer, 64-byte aligned; freed on scope exit.
+struct Arena {
+  uint8_t* base = nullptr;
+  explicit Arena(size_t bytes) {
+    if (bytes) base = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+  }
+  ~Arena() { std::free(base); }
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+};
+
+struct TensorSpec {
+  const char* name;
+  int32_t dtype;
+  int32_t rank;
+  int64_t shape[FOUNDRY_MAX_RANK];
+};
+
+inline std::string shape_text(const int64_t* shape, int32_t rank) {
+  std::string s = "[";
+  for (int32_t d = 0; d < rank; ++d) s += (d ? ", " : "") + std::to_string(shape[d]);
+  return s + "]";
+}
+
+// Checks that `t` matches `spec` (and, for outputs, fills in the shape).
+inline int check_tensor(const foundry_tensor* t, const TensorSpec& spec, const char* role, size_t index, bool is_output) {
+  std::string what = std::string(role) + " " + std::to_string(index) + " (" + spec.name + ")";
+  if (!t || !t->data) {
+    bool empty = true;
+    for (int32_t d = 0; d < spec.rank; ++d) empty = empty && spec.shape[d] != 0;
+    if (!t || empty) return set_error(FOUNDRY_ERROR_INVALID_ARGUMENT, what + ": null data pointer");
+  }
+  if (t->dtype != spec.dtype)
+    return set_error(FOUNDRY_ERROR_INVALID_ARGUMENT, what + ": dtype " + std::to_string(t->dtype) + ", expected " +
+                                                         std::to_string(spec.dtype));
+  if (is_output) {
+    foundry_tensor* out = const_cast<foundry_tensor*>(t);
+    out->rank = spec.rank;
+    for (int32_t d = 0; d < spec.rank; ++d) out->shape[d] = spec.shape[d];
+    return FOUNDRY_OK;
+  }
+  bool same = t->rank == spec.rank;
+  for (int32_t d = 0; same && d < spec.rank; ++d) same = t->shape[d] == spec.shape[d];
+  if (!same)
+    return set_error(FOUNDRY_ERROR_INVALID_ARGUMENT, what + ": shape " + shape_text(t->shape, t->rank) +
+                                                         ", expected " + shape_text(spec.shape, spec.rank));
+  return FOUNDRY_OK;
+}
+
+inline void fill_info(const TensorSpec& spec, foundry_tensor_info* info) {
+  info->name = spec.name;
+  info->dtype = spec.dtype;
+  info->rank = spec.rank;
+  for (int32_t d = 0; d < spec.rank; ++d) info->shape[d] = info->min_shape[d] = info->max_shape[d] = spec.shape[d];
+}
+
+inline const char* kernel_error_text(int code) {
+  return code == 1 ? "an index is out of range" : code == 2 ? "integer division by zero" : "kernel error";
+}
+
+}  // namespace foundry_rt

@@ -1,0 +1,42 @@
+// A compiled model folder opened through its C API (dlopen of model.so), for the runner and the
+// tests. The symbol prefix is the model name recorded in manifest.json.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "foundry/runtime/foundry_c_api.h"
+#include "foundry/runtime/npy.h"
+
+namespace foundry {
+
+class LoadedModel {
+ public:
+  // Throws UserError when the folder, its manifest or model.so cannot be loaded.
+  explicit LoadedModel(const std::string& dir);
+  ~LoadedModel();
+  LoadedModel(const LoadedModel&) = delete;
+  LoadedModel& operator=(const LoadedModel&) = delete;
+
+  const std::string& name() const { return name_; }
+  size_t num_inputs() const;
+  size_t num_outputs() const;
+  foundry_tensor_info input_info(size_t i) const;
+  foundry_tensor_info output_info(size_t i) const;
+
+  // Runs on `inputs`, returning the outputs (allocated here from the output infos). Throws
+  // UserError with the model's last_error on failure.
+  std::vector<NpyArray> run(const std::vector<NpyArray>& inputs) const;
+  // Runs with caller-provided output arrays (already sized): no allocation, for benchmarking.
+  void run_into(const std::vector<NpyArray>& inputs, std::vector<NpyArray>& outputs) const;
+  std::vector<NpyArray> allocate_outputs() const;
+
+ private:
+  struct Api;
+  std::string name_;
+  void* handle_ = nullptr;
+  void* model_ = nullptr;
+  std::unique_ptr<Api> api_;
+};
+
+}  // namespace foundry

@@ -1,0 +1,162 @@
+#include "foundry/build/compile.h"
+
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "foundry/build/process.h"
+#include "foundry/support/error.h"
+
+namespace fs = std::filesystem;
+
+namespace foundry::build {
+namespace {
+
+std::string read_all(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+bool on_path(const std::string& program) {
+  if (program.find('/') != std::string::npos) return access(program.c_str(), X_OK) == 0;
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "/usr/bin:/bin");
+  for (std::string dir; std::getline(dirs, dir, ':');)
+    if (!dir.empty() && access((dir + "/" + program).c_str(), X_OK) == 0) return true;
+  return false;
+}
+
+std::string compiler_identity(const std::string& cxx) {
+  static std::mutex mu;
+  static std::map<std::string, std::string> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(cxx);
+  if (it != cache.end()) return it->second;
+  ProcessResult r = run_program({cxx, "--version"});
+  std::string first = r.output.substr(0, r.output.find('\n'));
+  return cache[cxx] = first;
+}
+
+std::vector<std::string> compile_flags(const CompileOptions& options) {
+  // -fwrapv: integer overflow wraps as in PyTorch's kernels instead of being undefined.
+  // -fno-math-errno: math functions need not set errno (results are unchanged).
+  // -fvisibility=hidden: only the C API is exported, so two models link into one program.
+  std::vector<std::string> flags = {"-std=c++17", "-O3", "-fPIC", "-fwrapv", "-fno-math-errno",
+                                    "-fvisibility=hidden", "-fno-plt"};
+  if (!options.target.empty() && options.target != "generic") flags.push_back("-march=" + options.target);
+  return flags;
+}
+
+void atomic_copy(const fs::path& from, const fs::path& to) {
+  fs::path tmp = to;
+  tmp += ".tmp." + std::to_string(getpid());
+  fs::copy_file(from, tmp, fs::copy_options::overwrite_existing);
+  fs::rename(tmp, to);
+}
+
+}  // namespace
+
+std::string hash_hex(const std::vector<std::string>& parts) {
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_128bits_reset(state);
+  for (const auto& p : parts) {
+    uint64_t n = p.size();
+    XXH3_128bits_update(state, &n, sizeof n);  // length-prefixed: no ambiguity between parts
+    XXH3_128bits_update(state, p.data(), p.size());
+  }
+  XXH128_hash_t h = XXH3_128bits_digest(state);
+  XXH3_freeState(state);
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
+                static_cast<unsigned long long>(h.low64));
+  return buf;
+}
+
+std::string find_compiler(const std::string& requested) {
+  if (!requested.empty()) {
+    if (!on_path(requested)) throw UserError("the C++ compiler '" + requested + "' was not found");
+    return requested;
+  }
+  if (const char* env = std::getenv("CXX"); env && *env && on_path(env)) return env;
+  for (const char* c : {"clang++", "g++"})
+    if (on_path(c)) return c;
+  throw UserError("no C++ compiler found (tried $CXX, clang++, g++); install clang or pass --cxx");
+}
+
+std::string default_cache_dir() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/foundry";
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/foundry";
+  return "/tmp/foundry-cache";
+}
+
+CompileResult compile_model(const std::string& dir, const CompileOptions& options) {
+  CompileResult result;
+  result.compiler = find_compiler(options.cxx);
+  result.flags = compile_flags(options);
+  fs::path out = fs::path(dir);
+  std::vector<std::string> sources;
+  for (const char* f : {"kernels.cpp", "wrapper.cpp"}) sources.push_back(f);
+
+  std::vector<std::string> key_parts = {FOUNDRY_VERSION, result.compiler, compiler_identity(result.compiler)};
+  key_parts.insert(key_parts.end(), result.flags.begin(), result.flags.end());
+  std::vector<fs::path> inputs;
+  for (const auto& entry : fs::directory_iterator(out))
+    if (entry.path().extension() == ".cpp" || entry.path().extension() == ".h") inputs.push_back(entry.path());
+  std::sort(inputs.begin(), inputs.end());
+  for (const auto& p : inputs) {
+    key_parts.push_back(p.filename().string());
+    key_parts.push_back(read_all(p));
+  }
+  result.key = hash_hex(key_parts);
+
+  fs::path cache = options.cache_dir.empty() ? default_cache_dir() : options.cache_dir;
+  fs::path entry = cache / result.key.substr(0, 2) / (result.key + ".so");
+  if (options.use_cache && fs::exists(entry)) {
+    atomic_copy(entry, out / "model.so");
+    result.cache_hit = true;
+    return result;
+  }
+
+  std::vector<std::vector<std::string>> compiles;
+  for (const auto& src : sources) {
+    std::vector<std::string> argv = {result.compiler};
+    argv.insert(argv.end(), result.flags.begin(), result.flags.end());
+    argv.insert(argv.end(), {"-c", (out / src).string(), "-o", (out / (src + ".o")).string()});
+    compiles.push_back(argv);
+  }
+  std::vector<ProcessResult> done = run_programs(compiles);
+  for (size_t i = 0; i < done.size(); ++i)
+    if (done[i].exit_code != 0)
+      throw UserError("the C++ compiler failed on " + (out / sources[i]).string() + " (exit " +
+                      std::to_string(done[i].exit_code) + "):\n" + done[i].output);
+  std::vector<std::string> link = {result.compiler, "-shared", "-o", (out / "model.so").string()};
+  for (const auto& src : sources) link.push_back((out / (src + ".o")).string());
+  ProcessResult linked = run_program(link);
+  if (linked.exit_code != 0) throw UserError("linking " + (out / "model.so").string() + " failed:\n" + linked.output);
+  for (const auto& src : sources) fs::remove(out / (src + ".o"));
+
+  if (options.use_cache) {
+    std::error_code ec;
+    fs::create_directories(entry.parent_path(), ec);
+    if (!ec) {
+      try {
+        atomic_copy(out / "model.so", entry);
+      } catch (const fs::filesystem_error&) {
+        // An unwritable cache is not an error: the model is built.
+      }
+    }
+  }
+  return result;
+}
+
+}  // namespace foundry::build

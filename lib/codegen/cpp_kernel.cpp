@@ -1,0 +1,393 @@
+#include "foundry/codegen/cpp_kernel.h"
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "foundry/codegen/cpp_expr.h"
+#include "foundry/ir/record.h"
+#include "foundry/support/error.h"
+
+namespace foundry::codegen {
+
+using ir::BinaryOp;
+using ir::Expr;
+using ir::ReduceOp;
+using ir::UnaryOp;
+using ir::Val;
+
+std::string storage_type(DType t) {
+  switch (t) {
+    case DType::Bool: return "bool";
+    case DType::UInt8: return "uint8_t";
+    case DType::Int8: return "int8_t";
+    case DType::Int16: return "int16_t";
+    case DType::Int32: return "int32_t";
+    case DType::Int64: return "int64_t";
+    case DType::Float16: case DType::BFloat16: return "uint16_t";
+    case DType::Float32: return "float";
+    case DType::Float64: return "double";
+  }
+  return "?";
+}
+
+std::string compute_type(DType t) {
+  return t == DType::Float16 || t == DType::BFloat16 ? "float" : storage_type(t);
+}
+
+namespace {
+
+bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
+
+// An exact C++ literal of a scalar in its compute type.
+std::string literal(const ir::Scalar& s) {
+  DType t = s.dtype;
+  if (!is_floating(t)) {
+    if (t == DType::Bool) return s.i ? "true" : "false";
+    if (s.i == INT64_MIN) return "INT64_MIN";
+    std::string v = std::to_string(s.i);
+    return t == DType::Int64 && (s.i > INT32_MAX || s.i < INT32_MIN) ? v + "LL" : v;
+  }
+  bool is_double = t == DType::Float64;
+  if (std::isnan(s.f)) return is_double ? "double(NAN)" : "NAN";
+  if (std::isinf(s.f)) return std::string(s.f < 0 ? "-" : "") + (is_double ? "double(INFINITY)" : "INFINITY");
+  char buf[48];
+  if (is_double) std::snprintf(buf, sizeof buf, "%.17g", s.f);
+  else std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(static_cast<float>(s.f)));
+  std::string text = buf;
+  if (text.find_first_of(".e") == std::string::npos) text += ".0";
+  return is_double ? text : text + "f";
+}
+
+// Emits a node's body as C++ statements. Reductions split the statements into the accumulator
+// declarations (before the reduction loop), the loop body, and what follows the loop.
+class CppEmitter final : public ir::Ops {
+ public:
+  CppEmitter(const std::map<const ir::Buffer*, std::string>& ptrs, ir::SymbolExtents extents,
+             const ir::LoopNode& node)
+      : ptrs_(ptrs), extents_(std::move(extents)), node_(node) {}
+
+  std::vector<std::string> before, body, after;
+
+  Val load(const ir::Buffer& buf, const Expr& index) override {
+    std::string access = ptr(buf) + "[" + idx(index) + "]";
+    if (buf.dtype == DType::Float16) access = "foundry_rt::half_to_float(" + access + ")";
+    if (buf.dtype == DType::BFloat16) access = "foundry_rt::bfloat16_to_float(" + access + ")";
+    return def(buf.dtype, access, false);
+  }
+  void store(const ir::Buffer& buf, const Expr& index, Val v, ir::StoreMode mode) override {
+    std::string target = ptr(buf) + "[" + idx(index) + "]";
+    std::string value = encode(buf.dtype, name(v));
+    bool fl = is_floating(buf.dtype);
+    switch (mode) {
+      case ir::StoreMode::Set: emit(target + " = " + value + ";"); break;
+      case ir::StoreMode::Add: emit(target + " += " + value + ";"); break;
+      case ir::StoreMode::Mul: emit(target + " *= " + value + ";"); break;
+      case ir::StoreMode::Max:
+        emit(target + " = foundry_rt::" + (fl ? "maximum(" : "max_int(") + target + ", " + value + ");");
+        break;
+      case ir::StoreMode::Min:
+        emit(target + " = foundry_rt::" + (fl ? "minimum(" : "min_int(") + target + ", " + value + ");");
+        break;
+    }
+  }
+  Val constant(const ir::Scalar& s) override { return def(s.dtype, literal(s), false); }
+  Val index_expr(const Expr& e, DType t) override {
+    return def(t, "static_cast<" + compute_type(t) + ">(" + idx(e) + ")", false);
+  }
+  Val to_dtype(Val v, DType t) override { return def(t, convert(v, t), true); }
+  Val unary(UnaryOp op, Val x) override {
+    DType out = ir::returns_bool(op) ? DType::Bool : x.dtype;
+    return def(out, unary_expr(op, x), true);
+  }
+  Val binary(BinaryOp op, Val a, Val b) override {
+    DType out = ir::returns_bool(op) ? DType::Bool : a.dtype;
+    return def(out, binary_expr(op, a, b), true);
+  }
+  Val where(Val c, Val a, Val b) override {
+    return def(a.dtype, name(c) + " ? " + name(a) + " : " + name(b), false);
+  }
+  Expr indirect(Val v, const Expr& size) override {
+    std::string sym = "ind" + std::to_string(indirect_++);
+    emit("const int64_t " + sym + " = foundry_rt::checked_index(static_cast<int64_t>(" + name(v) + "), " +
+         idx(size) + ");");
+    return Expr::sym(sym);
+  }
+  Val reduction(ReduceOp op, Val v) override {
+    std::string acc = "acc" + std::to_string(accumulators_++);
+    DType out = ir::reduce_result_dtype(op, v.dtype);
+    bool fl = is_floating(v.dtype);
+    std::string vt = compute_type(v.dtype);
+    // float32 sums and products accumulate in double: well within tolerance of PyTorch's
+    // cascade sums, and deterministic.
+    std::string acc_type = (fl && (op == ReduceOp::Sum || op == ReduceOp::Prod)) ? "double" : vt;
+    switch (op) {
+      case ReduceOp::Sum:
+        before.push_back(acc_type + " " + acc + " = 0;");
+        body.push_back(acc + " += " + name(v) + ";");
+        break;
+      case ReduceOp::Prod:
+        before.push_back(acc_type + " " + acc + " = 1;");
+        body.push_back(acc + " *= " + name(v) + ";");
+        break;
+      case ReduceOp::Max: case ReduceOp::Min: {
+        bool mx = op == ReduceOp::Max;
+        std::string init = fl ? std::string(mx ? "-" : "") + "INFINITY"
+                              : "std::numeric_limits<" + vt + ">::" + (mx ? "lowest()" : "max()");
+        if (v.dtype == DType::Bool) init = mx ? "false" : "true";
+        before.push_back(vt + " " + acc + " = " + init + ";");
+        std::string fn = fl ? (mx ? "maximum" : "minimum") : (mx ? "max_int" : "min_int");
+        body.push_back(acc + " = foundry_rt::" + fn + "(" + acc + ", " + name(v) + ");");
+        break;
+      }
+      case ReduceOp::ArgMax: case ReduceOp::ArgMin: {
+        bool mx = op == ReduceOp::ArgMax;
+        before.push_back(vt + " " + acc + "_value = 0;");
+        before.push_back("int64_t " + acc + " = 0;");
+        before.push_back("bool " + acc + "_seen = false;");
+        std::string better = std::string(mx ? " > " : " < ");
+        std::string cond = fl ? "!" + acc + "_seen || (!(" + acc + "_value != " + acc + "_value) && (" + name(v) +
+                                    " != " + name(v) + " || " + name(v) + better + acc + "_value))"
+                              : "!" + acc + "_seen || " + name(v) + better + acc + "_value";
+        body.push_back("if (" + cond + ") { " + acc + "_value = " + name(v) + "; " + acc + " = " +
+                       reduction_position() + "; " + acc + "_seen = true; }");
+        break;
+      }
+      case ReduceOp::Any:
+        before.push_back("bool " + acc + " = false;");
+        body.push_back(acc + " = " + acc + " || (" + name(v) + " != 0);");
+        break;
+    }
+    reduced_names_.push_back(acc);
+    std::string result = acc;
+    if (acc_type != compute_type(out)) result = "static_cast<" + compute_type(out) + ">(" + acc + ")";
+    Val r{next_++, out};
+    after.push_back("const " + compute_type(out) + " " + name(r) + " = " + round(out, result) + ";");
+    return r;
+  }
+  void store_reduction(const ir::Buffer& buf, const Expr& index, Val v) override {
+    after.push_back(ptr(buf) + "[" + idx(index) + "] = " + encode(buf.dtype, name(v)) + ";");
+  }
+
+ private:
+  const std::map<const ir::Buffer*, std::string>& ptrs_;
+  ir::SymbolExtents extents_;
+  const ir::LoopNode& node_;
+  int next_ = 0, indirect_ = 0, accumulators_ = 0;
+  std::vector<std::string> reduced_names_;
+
+  static std::string name(Val v) { return "tmp" + std::to_string(v.id); }
+  std::string ptr(const ir::Buffer& buf) const {
+    auto it = ptrs_.find(&buf);
+    FOUNDRY_CHECK(it != ptrs_.end(), "kernel touches buffer " + buf.name + " that is not among its arguments");
+    return it->second;
+  }
+  std::string idx(const Expr& e) const { return cpp_index(e, extents_); }
+  void emit(const std::string& line) { body.push_back(line); }
+  // 16-bit floats are computed in float and rounded after every operation, as PyTorch does.
+  static std::string round(DType t, const std::string& e) {
+    if (t == DType::Float16) return "foundry_rt::round_half(" + e + ")";
+    if (t == DType::BFloat16) return "foundry_rt::round_bfloat16(" + e + ")";
+    return e;
+  }
+  static std::string encode(DType t, const std::string& v) {
+    if (t == DType::Float16) return "foundry_rt::float_to_half(" + v + ")";
+    if (t == DType::BFloat16) return "foundry_rt::float_to_bfloat16(" + v + ")";
+    return v;
+  }
+  Val def(DType t, const std::string& rhs, bool may_round) {
+    Val v{next_++, t};
+    std::string value = may_round ? round(t, rhs) : rhs;
+    if (!may_round && is_half(t) && rhs.rfind("foundry_rt::half_to_float", 0) != 0 &&
+        rhs.rfind("foundry_rt::bfloat16_to_float", 0) != 0)
+      value = round(t, rhs);
+    emit("const " + compute_type(t) + " " + name(v) + " = " + value + ";");
+    return v;
+  }
+  std::string reduction_position() const {
+    Expr pos = 0;
+    for (size_t d = 0; d < node_.reduction_ranges.size(); ++d)
+      pos = pos * node_.reduction_ranges[d] + Expr::sym(ir::reduction_var(static_cast<int>(d)));
+    return idx(pos);
+  }
+
+  std::string convert(Val v, DType t) const {
+    std::string x = name(v);
+    if (t == DType::Bool) return x + " != 0";
+    if (is_floating(t)) return "static_cast<" + compute_type(t) + ">(" + x + ")";
+    if (is_floating(v.dtype)) return "foundry_rt::float_to_int<" + compute_type(t) + ">(" + x + ")";
+    return "static_cast<" + compute_type(t) + ">(" + x + ")";
+  }
+
+  std::string unary_expr(UnaryOp op, Val xv) const {
+    std::string x = name(xv);
+    bool fl = is_floating(xv.dtype);
+    std::string t = compute_type(xv.dtype);
+    auto call = [&](const char* fn) { return std::string(fn) + "(" + x + ")"; };
+    switch (op) {
+      case UnaryOp::Neg: return fl ? "-" + x : "static_cast<" + t + ">(-" + x + ")";
+      case UnaryOp::Abs: return fl ? call("std::fabs") : "static_cast<" + t + ">(" + x + " < 0 ? -" + x + " : " + x + ")";
+      case UnaryOp::Exp: return call("std::exp");
+      case UnaryOp::Exp2: return call("std::exp2");
+      case UnaryOp::Expm1: return call("std::expm1");
+      case UnaryOp::Log: return call("std::log");
+      case UnaryOp::Log2: return call("std::log2");
+      case UnaryOp::Log10: return call("std::log10");
+      case UnaryOp::Log1p: return call("std::log1p");
+      case UnaryOp::Sqrt: return call("std::sqrt");
+      case UnaryOp::Rsqrt: return t + "(1) / std::sqrt(" + x + ")";
+      case UnaryOp::Sin: return call("std::sin");
+      case UnaryOp::Cos: return call("std::cos");
+      case UnaryOp::Tan: return call("std::tan");
+      case UnaryOp::Asin: return call("std::asin");
+      case UnaryOp::Acos: return call("std::acos");
+      case UnaryOp::Atan: return call("std::atan");
+      case UnaryOp::Sinh: return call("std::sinh");
+      case UnaryOp::Cosh: return call("std::cosh");
+      case UnaryOp::Tanh: return call("std::tanh");
+      case UnaryOp::Asinh: return call("std::asinh");
+      case UnaryOp::Acosh: return call("std::acosh");
+      case UnaryOp::Atanh: return call("std::atanh");
+      case UnaryOp::Erf: return call("std::erf");
+      case UnaryOp::Erfc: return call("std::erfc");
+      case UnaryOp::Sigmoid: return call("foundry_rt::sigmoid");
+      case UnaryOp::Floor: return fl ? call("std::floor") : x;
+      case UnaryOp::Ceil: return fl ? call("std::ceil") : x;
+      case UnaryOp::Trunc: return fl ? call("std::trunc") : x;
+      case UnaryOp::Round: return fl ? call("std::nearbyint") : x;
+      case UnaryOp::Reciprocal: return t + "(1) / " + x;
+      case UnaryOp::Sign: return fl ? call("foundry_rt::sign_float") : xv.dtype == DType::Bool ? x : call("foundry_rt::sign_int");
+      case UnaryOp::BitwiseNot: return xv.dtype == DType::Bool ? "!" + x : "static_cast<" + t + ">(~" + x + ")";
+      case UnaryOp::LogicalNot: return "!(" + x + " != 0)";
+      case UnaryOp::IsNan: return fl ? call("std::isnan") : "false";
+      case UnaryOp::IsInf: return fl ? call("std::isinf") : "false";
+    }
+    throw InternalError("unknown unary op");
+  }
+
+  std::string binary_expr(BinaryOp op, Val av, Val bv) const {
+    std::string a = name(av), b = name(bv);
+    bool fl = is_floating(av.dtype);
+    std::string t = compute_type(av.dtype);
+    auto call = [&](const std::string& fn) { return fn + "(" + a + ", " + b + ")"; };
+    auto wrap = [&](const std::string& e) { return "static_cast<" + t + ">(" + e + ")"; };
+    switch (op) {
+      case BinaryOp::Add: return fl ? a + " + " + b : wrap(a + " + " + b);
+      case BinaryOp::Sub: return fl ? a + " - " + b : wrap(a + " - " + b);
+      case BinaryOp::Mul: return fl ? a + " * " + b : wrap(a + " * " + b);
+      case BinaryOp::Div: return fl ? a + " / " + b : call("foundry_rt::div_trunc<" + t + ">");
+      case BinaryOp::FloorDiv: return call(fl ? "foundry_rt::floordiv_float<" + t + ">" : "foundry_rt::floordiv_int<" + t + ">");
+      case BinaryOp::Mod: return call(fl ? "foundry_rt::mod_float<" + t + ">" : "foundry_rt::mod_int<" + t + ">");
+      case BinaryOp::Fmod: return fl ? call("std::fmod") : call("foundry_rt::fmod_int<" + t + ">");
+      case BinaryOp::Pow: return fl ? call("std::pow") : call("foundry_rt::pow_int<" + t + ">");
+      case BinaryOp::Atan2: return call("std::atan2");
+      case BinaryOp::Hypot: return call("std::hypot");
+      case BinaryOp::Copysign: return fl ? call("std::copysign") : call("foundry_rt::copysign_int<" + t + ">");
+      case BinaryOp::Maximum: return call(fl ? "foundry_rt::maximum<" + t + ">" : "foundry_rt::max_int<" + t + ">");
+      case BinaryOp::Minimum: return call(fl ? "foundry_rt::minimum<" + t + ">" : "foundry_rt::min_int<" + t + ">");
+      case BinaryOp::Fmax: return fl ? call("std::fmax") : call("foundry_rt::max_int<" + t + ">");
+      case BinaryOp::Fmin: return fl ? call("std::fmin") : call("foundry_rt::min_int<" + t + ">");
+      case BinaryOp::BitAnd: return av.dtype == DType::Bool ? a + " && " + b : wrap(a + " & " + b);
+      case BinaryOp::BitOr: return av.dtype == DType::Bool ? a + " || " + b : wrap(a + " | " + b);
+      case BinaryOp::BitXor: return av.dtype == DType::Bool ? a + " != " + b : wrap(a + " ^ " + b);
+      case BinaryOp::LogicalAnd: return "(" + a + " != 0) && (" + b + " != 0)";
+      case BinaryOp::LogicalOr: return "(" + a + " != 0) || (" + b + " != 0)";
+      case BinaryOp::LogicalXor: return "(" + a + " != 0) != (" + b + " != 0)";
+      case BinaryOp::Eq: return a + " == " + b;
+      case BinaryOp::Ne: return a + " != " + b;
+      case BinaryOp::Lt: return a + " < " + b;
+      case BinaryOp::Le: return a + " <= " + b;
+      case BinaryOp::Gt: return a + " > " + b;
+      case BinaryOp::Ge: return a + " >= " + b;
+    }
+    throw InternalError("unknown binary op");
+  }
+};
+
+std::string indent(int level) { return std::string(2 * level, ' '); }
+
+// for (int64_t v = 0; v < extent; ++v) { ... } for each dim; returns the new indentation.
+int open_loops(std::ostringstream& out, const std::vector<Expr>& ranges, bool reduction, int level,
+               const ir::SymbolExtents& extents) {
+  for (size_t d = 0; d < ranges.size(); ++d) {
+    std::string v = reduction ? ir::reduction_var(static_cast<int>(d)) : ir::loop_var(static_cast<int>(d));
+    out << indent(level) << "for (int64_t " << v << " = 0; " << v << " < " << cpp_index(ranges[d], extents) << "; ++"
+        << v << ") {\n";
+    ++level;
+  }
+  return level;
+}
+
+int close_loops(std::ostringstream& out, size_t count, int level) {
+  for (size_t d = 0; d < count; ++d) out << indent(--level) << "}\n";
+  return level;
+}
+
+void write_lines(std::ostringstream& out, const std::vector<std::string>& lines, int level) {
+  for (const auto& l : lines) out << indent(level) << l << "\n";
+}
+
+std::vector<KernelArg> kernel_args(const sched::Kernel& kernel) {
+  std::vector<KernelArg> args;
+  auto find = [&](const ir::Buffer* b) -> KernelArg* {
+    for (auto& a : args)
+      if (a.buffer == b) return &a;
+    return nullptr;
+  };
+  for (const auto* node : kernel.nodes) {
+    ir::Accesses acc = ir::record_accesses(*node);
+    for (const auto& r : acc.reads)
+      if (!find(r.buffer)) args.push_back({r.buffer, false, ""});
+    for (const auto& w : acc.writes) {
+      if (KernelArg* a = find(w.buffer)) a->written = true;
+      else args.push_back({w.buffer, true, ""});
+    }
+  }
+  int in = 0, out = 0;
+  for (auto& a : args) a.name = a.written ? "out_ptr" + std::to_string(out++) : "in_ptr" + std::to_string(in++);
+  return args;
+}
+
+}  // namespace
+
+EmittedKernel emit_kernel(const sched::Kernel& kernel) {
+  FOUNDRY_CHECK(kernel.nodes.size() == 1, "kernels of several nodes are not emitted yet");
+  const ir::LoopNode& node = *kernel.nodes[0];
+  EmittedKernel k;
+  k.name = kernel.name;
+  k.args = kernel_args(kernel);
+  std::map<const ir::Buffer*, std::string> ptrs;
+  std::string params;
+  for (const auto& a : k.args) {
+    ptrs[a.buffer] = a.name;
+    params += (params.empty() ? "" : ", ") + std::string(a.written ? "" : "const ") + storage_type(a.buffer->dtype) +
+              "* __restrict__ " + a.name;
+  }
+  k.declaration = "void " + k.name + "(" + params + ")";
+
+  ir::SymbolExtents extents = ir::node_extents(node);
+  CppEmitter emitter(ptrs, extents, node);
+  ir::run_body_symbolic(node, emitter);
+
+  std::ostringstream out;
+  out << "// " << k.name << ": ";
+  for (size_t i = 0; i < node.origins.size(); ++i) out << (i ? ", " : "") << node.origins[i];
+  out << "\n" << k.declaration << " {\n";
+  int level = open_loops(out, node.ranges, false, 1, extents);
+  if (node.kind == ir::NodeKind::Reduction) {
+    write_lines(out, emitter.before, level);
+    int inner = open_loops(out, node.reduction_ranges, true, level, extents);
+    write_lines(out, emitter.body, inner);
+    close_loops(out, node.reduction_ranges.size(), inner);
+    write_lines(out, emitter.after, level);
+  } else {
+    write_lines(out, emitter.body, level);
+  }
+  close_loops(out, node.ranges.size(), level);
+  out << "}\n";
+  k.definition = out.str();
+  return k;
+}
+
+}  // namespace foundry::codegen

@@ -1,0 +1,113 @@
+#include "foundry/runtime/loaded_model.h"
+
+#include <dlfcn.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "foundry/support/error.h"
+
+namespace foundry {
+
+struct LoadedModel::Api {
+  int (*create)(const char*, void**);
+  int (*run)(void*, const foundry_tensor*, size_t, foundry_tensor*, size_t);
+  size_t (*num_inputs)();
+  size_t (*num_outputs)();
+  int (*input_info)(size_t, foundry_tensor_info*);
+  int (*output_info)(size_t, foundry_tensor_info*);
+  void (*destroy)(void*);
+  const char* (*last_error)();
+};
+
+namespace {
+template <typename F>
+void bind_symbol(void* handle, const std::string& symbol, F& fn) {
+  void* p = dlsym(handle, symbol.c_str());
+  if (!p) throw UserError("model.so has no symbol " + symbol);
+  fn = reinterpret_cast<F>(p);
+}
+
+foundry_tensor describe(const NpyArray& a) {
+  foundry_tensor t{};
+  t.data = const_cast<uint8_t*>(a.data.data());
+  t.dtype = static_cast<int32_t>(dtype_to_export(a.dtype));
+  t.rank = static_cast<int32_t>(a.shape.size());
+  for (size_t d = 0; d < a.shape.size() && d < FOUNDRY_MAX_RANK; ++d) t.shape[d] = a.shape[d];
+  return t;
+}
+}  // namespace
+
+LoadedModel::LoadedModel(const std::string& dir) : api_(std::make_unique<Api>()) {
+  std::ifstream manifest(dir + "/manifest.json");
+  if (!manifest) throw UserError("cannot read " + dir + "/manifest.json");
+  nlohmann::json m;
+  try {
+    m = nlohmann::json::parse(manifest);
+    name_ = m.at("name").get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    throw UserError(dir + "/manifest.json is not a foundryc manifest: " + e.what());
+  }
+  std::string so = dir + "/model.so";
+  handle_ = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle_) throw UserError("cannot load " + so + ": " + dlerror());
+  bind_symbol(handle_, name_ + "_create", api_->create);
+  bind_symbol(handle_, name_ + "_run", api_->run);
+  bind_symbol(handle_, name_ + "_num_inputs", api_->num_inputs);
+  bind_symbol(handle_, name_ + "_num_outputs", api_->num_outputs);
+  bind_symbol(handle_, name_ + "_input_info", api_->input_info);
+  bind_symbol(handle_, name_ + "_output_info", api_->output_info);
+  bind_symbol(handle_, name_ + "_destroy", api_->destroy);
+  bind_symbol(handle_, name_ + "_last_error", api_->last_error);
+  if (api_->create(dir.c_str(), &model_) != FOUNDRY_OK)
+    throw UserError("cannot create the model from " + dir + ": " + api_->last_error());
+}
+
+LoadedModel::~LoadedModel() {
+  if (model_) api_->destroy(model_);
+  if (handle_) dlclose(handle_);
+}
+
+size_t LoadedModel::num_inputs() const { return api_->num_inputs(); }
+size_t LoadedModel::num_outputs() const { return api_->num_outputs(); }
+
+foundry_tensor_info LoadedModel::input_info(size_t i) const {
+  foundry_tensor_info info{};
+  api_->input_info(i, &info);
+  return info;
+}
+
+foundry_tensor_info LoadedModel::output_info(size_t i) const {
+  foundry_tensor_info info{};
+  api_->output_info(i, &info);
+  return info;
+}
+
+std::vector<NpyArray> LoadedModel::allocate_outputs() const {
+  std::vector<NpyArray> outs(num_outputs());
+  for (size_t k = 0; k < outs.size(); ++k) {
+    foundry_tensor_info info = output_info(k);
+    auto dt = dtype_from_export(info.dtype);
+    if (!dt) throw UserError("model output " + std::to_string(k) + " has an unknown dtype");
+    outs[k].dtype = *dt;
+    outs[k].shape.assign(info.shape, info.shape + info.rank);
+    outs[k].data.resize(static_cast<size_t>(outs[k].numel()) * dtype_size(*dt));
+  }
+  return outs;
+}
+
+void LoadedModel::run_into(const std::vector<NpyArray>& inputs, std::vector<NpyArray>& outputs) const {
+  std::vector<foundry_tensor> in, out;
+  for (const auto& a : inputs) in.push_back(describe(a));
+  for (auto& a : outputs) out.push_back(describe(a));
+  if (api_->run(model_, in.data(), in.size(), out.data(), out.size()) != FOUNDRY_OK)
+    throw UserError(std::string("the model failed: ") + api_->last_error());
+}
+
+std::vector<NpyArray> LoadedModel::run(const std::vector<NpyArray>& inputs) const {
+  std::vector<NpyArray> outputs = allocate_outputs();
+  run_into(inputs, outputs);
+  return outputs;
+}
+
+}  // namespace foundry
