@@ -519,7 +519,8 @@ Sample sym_divisor(const Expr& d) {
 }
 
 // Checks e and simplify(e) against ref at every env, that the bounds hold, and idempotence.
-void check_everywhere(const Expr& e, const Ref& ref, const SymbolExtents& ext, const std::vector<Env>& envs) {
+void check_everywhere(const Expr& e, const Ref& ref, const SymbolExtents& ext,
+                      const std::vector<Env>& envs) {
   Expr simple = ir::simplify(e, ext);
   auto lo = ir::lower_bound(e, ext), hi = ir::upper_bound(e, ext);
   auto slo = ir::lower_bound(simple, ext), shi = ir::upper_bound(simple, ext);
@@ -528,8 +529,9 @@ void check_everywhere(const Expr& e, const Ref& ref, const SymbolExtents& ext, c
     int64_t got = eval_at(e, env), got_simple = eval_at(simple, env);
     if (got != want || got_simple != want || (lo && *lo > want) || (hi && *hi < want) ||
         (slo && *slo > want) || (shi && *shi < want)) {
-      INFO("expr " << str(e) << "\nsimplified " << str(simple));
-      for (const auto& [k, v] : env) INFO(k << " = " << v);
+      std::string point;
+      for (const auto& [k, v] : env) point += k + "=" + std::to_string(v) + " ";
+      INFO("expr " << str(e) << "\nsimplified " << str(simple) << "\nat " << point);
       CHECK(got == want);
       CHECK(got_simple == want);
       CHECK((!lo || *lo <= want));

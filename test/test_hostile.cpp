@@ -94,7 +94,7 @@ TEST_CASE("hostile: bad archives are clean one-line user errors", "[hostile][fas
   auto cases = generate(tmp / "in");
   int n = 0;
   for (const auto& c : cases) {
-    const std::string out = tmp / ("out_" + std::to_string(n++));
+    const std::string out = tmp / std::string("out_").append(std::to_string(n++));
     INFO("case " << fs::path(c.file).filename().string() << ": " << c.description);
     INFO("command: foundryc " << c.file << " --stop-after=frontend -o " << out);
     // Paths a name like "../../out" would reach if used as a file name without care.
@@ -123,7 +123,7 @@ TEST_CASE("hostile: a failed compile leaves an existing output folder untouched"
   int n = 0;
   for (const auto& c : cases) {
     if (c.expect_exit == 0) continue;
-    const std::string out = tmp / ("existing_" + std::to_string(n++));
+    const std::string out = tmp / std::string("existing_").append(std::to_string(n++));
     fs::create_directories(out + "/sub");
     write_file(out + "/keep.txt", "precious\n");
     write_file(out + "/sub/model.h", "// an earlier build's output\n");

@@ -1,13 +1,18 @@
 // Lowerings of matrix products, convolution, pooling, upsampling and tensor factories: lowered
 // corpus samples run through the reference evaluator and match PyTorch's recorded outputs.
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "foundry/frontend/frontend.h"
 #include "foundry/ir/evaluate.h"
 #include "foundry/lower/lowering.h"
+#include "foundry/ops/registry.h"
 #include "foundry/runtime/compare.h"
 #include "foundry/runtime/npy.h"
 #include "support.h"
@@ -104,4 +109,157 @@ TEST_CASE("tensor factories: full, full_like, scalar_tensor, arange, empty", "[l
                         "nn_functional_upsample_nearest__float32__2", "diag__float32__0", "cross__float32__0",
                         "nn_functional_pad_circular__float32__0", "nn_functional_hinge_embedding_loss__float32__0"})
     check_sample(opinfo(s));
+}
+
+// --- hand-built single-node graphs for cases the corpus does not cover ---------------------------
+
+namespace {
+
+using foundry::Arg;
+using foundry::DType;
+using foundry::NpyArray;
+
+struct OneNodeGraph {
+  foundry::Graph graph;
+  std::vector<foundry::Value*> inputs;
+
+  foundry::Value* input(DType dtype, std::vector<int64_t> sizes) {
+    foundry::TensorType t;
+    t.dtype = dtype;
+    t.sizes = std::move(sizes);
+    foundry::Value* v = graph.new_value("x" + std::to_string(inputs.size()), t);
+    graph.inputs.push_back(foundry::GraphInput{foundry::InputKind::User, v, "", {}});
+    inputs.push_back(v);
+    return v;
+  }
+  // Appends `target` with its arguments and recorded output types; all outputs become graph outputs.
+  void node(const std::string& target, std::vector<foundry::RawArg> args,
+            std::vector<std::pair<DType, std::vector<int64_t>>> outs) {
+    auto n = std::make_unique<foundry::Node>();
+    n->name = "n0";
+    n->target = target;
+    n->op = foundry::find_op(target);
+    REQUIRE(n->op != nullptr);
+    n->args = foundry::bind_arguments(*n->op, args, &n->arg_names);
+    for (size_t k = 0; k < outs.size(); ++k) {
+      foundry::TensorType t;
+      t.dtype = outs[k].first;
+      t.sizes = outs[k].second;
+      foundry::Value* v = graph.new_value("out" + std::to_string(k), t);
+      n->outputs.push_back(v);
+      graph.outputs.push_back(foundry::GraphOutput{foundry::OutputKind::User, v, ""});
+    }
+    graph.append_node(std::move(n));
+  }
+  std::vector<NpyArray> run(const std::vector<NpyArray>& in) {
+    foundry::ir::LoopProgram program = foundry::lower::lower_graph(graph);
+    return foundry::ir::evaluate_program(program, in);
+  }
+};
+
+template <typename T>
+NpyArray array(DType dtype, std::vector<int64_t> shape, const std::vector<T>& values) {
+  NpyArray a;
+  a.dtype = dtype;
+  a.shape = std::move(shape);
+  a.data.resize(values.size() * sizeof(T));
+  std::memcpy(a.data.data(), values.data(), a.data.size());
+  return a;
+}
+
+template <typename T>
+std::vector<T> values_of(const NpyArray& a) {
+  std::vector<T> v(static_cast<size_t>(a.numel()));
+  std::memcpy(v.data(), a.data.data(), v.size() * sizeof(T));
+  return v;
+}
+
+Arg floats(std::vector<double> v) {
+  Arg a;
+  a.kind = Arg::Kind::FloatList;
+  a.floats = std::move(v);
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("upsample_nearest2d.vec follows ATen's nearest_idx", "[lower][fast]") {
+  SECTION("output_size: min(floor(dst * in/out), in - 1) in float") {
+    OneNodeGraph g;
+    foundry::Value* x = g.input(DType::Float32, {1, 1, 2, 3});
+    g.node("upsample_nearest2d.vec", {{"input", Arg::of_tensor(x)}, {"output_size", Arg::of_ints({3, 5})}, {"scale_factors", Arg::none()}},
+           {{DType::Float32, {1, 1, 3, 5}}});
+    auto out = g.run({array<float>(DType::Float32, {1, 1, 2, 3}, {0, 1, 2, 3, 4, 5})});
+    // rows: floor(i * 2/3) = 0, 0, 1; columns: floor(j * 3/5) = 0, 0, 1, 1, 2.
+    CHECK(values_of<float>(out[0]) == std::vector<float>{0, 0, 1, 1, 2, 0, 0, 1, 1, 2, 3, 3, 4, 4, 5});
+  }
+  SECTION("scale_factors: doubling maps dst to dst // 2") {
+    OneNodeGraph g;
+    foundry::Value* x = g.input(DType::Float32, {1, 2, 2});
+    g.node("upsample_nearest2d.vec", {{"input", Arg::of_tensor(x)}, {"output_size", Arg::none()}, {"scale_factors", floats({2.0, 1.5})}},
+           {{DType::Float32, {1, 4, 3}}});
+    auto out = g.run({array<float>(DType::Float32, {1, 2, 2}, {1, 2, 3, 4})});
+    // columns: scale 1/1.5 -> floor(j / 1.5) = 0, 0, 1.
+    CHECK(values_of<float>(out[0]) == std::vector<float>{1, 1, 2, 1, 1, 2, 3, 3, 4, 3, 3, 4});
+  }
+}
+
+TEST_CASE("max_pool2d_with_indices: padding is skipped, NaN wins, -inf keeps the first valid index", "[lower][fast]") {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  SECTION("all -inf with padding") {
+    OneNodeGraph g;
+    foundry::Value* x = g.input(DType::Float32, {1, 1, 2, 2});
+    g.node("max_pool2d_with_indices", {{"self", Arg::of_tensor(x)}, {"kernel_size", Arg::of_ints({2, 2})},
+                                       {"stride", Arg::of_ints({1, 1})}, {"padding", Arg::of_ints({1, 1})}},
+           {{DType::Float32, {1, 1, 3, 3}}, {DType::Int64, {1, 1, 3, 3}}});
+    auto out = g.run({array<float>(DType::Float32, {1, 1, 2, 2}, {-inf, -inf, -inf, -inf})});
+    for (float v : values_of<float>(out[0])) CHECK(v == -inf);
+    CHECK(values_of<int64_t>(out[1]) == std::vector<int64_t>{0, 0, 1, 0, 0, 1, 2, 2, 3});
+  }
+  SECTION("NaN: the last NaN in window order") {
+    OneNodeGraph g;
+    foundry::Value* x = g.input(DType::Float32, {1, 2, 2});
+    g.node("max_pool2d_with_indices", {{"self", Arg::of_tensor(x)}, {"kernel_size", Arg::of_ints({2})}},
+           {{DType::Float32, {1, 1, 1}}, {DType::Int64, {1, 1, 1}}});
+    auto out = g.run({array<float>(DType::Float32, {1, 2, 2}, {1, nan, nan, 2})});
+    CHECK(std::isnan(values_of<float>(out[0])[0]));
+    CHECK(values_of<int64_t>(out[1])[0] == 2);
+  }
+}
+
+TEST_CASE("integer matrix products lower to exact reductions", "[lower][fast]") {
+  OneNodeGraph g;
+  foundry::Value* a = g.input(DType::Int64, {2, 3});
+  foundry::Value* b = g.input(DType::Int64, {3, 2});
+  g.node("mm", {{"self", Arg::of_tensor(a)}, {"mat2", Arg::of_tensor(b)}}, {{DType::Int64, {2, 2}}});
+  const int64_t big = int64_t{1} << 40;
+  auto out = g.run({array<int64_t>(DType::Int64, {2, 3}, {1, 2, 3, 4, 5, 6}),
+                    array<int64_t>(DType::Int64, {3, 2}, {big, 1, 1, 2, -1, 3})});
+  CHECK(values_of<int64_t>(out[0]) == std::vector<int64_t>{big + 2 - 3, 1 + 4 + 9, 4 * big + 5 - 6, 4 + 10 + 18});
+}
+
+TEST_CASE("factories: full keeps integers exact, arange matches ATen's double accumulation", "[lower][fast]") {
+  SECTION("full int64") {
+    OneNodeGraph g;
+    const int64_t v = (int64_t{1} << 60) + 1;
+    g.node("full", {{"size", Arg::of_ints({2, 2})}, {"fill_value", Arg::of_int(v)}}, {{DType::Int64, {2, 2}}});
+    auto out = g.run({});
+    CHECK(values_of<int64_t>(out[0]) == std::vector<int64_t>(4, v));
+  }
+  SECTION("arange float with a fractional step") {
+    OneNodeGraph g;
+    g.node("arange.start_step", {{"start", Arg::of_float(-1.0)}, {"end", Arg::of_float(1.0)}, {"step", Arg::of_float(0.1)}},
+           {{DType::Float32, {20}}});
+    auto out = g.run({});
+    std::vector<float> expect;
+    for (int i = 0; i < 20; ++i) expect.push_back(static_cast<float>(-1.0 + 0.1 * i));
+    CHECK(values_of<float>(out[0]) == expect);
+  }
+  SECTION("arange int64 with a negative step") {
+    OneNodeGraph g;
+    g.node("arange.start_step", {{"start", Arg::of_int(10)}, {"end", Arg::of_int(0)}, {"step", Arg::of_int(-3)}},
+           {{DType::Int64, {4}}});
+    auto out = g.run({});
+    CHECK(values_of<int64_t>(out[0]) == std::vector<int64_t>{10, 7, 4, 1});
+  }
 }

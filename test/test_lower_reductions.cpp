@@ -146,11 +146,13 @@ void check_bool(const NpyArray& out, std::vector<int64_t> shape, std::vector<int
   }
 }
 
-const NpyArray x23 = f32({2, 3}, {1, 2, 3, 4, 5, 6});
+// [[1, 2, 3], [4, 5, 6]]
+NpyArray make_x23() { return f32({2, 3}, {1, 2, 3, 4, 5, 6}); }
 
 }  // namespace
 
 TEST_CASE("lower reductions: sum, mean and prod over dims", "[lower][fast]") {
+  const NpyArray x23 = make_x23();
   check_f32(run_op("sum", {x23}, {in("self", 0)})[0], {}, {21});
   check_f32(run_op("sum.dim_IntList", {x23}, {in("self", 0), is("dim", {1})})[0], {2}, {6, 15});
   check_f32(run_op("sum.dim_IntList", {x23}, {in("self", 0), is("dim", {0}), b("keepdim", true)})[0], {1, 3}, {5, 7, 9});
@@ -198,6 +200,7 @@ TEST_CASE("lower reductions: 0-d inputs", "[lower][fast]") {
 }
 
 TEST_CASE("lower reductions: amax, amin, max, min propagate NaN", "[lower][fast]") {
+  const NpyArray x23 = make_x23();
   NpyArray x = f32({2, 3}, {1, kNaN, 3, -4, 5, -kInf});
   check_f32(run_op("amax", {x}, {in("self", 0), is("dim", {1})})[0], {2}, {kNaN, 5});
   check_f32(run_op("amin", {x}, {in("self", 0), is("dim", {1}), b("keepdim", true)})[0], {2, 1}, {kNaN, -kInf});
@@ -211,6 +214,7 @@ TEST_CASE("lower reductions: amax, amin, max, min propagate NaN", "[lower][fast]
 }
 
 TEST_CASE("lower reductions: argmax and argmin", "[lower][fast]") {
+  const NpyArray x23 = make_x23();
   NpyArray x = f32({2, 4}, {3, 7, 7, 1, 2, kNaN, 9, kNaN});
   check_i64(run_op("argmax", {x}, {in("self", 0), i("dim", 1)})[0], {2}, {1, 1});
   check_i64(run_op("argmin", {x}, {in("self", 0), i("dim", 1)})[0], {2}, {3, 1});
@@ -258,6 +262,7 @@ TEST_CASE("lower reductions: var and var_mean", "[lower][fast]") {
 }
 
 TEST_CASE("lower reductions: cumsum and cumprod", "[lower][fast]") {
+  const NpyArray x23 = make_x23();
   check_f32(run_op("cumsum", {x23}, {in("self", 0), i("dim", 1)})[0], {2, 3}, {1, 3, 6, 4, 9, 15});
   check_f32(run_op("cumsum", {x23}, {in("self", 0), i("dim", -2)})[0], {2, 3}, {1, 2, 3, 5, 7, 9});
   check_f32(run_op("cumprod", {x23}, {in("self", 0), i("dim", 1)})[0], {2, 3}, {1, 2, 6, 4, 20, 120});
@@ -268,6 +273,7 @@ TEST_CASE("lower reductions: cumsum and cumprod", "[lower][fast]") {
 }
 
 TEST_CASE("lower reductions: softmax and log_softmax", "[lower][fast]") {
+  const NpyArray x23 = make_x23();
   double e1 = std::exp(1.0), e2 = std::exp(2.0), e3 = std::exp(3.0), s = e1 + e2 + e3;
   auto sm = run_op("_softmax", {x23}, {in("self", 0), i("dim", 1), b("half_to_float", false)});
   check_f32(sm[0], {2, 3}, {e1 / s, e2 / s, e3 / s, e1 / s, e2 / s, e3 / s});

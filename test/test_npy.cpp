@@ -205,7 +205,7 @@ TEST_CASE("npy: round trips every dtype and shape", "[npy][fast]") {
       a.data.resize(static_cast<size_t>(a.numel()) * foundry::dtype_size(t));
       for (size_t i = 0; i < a.data.size(); ++i)
         a.data[i] = static_cast<uint8_t>(t == DType::Bool ? (i * 7 + n) % 2 : (i * 37 + n) & 0xff);
-      std::string path = tmp / ("a" + std::to_string(n++) + ".npy");
+      std::string path = tmp / (std::to_string(n++) + "_a.npy");
       write_npy(path, a);
       std::string bytes = read_file(path);
       CHECK(bytes.size() % 64 == a.data.size() % 64);  // header is 64-byte aligned
@@ -404,7 +404,7 @@ TEST_CASE("npy: truncated copies of a real file are rejected", "[npy][fast]") {
   for (size_t len : {size_t{0}, size_t{5}, size_t{9}, size_t{64}, size_t{127}, size_t{128},
                      size_t{2000}, real.size() - 1}) {
     INFO("length " << len);
-    std::string path = tmp / ("t" + std::to_string(len) + ".npy");
+    std::string path = tmp / (std::to_string(len) + "_t.npy");
     write_file(path, real.substr(0, len));
     std::string msg = read_error(path);
     CHECK(!msg.empty());

@@ -575,6 +575,15 @@ TEST_CASE("the rewriter keeps its use index true", "[passes][fast]") {
   CHECK(b.g.nodes.size() == 2);
   verify_graph(b.g);
 
+  Node* copy = rw.insert_copy(*s, {Arg::of_tensor(s->outputs[0])}, nullptr);
+  CHECK(b.g.nodes.back().get() == copy);
+  CHECK(copy->target == "sigmoid");
+  CHECK(copy->outputs[0] != s->outputs[0]);
+  CHECK(copy->outputs[0]->type == s->outputs[0]->type);
+  CHECK(rw.users(s->outputs[0]).size() == 2);
+  b.output(copy->outputs[0]);
+  verify_graph(b.g);
+
   Value* k = rw.add_constant("folded_0", shape::make_type(DType::Float32, {2}), std::vector<uint8_t>(8, 0));
   Value* k2 = rw.add_constant("folded_0", shape::make_type(DType::Float32, {2}), std::vector<uint8_t>(8, 0));
   CHECK(rw.constant_input(k) != nullptr);

@@ -1,12 +1,14 @@
 #include "foundry/codegen/cpp_kernel.h"
 
 #include <cmath>
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <sstream>
 
 #include "foundry/codegen/cpp_expr.h"
 #include "foundry/ir/record.h"
+#include "foundry/sched/kernel_walk.h"
 #include "foundry/support/error.h"
 
 namespace foundry::codegen {
@@ -62,13 +64,46 @@ std::string literal(const ir::Scalar& s) {
 
 // Emits a node's body as C++ statements. Reductions split the statements into the accumulator
 // declarations (before the reduction loop), the loop body, and what follows the loop.
+// Statements are collected per loop block: a reduction loop's accumulators are declared before
+// it (`pre`) and its results read after it (`post`).
+struct Block {
+  std::vector<std::string> pre, lines, post;
+  ir::Index ranges;  // the loop's ranges
+  std::vector<std::string> vars;
+};
+
 class CppEmitter final : public ir::Ops {
  public:
-  CppEmitter(const std::map<const ir::Buffer*, std::string>& ptrs, ir::SymbolExtents extents,
-             const ir::LoopNode& node)
-      : ptrs_(ptrs), extents_(std::move(extents)), node_(node) {}
+  CppEmitter(const std::map<const ir::Buffer*, std::string>& ptrs, ir::SymbolExtents extents)
+      : ptrs_(ptrs), extents_(std::move(extents)) {
+    blocks_.emplace_back();
+  }
 
-  std::vector<std::string> before, body, after;
+  void open_block(const ir::Index& ranges, const std::vector<std::string>& vars) {
+    blocks_.push_back(Block{{}, {}, {}, ranges, vars});
+    for (size_t d = 0; d < vars.size(); ++d) extents_[vars[d]] = ranges[d];
+  }
+  // Closes the innermost loop and writes it, with its accumulators, into the enclosing block.
+  void close_block() {
+    Block b = std::move(blocks_.back());
+    blocks_.pop_back();
+    std::vector<std::string>& out = blocks_.back().lines;
+    out.insert(out.end(), b.pre.begin(), b.pre.end());
+    std::string indent;
+    for (size_t d = 0; d < b.vars.size(); ++d) {
+      out.push_back(indent + "for (int64_t " + b.vars[d] + " = 0; " + b.vars[d] + " < " + idx(b.ranges[d]) + "; ++" +
+                    b.vars[d] + ") {");
+      indent += "  ";
+    }
+    for (const auto& l : b.lines) out.push_back(indent + l);
+    for (size_t d = b.vars.size(); d-- > 0;) {
+      indent.resize(indent.size() - 2);
+      out.push_back(indent + "}");
+    }
+    out.insert(out.end(), b.post.begin(), b.post.end());
+    for (const auto& v : b.vars) extents_.erase(v);
+  }
+  const std::vector<std::string>& lines() const { return blocks_.front().lines; }
 
   Val load(const ir::Buffer& buf, const Expr& index) override {
     std::string access = ptr(buf) + "[" + idx(index) + "]";
@@ -112,6 +147,7 @@ class CppEmitter final : public ir::Ops {
     std::string sym = "ind" + std::to_string(indirect_++);
     emit("const int64_t " + sym + " = foundry_rt::checked_index(static_cast<int64_t>(" + name(v) + "), " +
          idx(size) + ");");
+    extents_[sym] = size;  // checked_index keeps it in [0, size)
     return Expr::sym(sym);
   }
   Val reduction(ReduceOp op, Val v) override {
@@ -124,67 +160,67 @@ class CppEmitter final : public ir::Ops {
     std::string acc_type = (fl && (op == ReduceOp::Sum || op == ReduceOp::Prod)) ? "double" : vt;
     switch (op) {
       case ReduceOp::Sum:
-        before.push_back(acc_type + " " + acc + " = 0;");
-        body.push_back(acc + " += " + name(v) + ";");
+        block().pre.push_back(acc_type + " " + acc + " = 0;");
+        block().lines.push_back(acc + " += " + name(v) + ";");
         break;
       case ReduceOp::Prod:
-        before.push_back(acc_type + " " + acc + " = 1;");
-        body.push_back(acc + " *= " + name(v) + ";");
+        block().pre.push_back(acc_type + " " + acc + " = 1;");
+        block().lines.push_back(acc + " *= " + name(v) + ";");
         break;
       case ReduceOp::Max: case ReduceOp::Min: {
         bool mx = op == ReduceOp::Max;
         std::string init = fl ? std::string(mx ? "-" : "") + "INFINITY"
                               : "std::numeric_limits<" + vt + ">::" + (mx ? "lowest()" : "max()");
         if (v.dtype == DType::Bool) init = mx ? "false" : "true";
-        before.push_back(vt + " " + acc + " = " + init + ";");
+        block().pre.push_back(vt + " " + acc + " = " + init + ";");
         std::string fn = fl ? (mx ? "maximum" : "minimum") : (mx ? "max_int" : "min_int");
-        body.push_back(acc + " = foundry_rt::" + fn + "(" + acc + ", " + name(v) + ");");
+        block().lines.push_back(acc + " = foundry_rt::" + fn + "(" + acc + ", " + name(v) + ");");
         break;
       }
       case ReduceOp::ArgMax: case ReduceOp::ArgMin: {
         bool mx = op == ReduceOp::ArgMax;
-        before.push_back(vt + " " + acc + "_value = 0;");
-        before.push_back("int64_t " + acc + " = 0;");
-        before.push_back("bool " + acc + "_seen = false;");
+        block().pre.push_back(vt + " " + acc + "_value = 0;");
+        block().pre.push_back("int64_t " + acc + " = 0;");
+        block().pre.push_back("bool " + acc + "_seen = false;");
         std::string better = std::string(mx ? " > " : " < ");
         std::string cond = fl ? "!" + acc + "_seen || (!(" + acc + "_value != " + acc + "_value) && (" + name(v) +
                                     " != " + name(v) + " || " + name(v) + better + acc + "_value))"
                               : "!" + acc + "_seen || " + name(v) + better + acc + "_value";
-        body.push_back("if (" + cond + ") { " + acc + "_value = " + name(v) + "; " + acc + " = " +
+        block().lines.push_back("if (" + cond + ") { " + acc + "_value = " + name(v) + "; " + acc + " = " +
                        reduction_position() + "; " + acc + "_seen = true; }");
         break;
       }
       case ReduceOp::Any:
-        before.push_back("bool " + acc + " = false;");
-        body.push_back(acc + " = " + acc + " || (" + name(v) + " != 0);");
+        block().pre.push_back("bool " + acc + " = false;");
+        block().lines.push_back(acc + " = " + acc + " || (" + name(v) + " != 0);");
         break;
     }
-    reduced_names_.push_back(acc);
     std::string result = acc;
     if (acc_type != compute_type(out)) result = "static_cast<" + compute_type(out) + ">(" + acc + ")";
     Val r{next_++, out};
-    after.push_back("const " + compute_type(out) + " " + name(r) + " = " + round(out, result) + ";");
+    block().post.push_back("const " + compute_type(out) + " " + name(r) + " = " + round(out, result) + ";");
     return r;
   }
   void store_reduction(const ir::Buffer& buf, const Expr& index, Val v) override {
-    after.push_back(ptr(buf) + "[" + idx(index) + "] = " + encode(buf.dtype, name(v)) + ";");
+    block().post.push_back(ptr(buf) + "[" + idx(index) + "] = " + encode(buf.dtype, name(v)) + ";");
   }
 
  private:
   const std::map<const ir::Buffer*, std::string>& ptrs_;
   ir::SymbolExtents extents_;
-  const ir::LoopNode& node_;
   int next_ = 0, indirect_ = 0, accumulators_ = 0;
-  std::vector<std::string> reduced_names_;
 
   static std::string name(Val v) { return "tmp" + std::to_string(v.id); }
+  std::vector<Block> blocks_;
+  Block& block() { return blocks_.back(); }
+
   std::string ptr(const ir::Buffer& buf) const {
     auto it = ptrs_.find(&buf);
     FOUNDRY_CHECK(it != ptrs_.end(), "kernel touches buffer " + buf.name + " that is not among its arguments");
     return it->second;
   }
   std::string idx(const Expr& e) const { return cpp_index(e, extents_); }
-  void emit(const std::string& line) { body.push_back(line); }
+  void emit(const std::string& line) { block().lines.push_back(line); }
   // 16-bit floats are computed in float and rounded after every operation, as PyTorch does.
   static std::string round(DType t, const std::string& e) {
     if (t == DType::Float16) return "foundry_rt::round_half(" + e + ")";
@@ -205,11 +241,12 @@ class CppEmitter final : public ir::Ops {
     emit("const " + compute_type(t) + " " + name(v) + " = " + value + ";");
     return v;
   }
-  std::string reduction_position() const {
-    Expr pos = 0;
-    for (size_t d = 0; d < node_.reduction_ranges.size(); ++d)
-      pos = pos * node_.reduction_ranges[d] + Expr::sym(ir::reduction_var(static_cast<int>(d)));
-    return idx(pos);
+  // The flattened position in the current reduction loop (for argmax/argmin).
+  std::string reduction_position() {
+    const Block& b = block();
+    ir::Index vars;
+    for (const auto& v : b.vars) vars.push_back(Expr::sym(v));
+    return idx(ir::ravel_index(vars, b.ranges));
   }
 
   std::string convert(Val v, DType t) const {
@@ -305,58 +342,69 @@ class CppEmitter final : public ir::Ops {
   }
 };
 
-std::string indent(int level) { return std::string(2 * level, ' '); }
-
-// for (int64_t v = 0; v < extent; ++v) { ... } for each dim; returns the new indentation.
-int open_loops(std::ostringstream& out, const std::vector<Expr>& ranges, bool reduction, int level,
-               const ir::SymbolExtents& extents) {
-  for (size_t d = 0; d < ranges.size(); ++d) {
-    std::string v = reduction ? ir::reduction_var(static_cast<int>(d)) : ir::loop_var(static_cast<int>(d));
-    out << indent(level) << "for (int64_t " << v << " = 0; " << v << " < " << cpp_index(ranges[d], extents) << "; ++"
-        << v << ") {\n";
-    ++level;
+// Drives the emitter through a kernel walk: loops for reductions and inner members.
+class CppVisitor final : public sched::KernelVisitor {
+ public:
+  explicit CppVisitor(CppEmitter& emitter) : emitter_(emitter) {}
+  ir::Ops& ops() override { return emitter_; }
+  void begin_reduction(const sched::Member&, const ir::Index& ranges) override {
+    std::vector<std::string> vars;
+    for (size_t d = 0; d < ranges.size(); ++d) vars.push_back(ir::reduction_var(static_cast<int>(d)));
+    emitter_.open_block(ranges, vars);
   }
-  return level;
-}
+  void end_reduction(const sched::Member&) override { emitter_.close_block(); }
+  void begin_inner(const sched::Member&, const ir::Index& ranges, const std::vector<std::string>& vars) override {
+    emitter_.open_block(ranges, vars);
+  }
+  void end_inner(const sched::Member&) override { emitter_.close_block(); }
 
-int close_loops(std::ostringstream& out, size_t count, int level) {
-  for (size_t d = 0; d < count; ++d) out << indent(--level) << "}\n";
-  return level;
-}
+ private:
+  CppEmitter& emitter_;
+};
 
-void write_lines(std::ostringstream& out, const std::vector<std::string>& lines, int level) {
-  for (const auto& l : lines) out << indent(level) << l << "\n";
-}
-
-std::vector<KernelArg> kernel_args(const sched::Kernel& kernel) {
+std::vector<KernelArg> kernel_args(const sched::Kernel& kernel, const sched::Schedule& schedule) {
+  class Recorder final : public sched::KernelVisitor {
+   public:
+    ir::RecordingOps ops_;
+    ir::Ops& ops() override { return ops_; }
+  } recorder;
+  sched::walk_kernel(kernel, schedule, recorder);
   std::vector<KernelArg> args;
   auto find = [&](const ir::Buffer* b) -> KernelArg* {
     for (auto& a : args)
       if (a.buffer == b) return &a;
     return nullptr;
   };
-  for (const auto* node : kernel.nodes) {
-    ir::Accesses acc = ir::record_accesses(*node);
-    for (const auto& r : acc.reads)
-      if (!find(r.buffer)) args.push_back({r.buffer, false, ""});
-    for (const auto& w : acc.writes) {
-      if (KernelArg* a = find(w.buffer)) a->written = true;
-      else args.push_back({w.buffer, true, ""});
-    }
+  for (const auto& r : recorder.ops_.accesses.reads)
+    if (!find(r.buffer)) args.push_back({r.buffer, false, ""});
+  for (const auto& w : recorder.ops_.accesses.writes) {
+    if (KernelArg* a = find(w.buffer)) a->written = true;
+    else args.push_back({w.buffer, true, ""});
   }
   int in = 0, out = 0;
   for (auto& a : args) a.name = a.written ? "out_ptr" + std::to_string(out++) : "in_ptr" + std::to_string(in++);
   return args;
 }
 
+std::string origin_comment(const sched::Kernel& kernel) {
+  std::string out;
+  auto add = [&](const ir::LoopNode* n) {
+    for (const auto& o : n->origins) out += (out.empty() ? "" : ", ") + o;
+  };
+  std::vector<const ir::LoopNode*> nodes;
+  for (const auto& m : kernel.members) nodes.push_back(m.node);
+  nodes.insert(nodes.end(), kernel.inlined.begin(), kernel.inlined.end());
+  std::sort(nodes.begin(), nodes.end(), [](const auto* a, const auto* b) { return a->id < b->id; });
+  for (const auto* n : nodes) add(n);
+  return out;
+}
+
 }  // namespace
 
-EmittedKernel emit_kernel(const sched::Kernel& kernel) {
-  FOUNDRY_CHECK(kernel.nodes.size() == 1, "kernels of several nodes are not emitted yet");
-  const ir::LoopNode& node = *kernel.nodes[0];
+EmittedKernel emit_kernel(const sched::Kernel& kernel, const sched::Schedule& schedule) {
   EmittedKernel k;
   k.name = kernel.name;
-  k.args = kernel_args(kernel);
+  k.args = kernel_args(kernel, schedule);
   std::map<const ir::Buffer*, std::string> ptrs;
   std::string params;
   for (const auto& a : k.args) {
@@ -366,25 +414,16 @@ EmittedKernel emit_kernel(const sched::Kernel& kernel) {
   }
   k.declaration = "void " + k.name + "(" + params + ")";
 
-  ir::SymbolExtents extents = ir::node_extents(node);
-  CppEmitter emitter(ptrs, extents, node);
-  ir::run_body_symbolic(node, emitter);
+  CppEmitter emitter(ptrs, {});
+  std::vector<std::string> outer = sched::kernel_loop_vars(kernel);
+  emitter.open_block(kernel.ranges, outer);
+  CppVisitor visitor(emitter);
+  sched::walk_kernel(kernel, schedule, visitor);
+  emitter.close_block();
 
   std::ostringstream out;
-  out << "// " << k.name << ": ";
-  for (size_t i = 0; i < node.origins.size(); ++i) out << (i ? ", " : "") << node.origins[i];
-  out << "\n" << k.declaration << " {\n";
-  int level = open_loops(out, node.ranges, false, 1, extents);
-  if (node.kind == ir::NodeKind::Reduction) {
-    write_lines(out, emitter.before, level);
-    int inner = open_loops(out, node.reduction_ranges, true, level, extents);
-    write_lines(out, emitter.body, inner);
-    close_loops(out, node.reduction_ranges.size(), inner);
-    write_lines(out, emitter.after, level);
-  } else {
-    write_lines(out, emitter.body, level);
-  }
-  close_loops(out, node.ranges.size(), level);
+  out << "// " << k.name << ": " << origin_comment(kernel) << "\n" << k.declaration << " {\n";
+  for (const auto& line : emitter.lines()) out << "  " << line << "\n";
   out << "}\n";
   k.definition = out.str();
   return k;

@@ -227,6 +227,16 @@ int cmp_atom(const Expr& x, const Expr& y) {
   return cmp_seq(x.operands(), y.operands(), cmp);
 }
 
+// A non-constant term's factors without its coefficient, as a view (no refcounting: this is
+// the innermost loop of sorting).
+std::span<const Expr> term_factors(const Expr& e) {
+  const ExprNode* n = e.node_ptr();
+  if (n->kind != Kind::Mul) return {&e, 1};
+  return std::span<const Expr>(n->ops).subspan(n->value != 1 ? 1 : 0);
+}
+
+int64_t term_coeff(const Expr& e) { return e.kind() == Kind::Mul ? e.node_ptr()->value : 1; }
+
 // Constants first; otherwise by monomial (factor lists), then coefficient. So a sum reads
 // `i0 + 64*i1`, `i0*s0 + i1`, `i1 + 8*(i1 // 8)`.
 int cmp(const Expr& a, const Expr& b) {
@@ -234,9 +244,9 @@ int cmp(const Expr& a, const Expr& b) {
   bool ac = a.is_const(), bc = b.is_const();
   if (ac && bc) return sign((a.const_value() > b.const_value()) - (a.const_value() < b.const_value()));
   if (ac || bc) return ac ? -1 : 1;
-  Term ta = term_of(a), tb = term_of(b);
-  if (int c = cmp_seq(factors_of(ta.mono), factors_of(tb.mono), cmp_atom)) return c;
-  return (ta.coeff > tb.coeff) - (ta.coeff < tb.coeff);
+  if (int c = cmp_seq(term_factors(a), term_factors(b), cmp_atom)) return c;
+  int64_t ca = term_coeff(a), cb = term_coeff(b);
+  return (ca > cb) - (ca < cb);
 }
 
 bool deep_equal(const ExprNode* a, const ExprNode* b) {

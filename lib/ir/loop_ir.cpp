@@ -27,6 +27,26 @@ std::vector<Expr> contiguous_strides(const std::vector<Expr>& sizes) {
   return strides;
 }
 
+Expr ravel_index(const Index& idx, const std::vector<Expr>& sizes) {
+  Expr flat = 0;
+  for (size_t d = 0; d < idx.size(); ++d) flat = flat * sizes[d] + idx[d];
+  return flat;
+}
+
+Index unravel_index(const Expr& flat, const std::vector<Expr>& sizes) {
+  Index idx(sizes.size());
+  Expr rest = flat;
+  for (size_t d = sizes.size(); d-- > 0;) {
+    if (d == 0) {
+      idx[d] = rest;
+    } else {
+      idx[d] = mod(rest, sizes[d]);
+      rest = floordiv(rest, sizes[d]);
+    }
+  }
+  return idx;
+}
+
 std::string loop_var(int i) { return "i" + std::to_string(i); }
 std::string reduction_var(int i) { return "r" + std::to_string(i); }
 

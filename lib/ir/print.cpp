@@ -25,61 +25,6 @@ std::string scalar_text(const Scalar& s) {
   return buf;
 }
 
-class PrintingOps final : public Ops {
- public:
-  std::ostringstream out;
-
-  Val load(const Buffer& buf, const Expr& index) override {
-    return emit(buf.dtype, "load(" + buf.name + ", " + to_string(index) + ")");
-  }
-  void store(const Buffer& buf, const Expr& index, Val v, StoreMode mode) override {
-    std::string m = mode == StoreMode::Set ? "" : ", mode=" + std::string(op_name(mode));
-    line("store(" + buf.name + ", " + to_string(index) + ", " + name(v) + m + ")");
-  }
-  Val constant(const Scalar& s) override {
-    return emit(s.dtype, "constant(" + scalar_text(s) + ", " + std::string(dtype_name(s.dtype)) + ")");
-  }
-  Val index_expr(const Expr& e, DType t) override {
-    return emit(t, "index_expr(" + to_string(e) + ", " + std::string(dtype_name(t)) + ")");
-  }
-  Val to_dtype(Val v, DType t) override {
-    return emit(t, "to_dtype(" + name(v) + ", " + std::string(dtype_name(t)) + ")");
-  }
-  Val unary(UnaryOp op, Val x) override {
-    return emit(returns_bool(op) ? DType::Bool : x.dtype, std::string(op_name(op)) + "(" + name(x) + ")");
-  }
-  Val binary(BinaryOp op, Val a, Val b) override {
-    return emit(returns_bool(op) ? DType::Bool : a.dtype,
-                std::string(op_name(op)) + "(" + name(a) + ", " + name(b) + ")");
-  }
-  Val where(Val c, Val a, Val b) override {
-    return emit(a.dtype, "where(" + name(c) + ", " + name(a) + ", " + name(b) + ")");
-  }
-  Expr indirect(Val v, const Expr& size) override {
-    std::string sym = "ind" + std::to_string(indirect_count_++);
-    line(sym + " = indirect(" + name(v) + ", " + to_string(size) + ")");
-    return Expr::sym(sym);
-  }
-  Val reduction(ReduceOp op, Val v) override {
-    return emit(reduce_result_dtype(op, v.dtype),
-                "reduction(" + std::string(op_name(op)) + ", " + name(v) + ")");
-  }
-  void store_reduction(const Buffer& buf, const Expr& index, Val v) override {
-    line("store_reduction(" + buf.name + ", " + to_string(index) + ", " + name(v) + ")");
-  }
-
- private:
-  int next_ = 0;
-  int indirect_count_ = 0;
-  static std::string name(Val v) { return "tmp" + std::to_string(v.id); }
-  void line(const std::string& text) { out << "    " << text << "\n"; }
-  Val emit(DType t, const std::string& rhs) {
-    Val v{next_++, t};
-    line(name(v) + " = " + rhs);
-    return v;
-  }
-};
-
 std::string node_kind_name(NodeKind k) {
   switch (k) {
     case NodeKind::Pointwise: return "pointwise";
@@ -130,11 +75,56 @@ std::string extern_line(const ExternCall& call) {
 
 }  // namespace
 
+void PrintingOps::line(const std::string& t) { text += std::string(indent, ' ') + t + "\n"; }
+std::string PrintingOps::name(Val v) { return "tmp" + std::to_string(v.id); }
+Val PrintingOps::emit(DType t, const std::string& rhs) {
+  Val v{next_++, t};
+  line(name(v) + " = " + rhs);
+  return v;
+}
+Val PrintingOps::load(const Buffer& buf, const Expr& index) {
+  return emit(buf.dtype, "load(" + buf.name + ", " + to_string(index) + ")");
+}
+void PrintingOps::store(const Buffer& buf, const Expr& index, Val v, StoreMode mode) {
+  std::string m = mode == StoreMode::Set ? "" : ", mode=" + std::string(op_name(mode));
+  line("store(" + buf.name + ", " + to_string(index) + ", " + name(v) + m + ")");
+}
+Val PrintingOps::constant(const Scalar& s) {
+  return emit(s.dtype, "constant(" + scalar_text(s) + ", " + std::string(dtype_name(s.dtype)) + ")");
+}
+Val PrintingOps::index_expr(const Expr& e, DType t) {
+  return emit(t, "index_expr(" + to_string(e) + ", " + std::string(dtype_name(t)) + ")");
+}
+Val PrintingOps::to_dtype(Val v, DType t) {
+  return emit(t, "to_dtype(" + name(v) + ", " + std::string(dtype_name(t)) + ")");
+}
+Val PrintingOps::unary(UnaryOp op, Val x) {
+  return emit(returns_bool(op) ? DType::Bool : x.dtype, std::string(op_name(op)) + "(" + name(x) + ")");
+}
+Val PrintingOps::binary(BinaryOp op, Val a, Val b) {
+  return emit(returns_bool(op) ? DType::Bool : a.dtype,
+              std::string(op_name(op)) + "(" + name(a) + ", " + name(b) + ")");
+}
+Val PrintingOps::where(Val c, Val a, Val b) {
+  return emit(a.dtype, "where(" + name(c) + ", " + name(a) + ", " + name(b) + ")");
+}
+Expr PrintingOps::indirect(Val v, const Expr& size) {
+  std::string sym = "ind" + std::to_string(indirect_count_++);
+  line(sym + " = indirect(" + name(v) + ", " + to_string(size) + ")");
+  return Expr::sym(sym);
+}
+Val PrintingOps::reduction(ReduceOp op, Val v) {
+  return emit(reduce_result_dtype(op, v.dtype), "reduction(" + std::string(op_name(op)) + ", " + name(v) + ")");
+}
+void PrintingOps::store_reduction(const Buffer& buf, const Expr& index, Val v) {
+  line("store_reduction(" + buf.name + ", " + to_string(index) + ", " + name(v) + ")");
+}
+
 std::string print_body(const LoopNode& node) {
   if (node.kind == NodeKind::Extern) return extern_line(node.call);
   PrintingOps ops;
   run_body_symbolic(node, ops);
-  return ops.out.str();
+  return ops.text;
 }
 
 std::string print_buffer(const Buffer& buf) {

@@ -78,7 +78,8 @@ Outs lower_arange(LoweringContext& ctx, const Node& node) {
   return {LoweringContext::pointwise(t, sizes, [s0, st, t](Ops& ops, const Index& idx) {
     DType acc = DType::Float64;
     Val i = ops.index_expr(idx[0], acc);
-    Val v = ops.add(ops.constant(ir::Scalar::of(s0, acc)), ops.mul(ops.constant(ir::Scalar::of(st, acc)), i));
+    Val step = ops.mul(ops.constant(ir::Scalar::of(st, acc)), i);
+    Val v = ops.add(ops.constant(ir::Scalar::of(s0, acc)), step);
     return ops.cast(v, t);
   })};
 }

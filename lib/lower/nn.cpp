@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <cstdlib>
 
 #include "lower/lowerings.h"
 #include "lower/util.h"
@@ -129,7 +128,9 @@ TensorRef matmul_reduction(LoweringContext& ctx, const TensorRef& a, const Tenso
     Index ia(idx.begin(), idx.end()), ib(idx.begin(), idx.end());
     ia[n - 1] = r[0];  // [..., m, k]
     ib[n - 2] = r[0];  // [..., k, n]
-    return ops.mul(lx(ops, ia), ly(ops, ib));
+    Val x = lx(ops, ia);
+    Val y = ly(ops, ib);
+    return ops.mul(x, y);
   });
 }
 
@@ -142,7 +143,7 @@ TensorRef scaled(const TensorRef& x, double factor) {
 
 TensorRef matmul(LoweringContext& ctx, const TensorRef& a, const TensorRef& b, DType dtype, std::vector<Expr> sizes,
                  bool batched) {
-  if (getenv("NN_FORCE_SLOW") || dtype != DType::Float32 || a.dtype != dtype || b.dtype != dtype)
+  if (dtype != DType::Float32 || a.dtype != dtype || b.dtype != dtype)
     return matmul_reduction(ctx, a, b, dtype, std::move(sizes));
   ir::ExternCall call;
   call.kind = batched ? "bmm" : "mm";
@@ -154,7 +155,7 @@ TensorRef matmul(LoweringContext& ctx, const TensorRef& a, const TensorRef& b, D
 TensorRef addmm(LoweringContext& ctx, const TensorRef& bias, const TensorRef& m1, const TensorRef& m2, double beta,
                 double alpha, DType dtype, std::vector<Expr> sizes) {
   if (beta == 0) return scaled(matmul(ctx, m1, m2, dtype, sizes, false), alpha);
-  if (!getenv("NN_FORCE_SLOW") && dtype == DType::Float32 && m1.dtype == dtype && m2.dtype == dtype) {
+  if (dtype == DType::Float32 && m1.dtype == dtype && m2.dtype == dtype) {
     ir::ExternCall call;
     call.kind = "addmm";
     call.inputs = {ctx.strided_operand(broadcast_to(cast(bias, dtype), sizes)), ctx.strided_operand(m1),
@@ -216,18 +217,22 @@ TensorRef convolution_reduction(LoweringContext& ctx, const TensorRef& x, const 
             Expr num = o + pad - k * dil;
             Val nv = index_val(ops, num);
             Val ok = ops.binary(BinaryOp::Ge, nv, ops.constant(int_scalar(0)));
-            ok = ops.binary(BinaryOp::LogicalAnd, ok,
-                            ops.binary(BinaryOp::Lt, nv, ops.constant(int_scalar(in_sp[d] * s))));
-            if (s > 1)
-              ok = ops.binary(BinaryOp::LogicalAnd, ok,
-                              ops.binary(BinaryOp::Eq, index_val(ops, ir::mod(num, s)), ops.constant(int_scalar(0))));
+            Val below = ops.binary(BinaryOp::Lt, nv, ops.constant(int_scalar(in_sp[d] * s)));
+            ok = ops.binary(BinaryOp::LogicalAnd, ok, below);
+            if (s > 1) {
+              Val rem = index_val(ops, ir::mod(num, s));
+              Val divides = ops.binary(BinaryOp::Eq, rem, ops.constant(int_scalar(0)));
+              ok = ops.binary(BinaryOp::LogicalAnd, ok, divides);
+            }
             valid = logical_and(ops, valid, ok);
             xi.push_back(clamp_index(ir::floordiv(num, s), in_sp[d]));
           }
         }
         Index wi = prm.transposed ? Index{ci, co - g * cout_g} : Index{co, r[0]};
         for (size_t d = 0; d < nsp; ++d) wi.push_back(r[1 + d]);
-        Val v = ops.mul(lx(ops, xi), lw(ops, wi));
+        Val xv = lx(ops, xi);
+        Val wv = lw(ops, wi);
+        Val v = ops.mul(xv, wv);
         if (valid) v = ops.where(*valid, v, ops.constant(zero(dtype)));
         return v;
       });
@@ -235,7 +240,9 @@ TensorRef convolution_reduction(LoweringContext& ctx, const TensorRef& x, const 
   TensorRef b = cast(*bias, dtype);
   Loader lb = b.load, ls = sum.load;
   return LoweringContext::pointwise(dtype, sizes_index(out), [lb, ls](Ops& ops, const Index& idx) {
-    return ops.add(ls(ops, idx), lb(ops, {idx[1]}));
+    Val v = ls(ops, idx);
+    Val b = lb(ops, {idx[1]});
+    return ops.add(v, b);
   });
 }
 
@@ -257,7 +264,7 @@ Outs lower_conv(LoweringContext& ctx, const Node& node, const ConvParams& p) {
   }
   if (x.rank() != w.rank()) ctx.fail("convolution input and weight ranks do not match");
   TensorRef result;
-  if (getenv("NN_FORCE_SLOW") || p.transposed || dtype != DType::Float32 || x.dtype != dtype || w.dtype != dtype) {
+  if (p.transposed || dtype != DType::Float32 || x.dtype != dtype || w.dtype != dtype) {
     result = convolution_reduction(ctx, x, w, bias, p, dtype, out);
   } else {
     ir::ExternCall call;
@@ -339,7 +346,7 @@ std::pair<Val, Val> unrolled_max(Ops& ops, const Loader& load, DType dtype, cons
   return {best, best_idx};
 }
 
-static const int64_t kMaxUnrolledWindow = getenv("NN_FORCE_SLOW") ? 0 : 25;
+constexpr int64_t kMaxUnrolledWindow = 25;
 
 Outs lower_max_pool(LoweringContext& ctx, const Node& node) {
   TensorRef x = ctx.tensor(node.arg("self"));
@@ -391,14 +398,20 @@ Outs lower_max_pool(LoweringContext& ctx, const Node& node) {
     Val kw_n = ops.constant(int_scalar(W.kernel));
     Val kh = ops.binary(BinaryOp::FloorDiv, r, kw_n), kw = ops.binary(BinaryOp::Mod, r, kw_n);
     auto position = [&](const WindowDim& D, const Expr& o, Val k) {
-      return ops.add(index_val(ops, D.start(o)), ops.mul(k, ops.constant(int_scalar(D.dilation))));
+      Val start = index_val(ops, D.start(o));
+      Val step = ops.mul(k, ops.constant(int_scalar(D.dilation)));
+      return ops.add(start, step);
     };
-    Val ih = position(H, idx[lead], kh), iw = position(W, idx[lead + 1], kw);
+    Val ih = position(H, idx[lead], kh);
+    Val iw = position(W, idx[lead + 1], kw);
     auto inside = [&](Val i, int64_t n) {
-      return ops.binary(BinaryOp::LogicalAnd, ops.binary(BinaryOp::Ge, i, ops.constant(int_scalar(0))),
-                        ops.binary(BinaryOp::Lt, i, ops.constant(int_scalar(n))));
+      Val lo = ops.binary(BinaryOp::Ge, i, ops.constant(int_scalar(0)));
+      Val hi = ops.binary(BinaryOp::Lt, i, ops.constant(int_scalar(n)));
+      return ops.binary(BinaryOp::LogicalAnd, lo, hi);
     };
-    Val ok = ops.binary(BinaryOp::LogicalAnd, inside(ih, H.in), inside(iw, W.in));
+    Val ok_h = inside(ih, H.in);
+    Val ok_w = inside(iw, W.in);
+    Val ok = ops.binary(BinaryOp::LogicalAnd, ok_h, ok_w);
     Val flat = ops.add(ops.mul(ih, ops.constant(int_scalar(W.in))), iw);
     Val first = index_val(ops, H.first_valid(idx[lead]) * W.in + W.first_valid(idx[lead + 1]));
     return ops.where(ok, flat, first);
@@ -522,7 +535,8 @@ Outs lower_avg_pool2d(LoweringContext& ctx, const Node& node) {
         }
       }
     }
-    return ops.div(ls(ops, idx), ops.index_expr(divisor, dtype));
+    Val sum = ls(ops, idx);
+    return ops.div(sum, ops.index_expr(divisor, dtype));
   })};
 }
 
@@ -562,7 +576,9 @@ Outs lower_adaptive_avg_pool2d(LoweringContext& ctx, const Node& node) {
           const Dim& D = dims[j];
           Expr i = D.start(idx[lead + j]) + r[j];
           if (!D.uniform) {
-            Val ok = ops.binary(BinaryOp::Lt, index_val(ops, i), index_val(ops, D.end(idx[lead + j])));
+            Val pos = index_val(ops, i);
+            Val end = index_val(ops, D.end(idx[lead + j]));
+            Val ok = ops.binary(BinaryOp::Lt, pos, end);
             valid = logical_and(ops, valid, ok);
             i = ir::min(i, D.in - 1);
           }
@@ -630,7 +646,8 @@ Outs lower_upsample_nearest2d(LoweringContext& ctx, const Node& node) {
       } else if (mode[j] == Mode::Half) {
         src.push_back(ir::floordiv(o, 2));
       } else {
-        Val f = ops.mul(ops.index_expr(o, DType::Float32), ops.constant(Scalar::of(scale[j], DType::Float32)));
+        Val dst = ops.index_expr(o, DType::Float32);
+        Val f = ops.mul(dst, ops.constant(Scalar::of(scale[j], DType::Float32)));
         Val i = ops.to_dtype(ops.unary(UnaryOp::Floor, f), DType::Int64);
         i = ops.binary(BinaryOp::Minimum, i, ops.constant(int_scalar(n - 1)));
         src.push_back(ops.indirect(i, n));
@@ -674,22 +691,29 @@ Outs lower_upsample_bilinear2d(LoweringContext& ctx, const Node& node) {
       int64_t n = in[lead + j];
       Val dst = ops.index_expr(idx[lead + j], acc);
       Val real;
+      Val scale_j = c(scale[j]);
       if (align_corners) {
-        real = ops.mul(c(scale[j]), dst);
+        real = ops.mul(scale_j, dst);
       } else {
-        real = ops.sub(ops.mul(c(scale[j]), ops.add(dst, c(0.5))), c(0.5));
-        real = ops.where(ops.binary(BinaryOp::Lt, real, c(0)), c(0), real);
+        Val half = c(0.5);
+        real = ops.sub(ops.mul(scale_j, ops.add(dst, half)), half);
+        Val zero_f = c(0);
+        Val negative = ops.binary(BinaryOp::Lt, real, zero_f);
+        real = ops.where(negative, zero_f, real);
       }
       Val lo = ops.to_dtype(ops.unary(UnaryOp::Floor, real), DType::Int64);
-      lo = ops.binary(BinaryOp::Minimum, lo, ops.constant(int_scalar(n - 1)));
+      Val last = ops.constant(int_scalar(n - 1));
+      lo = ops.binary(BinaryOp::Minimum, lo, last);
       Val lambda = ops.sub(real, ops.to_dtype(lo, acc));
-      lambda = ops.binary(BinaryOp::Minimum, ops.binary(BinaryOp::Maximum, lambda, c(0)), c(1));
-      Val has_next = ops.binary(BinaryOp::Lt, lo, ops.constant(int_scalar(n - 1)));
-      Val hi = ops.add(lo, ops.where(has_next, ops.constant(int_scalar(1)), ops.constant(int_scalar(0))));
+      Val zero_f = c(0), one_f = c(1);
+      lambda = ops.binary(BinaryOp::Minimum, ops.binary(BinaryOp::Maximum, lambda, zero_f), one_f);
+      Val has_next = ops.binary(BinaryOp::Lt, lo, last);
+      Val one_i = ops.constant(int_scalar(1)), zero_i = ops.constant(int_scalar(0));
+      Val hi = ops.add(lo, ops.where(has_next, one_i, zero_i));
       i0[j] = ops.indirect(lo, n);
       i1[j] = ops.indirect(hi, n);
       w1[j] = lambda;
-      w0[j] = ops.sub(c(1), lambda);
+      w0[j] = ops.sub(one_f, lambda);
     }
     auto at = [&](const Expr& h, const Expr& w) {
       Index src(idx.begin(), idx.begin() + lead);
@@ -698,9 +722,14 @@ Outs lower_upsample_bilinear2d(LoweringContext& ctx, const Node& node) {
       return load(ops, src);
     };
     // ATen's Interpolate: the inner (width) interpolation first, then the outer (height) one.
-    Val top = ops.add(ops.mul(at(i0[0], i0[1]), w0[1]), ops.mul(at(i0[0], i1[1]), w1[1]));
-    Val bottom = ops.add(ops.mul(at(i1[0], i0[1]), w0[1]), ops.mul(at(i1[0], i1[1]), w1[1]));
-    Val v = ops.add(ops.mul(top, w0[0]), ops.mul(bottom, w1[0]));
+    auto lerp_w = [&](const Expr& h) {
+      Val a = ops.mul(at(h, i0[1]), w0[1]);
+      Val b = ops.mul(at(h, i1[1]), w1[1]);
+      return ops.add(a, b);
+    };
+    Val top = ops.mul(lerp_w(i0[0]), w0[0]);
+    Val bottom = ops.mul(lerp_w(i1[0]), w1[0]);
+    Val v = ops.add(top, bottom);
     return ops.cast(v, dtype);
   })};
 }

@@ -15,27 +15,6 @@ TensorRef remap(const TensorRef& src, std::vector<Expr> sizes, std::function<Ind
   });
 }
 
-// Row-major flat position of idx in `sizes`.
-Expr ravel(const Index& idx, const std::vector<Expr>& sizes) {
-  Expr flat = 0;
-  for (size_t d = 0; d < idx.size(); ++d) flat = flat * sizes[d] + idx[d];
-  return flat;
-}
-
-Index unravel(const Expr& flat, const std::vector<Expr>& sizes) {
-  Index idx(sizes.size());
-  Expr rest = flat;
-  for (size_t d = sizes.size(); d-- > 0;) {
-    if (d == 0) {
-      idx[d] = rest;
-    } else {
-      idx[d] = ir::mod(rest, sizes[d]);
-      rest = ir::floordiv(rest, sizes[d]);
-    }
-  }
-  return idx;
-}
-
 }  // namespace
 
 Outs lower_view(LoweringContext& ctx, const Node& node) {
@@ -43,7 +22,7 @@ Outs lower_view(LoweringContext& ctx, const Node& node) {
   TensorRef src = ctx.tensor(node.arg("self"));
   std::vector<Expr> sizes = out_sizes(node);
   std::vector<Expr> src_sizes = src.sizes;
-  return {remap(src, sizes, [sizes, src_sizes](const Index& idx) { return unravel(ravel(idx, sizes), src_sizes); })};
+  return {remap(src, sizes, [sizes, src_sizes](const Index& idx) { return ir::unravel_index(ir::ravel_index(idx, sizes), src_sizes); })};
 }
 
 Outs lower_permute(LoweringContext& ctx, const Node& node) {

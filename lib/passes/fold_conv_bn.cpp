@@ -71,19 +71,20 @@ std::optional<Replacement> fold(Rewriter& rw, Node& bn) {
     new_b[c] = (bias - mean->data[c]) * s + (beta->present ? beta->data[c] : 0.0);
   }
 
+  // The convolution's output had no other reader: it becomes the normalized value in place.
   TensorType bias_type;
   bias_type.dtype = DType::Float32;
   bias_type.sizes = {channels};
-  Value* w_new = rw.add_constant("folded_conv_bn_w", wt, to_float32_bytes(new_w));
-  Value* b_new = rw.add_constant("folded_conv_bn_b", bias_type, to_float32_bytes(new_b));
-
-  std::vector<Arg> args = conv->args;
-  for (size_t i = 0; i < args.size() && i < conv->op->schema.args.size(); ++i) {
-    if (conv->op->schema.args[i].name == "weight") args[i] = Arg::of_tensor(w_new);
-    if (conv->op->schema.args[i].name == "bias") args[i] = Arg::of_tensor(b_new);
+  const Arg& b_arg = shape::arg(*conv, "bias");
+  std::string b_hint = b_arg.tensor ? b_arg.tensor->name : conv->name + "_bias";
+  Value* w_new = rw.add_constant(w_arg.tensor->name + "_bn", wt, to_float32_bytes(new_w));
+  Value* b_new = rw.add_constant(b_hint + "_bn", bias_type, to_float32_bytes(new_b));
+  for (size_t i = 0; i < conv->args.size() && i < conv->op->schema.args.size(); ++i) {
+    const std::string& name = conv->op->schema.args[i].name;
+    if (name == "weight") rw.set_arg(*conv, i, Arg::of_tensor(w_new));
+    if (name == "bias") rw.set_arg(*conv, i, Arg::of_tensor(b_new));
   }
-  Node* fused = rw.insert_copy(*conv, std::move(args), &bn);
-  return Replacement{{fused->outputs[0], nullptr, nullptr}};
+  return Replacement{{x, nullptr, nullptr}};
 }
 
 }  // namespace

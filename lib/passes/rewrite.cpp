@@ -123,6 +123,19 @@ std::optional<std::vector<double>> read_constant(const GraphInput& in) {
   if (t.storage_offset < 0 || static_cast<uint64_t>(last + 1) * esize > in.storage.size) return std::nullopt;
 
   out.resize(static_cast<size_t>(numel));
+  if (strides == t.contiguous_strides()) {
+    const uint8_t* base = in.storage.data + t.storage_offset * esize;
+    if (t.dtype == DType::Float32) {
+      for (int64_t k = 0; k < numel; ++k) {
+        float f;
+        std::memcpy(&f, base + k * 4, 4);
+        out[static_cast<size_t>(k)] = f;
+      }
+    } else {
+      for (int64_t k = 0; k < numel; ++k) out[static_cast<size_t>(k)] = element_as_double(t.dtype, base + k * esize);
+    }
+    return out;
+  }
   std::vector<int64_t> idx(t.sizes.size(), 0);
   for (int64_t k = 0; k < numel; ++k) {
     int64_t off = t.storage_offset;
@@ -275,6 +288,14 @@ Value* Rewriter::add_constant(const std::string& fqn_hint, TensorType type, std:
   index_inputs();  // push_back may have moved the inputs
   changed_ = true;
   return v;
+}
+
+void Rewriter::set_arg(Node& n, size_t index, Arg a) {
+  FOUNDRY_CHECK(index < n.args.size(), "Rewriter: set_arg out of range on " + n.name);
+  remove_uses(&n);
+  n.args[index] = std::move(a);
+  add_uses(&n);
+  changed_ = true;
 }
 
 void Rewriter::replace_uses(Value* from, Value* to) {

@@ -48,7 +48,15 @@ LoadedModel::LoadedModel(const std::string& dir) : api_(std::make_unique<Api>())
   } catch (const nlohmann::json::exception& e) {
     throw UserError(dir + "/manifest.json is not a foundryc manifest: " + e.what());
   }
-  std::string so = dir + "/model.so";
+  open(dir + "/model.so", dir);
+}
+
+LoadedModel::LoadedModel(const std::string& so_path, const std::string& name, const std::string& weights_dir)
+    : name_(name), api_(std::make_unique<Api>()) {
+  open(so_path, weights_dir);
+}
+
+void LoadedModel::open(const std::string& so, const std::string& dir) {
   handle_ = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle_) throw UserError("cannot load " + so + ": " + dlerror());
   bind_symbol(handle_, name_ + "_create", api_->create);

@@ -33,7 +33,10 @@ std::string quote_untrusted(const std::string& s, size_t max_len) {
   size_t shown = 0;  // characters of escaped text emitted so far (without the quotes)
   for (size_t i = 0; i < s.size(); ++i) {
     piece.clear();
-    escape_byte(static_cast<unsigned char>(s[i]), piece);
+    if (s[i] == '/' && i > 0 && s[i - 1] == '*')
+      piece = "\\x2f";  // "*/" would end a C comment that quotes this text
+    else
+      escape_byte(static_cast<unsigned char>(s[i]), piece);
     if (shown + piece.size() > max_len) {
       out += "...";
       break;

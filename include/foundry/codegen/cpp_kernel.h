@@ -22,7 +22,7 @@ struct EmittedKernel {
   std::string definition;   // comment naming the ATen nodes + the function
 };
 
-EmittedKernel emit_kernel(const sched::Kernel& kernel);
+EmittedKernel emit_kernel(const sched::Kernel& kernel, const sched::Schedule& schedule);
 
 // The C++ element type a buffer of `t` is stored as (16-bit floats as their raw bits).
 std::string storage_type(DType t);

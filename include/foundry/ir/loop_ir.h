@@ -88,6 +88,10 @@ struct LoopProgram {
 };
 
 std::vector<Expr> contiguous_strides(const std::vector<Expr>& sizes);
+// Row-major flat position of `idx` in a box of `sizes`, and back.
+Expr ravel_index(const Index& idx, const std::vector<Expr>& sizes);
+Index unravel_index(const Expr& flat, const std::vector<Expr>& sizes);
+
 std::string loop_var(int i);       // "i0"
 std::string reduction_var(int i);  // "r0"
 

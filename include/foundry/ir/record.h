@@ -20,4 +20,27 @@ struct Accesses {
 
 Accesses record_accesses(const LoopNode& node);
 
+// The recording handler itself: values are dummies; indirect indices become fresh symbols.
+class RecordingOps final : public Ops {
+ public:
+  Accesses accesses;
+
+  Val load(const Buffer& buf, const Expr& index) override;
+  void store(const Buffer& buf, const Expr& index, Val, StoreMode mode) override;
+  Val constant(const Scalar& value) override { return fresh(value.dtype); }
+  Val index_expr(const Expr&, DType dtype) override { return fresh(dtype); }
+  Val to_dtype(Val, DType dtype) override { return fresh(dtype); }
+  Val unary(UnaryOp op, Val x) override;
+  Val binary(BinaryOp op, Val a, Val b) override;
+  Val where(Val, Val a, Val) override { return fresh(a.dtype); }
+  Expr indirect(Val, const Expr&) override;
+  Val reduction(ReduceOp op, Val value) override;
+  void store_reduction(const Buffer& buf, const Expr& index, Val) override;
+
+ private:
+  int next_ = 0;
+  int indirect_count_ = 0;
+  Val fresh(DType t) { return Val{next_++, t}; }
+};
+
 }  // namespace foundry::ir

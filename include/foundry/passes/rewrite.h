@@ -93,6 +93,9 @@ class Rewriter {
   // `type` are reset). Its fqn is `fqn_hint`, made unique among the graph inputs' fqns.
   Value* add_constant(const std::string& fqn_hint, TensorType type, std::vector<uint8_t> bytes);
 
+  // Replaces argument `index` of `n` (keeping the use index true). The caller keeps the node's
+  // recorded output types valid.
+  void set_arg(Node& n, size_t index, Arg a);
   // Replaces every use of `from` (node arguments and graph outputs) by `to`. Their types must
   // match (dtype and sizes).
   void replace_uses(Value* from, Value* to);

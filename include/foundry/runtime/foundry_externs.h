@@ -1,7 +1,9 @@
 // Extern kernels that generated wrappers call: matrix products and convolution over strided
 // operands. These are the portable implementations (plain loops, float accumulation in double);
 // oneDNN-backed versions replace them where available.
-#pragma once
+// Include guards rather than #pragma once: several models' copies may meet in one build.
+#ifndef FOUNDRY_EXTERNS_H
+#define FOUNDRY_EXTERNS_H
 #include <cstdint>
 
 namespace foundry_rt {
@@ -67,3 +69,5 @@ void conv2d(const int64_t* in_sizes, const int64_t* w_sizes, const int64_t* out_
 }
 
 }  // namespace foundry_rt
+
+#endif  // FOUNDRY_EXTERNS_H

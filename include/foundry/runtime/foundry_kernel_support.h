@@ -1,6 +1,8 @@
 // Scalar helpers that generated kernels call, with PyTorch's CPU semantics. Included by every
 // generated kernel translation unit, so it stays small: <cmath> and <cstdint> only.
-#pragma once
+// Include guards rather than #pragma once: several models' copies may meet in one build.
+#ifndef FOUNDRY_KERNEL_SUPPORT_H
+#define FOUNDRY_KERNEL_SUPPORT_H
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -190,3 +192,5 @@ inline uint16_t float_to_bfloat16(float f) {
 inline float round_bfloat16(float f) { return bfloat16_to_float(float_to_bfloat16(f)); }
 
 }  // namespace foundry_rt
+
+#endif  // FOUNDRY_KERNEL_SUPPORT_H

@@ -1,7 +1,9 @@
 // Support code that every compiled model's wrapper uses: the weights file mapping, the per-call
 // arena, input checking and the thread-local error message behind NAME_last_error(). Copied into
 // each output folder next to the generated sources.
-#pragma once
+// Include guards rather than #pragma once: several models' copies may meet in one build.
+#ifndef FOUNDRY_MODEL_RUNTIME_H
+#define FOUNDRY_MODEL_RUNTIME_H
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -114,3 +116,5 @@ inline const char* kernel_error_text(int code) {
 }
 
 }  // namespace foundry_rt
+
+#endif  // FOUNDRY_MODEL_RUNTIME_H

@@ -14,6 +14,9 @@ class LoadedModel {
  public:
   // Throws UserError when the folder, its manifest or model.so cannot be loaded.
   explicit LoadedModel(const std::string& dir);
+  // A model inside a shared object that may hold several (test batches): its symbol prefix and
+  // the folder with its weights.
+  LoadedModel(const std::string& so_path, const std::string& name, const std::string& weights_dir);
   ~LoadedModel();
   LoadedModel(const LoadedModel&) = delete;
   LoadedModel& operator=(const LoadedModel&) = delete;
@@ -37,6 +40,7 @@ class LoadedModel {
   void* handle_ = nullptr;
   void* model_ = nullptr;
   std::unique_ptr<Api> api_;
+  void open(const std::string& so_path, const std::string& weights_dir);
 };
 
 }  // namespace foundry

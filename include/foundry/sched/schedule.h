@@ -1,6 +1,9 @@
 // Scheduling: the loop program becomes an ordered list of steps (generated kernels and extern
-// calls), each kernel a group of IR nodes that share one loop nest, plus a buffer plan that gives
-// every intermediate buffer a slot in one arena.
+// calls). A kernel is a group of IR nodes sharing one outer loop nest: pointwise members at the
+// outer level, reductions with their own inner reduction loop, and pointwise "inner" members that
+// loop over the remaining dims of a row (a reduction's epilogue). Single-use pointwise producers
+// are inlined into their consumer and never materialized. A buffer plan gives every intermediate
+// buffer a slot in one arena, reusing slots whose buffers are dead.
 #pragma once
 #include <map>
 #include <set>
@@ -11,35 +14,64 @@
 
 namespace foundry::sched {
 
+enum class MemberRole {
+  Outer,      // pointwise over exactly the kernel's ranges
+  Reduction,  // reduction whose outer ranges are the kernel's ranges
+  Inner,      // pointwise over the kernel's ranges followed by inner dims of its own
+};
+
+struct Member {
+  const ir::LoopNode* node = nullptr;
+  MemberRole role = MemberRole::Outer;
+  // For each of node->ranges: the kernel loop dim it maps to, -1 for a size-1 dim (index 0),
+  // or kInnerDim + k for the k-th inner dim of an Inner member.
+  std::vector<int> dim_map;
+  ir::Index inner_ranges;  // Inner members only
+  static constexpr int kInnerDim = 1000;
+};
+
 struct Kernel {
   std::string name;  // "cpp_fused_add_mul_relu_0": op names from the registry and a counter
-  std::vector<const ir::LoopNode*> nodes;       // same outer loop, in dependency order
+  ir::Index ranges;  // the outer loop nest
+  std::vector<Member> members;                   // in program order
+  std::vector<const ir::LoopNode*> inlined;      // producers computed inside, for names/comments
   std::set<const ir::Buffer*> internal_buffers;  // produced and consumed inside: never stored
 };
 
 struct Step {
   bool is_extern = false;
-  Kernel kernel;                          // !is_extern
+  Kernel kernel;                              // !is_extern
   const ir::LoopNode* extern_node = nullptr;  // is_extern
 };
 
 struct BufferPlan {
   std::map<const ir::Buffer*, int64_t> arena_offset;  // bytes, 64-byte aligned
+  std::map<const ir::Buffer*, const ir::Buffer*> reuses;  // a buffer -> the dead one whose slot it takes
   int64_t arena_bytes = 0;
+  int64_t unplanned_bytes = 0;  // what the arena would take without reuse
 };
 
 struct Schedule {
   std::vector<Step> steps;
   BufferPlan plan;
+  // Buffers never materialized: computed by their producer's body wherever they are loaded.
+  std::map<const ir::Buffer*, const ir::LoopNode*> inlined;
 };
 
 struct ScheduleOptions {
-  bool fusion = true;
+  bool fusion = true;   // false: one kernel per node, nothing inlined (--no-fusion)
+  size_t max_kernel_nodes = 64;  // members + inlined nodes of one kernel
 };
 
 Schedule schedule_program(const ir::LoopProgram& program, const ScheduleOptions& options);
 
 // The text form of a schedule (ir_post_fusion.txt).
 std::string print_schedule(const Schedule& schedule);
+
+// Bytes a step reads and writes per run (each buffer it touches counted once, in full).
+struct Traffic {
+  int64_t bytes_read = 0, bytes_written = 0;
+};
+Traffic step_traffic(const Step& step, const Schedule& schedule);
 
 }  // namespace foundry::sched

@@ -1,0 +1,39 @@
+// Runs a fused kernel's member bodies in order, as they will execute, through any `Ops` handler:
+// loads of buffers produced earlier in the same kernel at a visible point are forwarded from the
+// stored value, loads of inlined buffers run their producer's body at that index, and stores to
+// internal buffers are dropped. The emitter, the recorder and the printer all see a kernel
+// through this one walk, so they agree on what it reads and writes.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "foundry/ir/ops.h"
+#include "foundry/sched/schedule.h"
+
+namespace foundry::sched {
+
+class KernelVisitor {
+ public:
+  virtual ~KernelVisitor() = default;
+  virtual ir::Ops& ops() = 0;
+  // Reduction members loop over `ranges` with symbols r0, r1, ...; Inner members over `ranges`
+  // with the symbols in `vars`.
+  virtual void begin_reduction(const Member&, const ir::Index& ranges) {}
+  virtual void end_reduction(const Member&) {}
+  virtual void begin_inner(const Member&, const ir::Index& ranges, const std::vector<std::string>& vars) {}
+  virtual void end_inner(const Member&) {}
+};
+
+// Problems that make a grouping illegal (found by walking it), empty when it is legal.
+struct WalkReport {
+  std::vector<std::string> conflicts;
+  std::set<const ir::Buffer*> materialized;  // written in the kernel and read back from memory
+  std::set<const ir::LoopNode*> inlined;     // producers whose bodies ran inside the kernel
+};
+
+WalkReport walk_kernel(const Kernel& kernel, const Schedule& schedule, KernelVisitor& visitor);
+
+// The symbols of the kernel's outer loops: i0, i1, ...
+std::vector<std::string> kernel_loop_vars(const Kernel& kernel);
+
+}  // namespace foundry::sched

@@ -1,0 +1,293 @@
+// The foundryc command line: options, exit codes, messages, the output folder discipline, golden
+// graph.txt dumps, and the frontend over the whole corpus.
+#include <catch2/catch.hpp>
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "foundry/frontend/frontend.h"
+#include "foundry/graph/graph.h"
+#include "foundry/ops/registry.h"
+#include "foundry/support/error.h"
+#include "support.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string sample(const std::string& name, const std::string& file = "model.pt2") {
+  std::string local = samples_dir() + "/" + name + "/" + file;
+  if (fs::exists(local)) return local;
+  return corpus_dir() + "/models/" + name + "/" + file;
+}
+
+// stderr is one line "foundryc: error: ..." (and, for usage errors, the --help hint).
+void check_error_line(const ProcResult& r) {
+  INFO("stderr: " << r.err);
+  CHECK(r.err.rfind("foundryc: error: ", 0) == 0);
+  std::string first = r.err.substr(0, r.err.find('\n'));
+  CHECK_FALSE(first.empty());
+  CHECK(first.find("internal error") == std::string::npos);
+}
+
+std::vector<std::string> read_lines(const std::string& path) {
+  std::vector<std::string> lines;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) lines.push_back(line);
+  return lines;
+}
+
+}  // namespace
+
+TEST_CASE("cli: --version, --help, --list-ops", "[cli][fast]") {
+  ProcResult v = run_foundryc({"--version"});
+  CHECK(v.exit_code == 0);
+  CHECK_THAT(v.out, Catch::StartsWith(std::string("foundryc ") + FOUNDRY_VERSION));
+
+  ProcResult h = run_foundryc({"--help"});
+  CHECK(h.exit_code == 0);
+  for (const char* opt : {"INPUT", "--output", "--emit", "--stop-after", "--dump-ir", "--time-passes",
+                          "--verbose", "--quiet", "--version", "--list-ops"})
+    CHECK_THAT(h.out, Catch::Contains(opt));
+
+  ProcResult l = run_foundryc({"--list-ops"});
+  CHECK(l.exit_code == 0);
+  std::istringstream lines(l.out);
+  size_t count = 0;
+  for (std::string line; std::getline(lines, line);) ++count;
+  CHECK(count == foundry::all_ops().size());
+  CHECK_THAT(l.out, Catch::Contains("add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor\n"));
+  CHECK_THAT(l.out, Catch::Contains("\nrelu(Tensor self) -> Tensor\n"));
+}
+
+TEST_CASE("cli: usage errors exit 2", "[cli][fast]") {
+  const std::string model = sample("pointwise");
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {},
+           {"--no-such-option", model},
+           {model, "--emit=source,exe"},
+           {model, "--stop-after=nowhere"},
+           {model, "-o"},
+           {model, "-v", "-q"},
+       }) {
+    std::string joined;
+    for (const auto& a : args) joined += a + " ";
+    INFO("foundryc " << joined);
+    ProcResult r = run_foundryc(args);
+    CHECK(r.exit_code == 2);
+    check_error_line(r);
+    CHECK_THAT(r.err, Catch::Contains("--help"));
+  }
+}
+
+TEST_CASE("cli: default output folder and --dump-ir", "[cli][fast]") {
+  TempDir tmp("foundry_cli_");
+  fs::copy_file(sample("pointwise"), tmp / "pointwise.pt2");
+  ProcResult r = run_foundryc({tmp / "pointwise.pt2", "--stop-after=frontend"});
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.err.empty());
+  CHECK(fs::is_directory(tmp / "pointwise_out"));
+  CHECK_FALSE(fs::exists(tmp / "pointwise_out/debug"));
+
+  r = run_foundryc({tmp / "pointwise.pt2", "--stop-after=frontend", "--dump-ir", "--time-passes"});
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.err, Catch::Contains("frontend") && Catch::Contains("ms"));
+  std::string text = read_file(tmp / "pointwise_out/debug/graph.txt");
+  CHECK_THAT(text, Catch::Contains("%add : f32[1024] = aten.add.Tensor(%x, %y, alpha=1)"));
+  // Nothing but the output folder was left beside the input.
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(tmp.path())) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  CHECK(names == std::vector<std::string>{"pointwise.pt2", "pointwise_out"});
+
+  SECTION("-v logs to stderr, -q is silent") {
+    ProcResult v = run_foundryc({tmp / "pointwise.pt2", "--stop-after=frontend", "-v"});
+    CHECK(v.exit_code == 0);
+    CHECK_THAT(v.err, Catch::Contains("frontend"));
+    CHECK(v.out.empty());
+    ProcResult q = run_foundryc({tmp / "pointwise.pt2", "--stop-after=frontend", "-q"});
+    CHECK(q.exit_code == 0);
+    CHECK(q.err.empty());
+  }
+  SECTION("-o names the folder; folders and model.json are inputs too") {
+    ProcResult e = run_process({python3(), "-c",
+                                "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])",
+                                tmp / "pointwise.pt2", tmp / "x"});
+    REQUIRE(e.exit_code == 0);
+    for (const std::string& in : {tmp / "x", tmp / "x/model", tmp / "x/model/models/model.json"}) {
+      INFO(in);
+      ProcResult f = run_foundryc({in, "-o", tmp / "o", "--stop-after=frontend", "--dump-ir"});
+      CHECK(f.exit_code == 0);
+      CHECK(read_file(tmp / "o/debug/graph.txt") == text);
+    }
+  }
+}
+
+TEST_CASE("cli: the stages past the frontend", "[cli][fast]") {
+  TempDir tmp("foundry_cli_");
+  ProcResult r = run_foundryc({sample("pointwise"), "-o", tmp / "out"});
+  if (r.exit_code == 1) {  // until every stage is implemented
+    check_error_line(r);
+    CHECK_THAT(r.err, Catch::Contains("is not implemented yet"));
+    CHECK_FALSE(fs::exists(tmp / "out"));
+  } else {
+    CHECK(r.exit_code == 0);
+  }
+}
+
+TEST_CASE("cli: failures leave the previous output folder as it was", "[cli][fast]") {
+  TempDir tmp("foundry_cli_");
+  const std::string out = tmp / "out";
+  ProcResult ok = run_foundryc({sample("pointwise"), "-o", out, "--stop-after=frontend", "--dump-ir"});
+  REQUIRE(ok.exit_code == 0);
+  const std::string before = read_file(out + "/debug/graph.txt");
+
+  // A model whose recorded type contradicts its op: the frontend dumps graph.txt, then fails.
+  ProcResult x = run_process({python3(), "-c",
+                              "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])",
+                              sample("pointwise"), tmp / "bad"});
+  REQUIRE(x.exit_code == 0);
+  const std::string json_path = tmp / "bad/model/models/model.json";
+  std::string json = read_file(json_path);
+  const std::string from = "\"relu\": {\"dtype\": 7, \"sizes\": [{\"as_int\": 1024}]";
+  size_t at = json.find(from);
+  REQUIRE(at != std::string::npos);
+  json.replace(at, from.size(), "\"relu\": {\"dtype\": 7, \"sizes\": [{\"as_int\": 999}]");
+  write_file(json_path, json);
+
+  SECTION("without --dump-ir nothing is kept") {
+    ProcResult r = run_foundryc({tmp / "bad/model", "-o", out, "--stop-after=frontend"});
+    CHECK(r.exit_code == 1);
+    check_error_line(r);
+    CHECK_THAT(r.err, Catch::Contains("node %relu (aten.relu)") && Catch::Contains("f32[999]"));
+    CHECK(read_file(out + "/debug/graph.txt") == before);
+    CHECK_FALSE(fs::exists(out + ".failed"));
+  }
+  SECTION("with --dump-ir the dumps so far are kept beside it") {
+    ProcResult r = run_foundryc({tmp / "bad/model", "-o", out, "--dump-ir"});
+    CHECK(r.exit_code == 1);
+    check_error_line(r);
+    CHECK_THAT(r.err, Catch::Contains(out + ".failed"));
+    CHECK(read_file(out + "/debug/graph.txt") == before);
+    CHECK_THAT(read_file(out + ".failed/debug/graph.txt"), Catch::Contains("f32[999]"));
+  }
+  SECTION("a successful run replaces the folder, without following symlinks inside") {
+    fs::create_directories(tmp / "precious");
+    write_file(tmp / "precious/file", "keep");
+    fs::create_directory_symlink(tmp / "precious", out + "/link");
+    ProcResult r = run_foundryc({sample("mlp"), "-o", out, "--stop-after=frontend", "--dump-ir"});
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(read_file(out + "/debug/graph.txt"), Catch::Contains("p_0_weight"));
+    CHECK_FALSE(fs::exists(fs::symlink_status(out + "/link")));
+    CHECK(read_file(tmp / "precious/file") == "keep");
+  }
+  SECTION("a folder foundryc did not write is not replaced") {
+    fs::create_directories(tmp / "mine");
+    write_file(tmp / "mine/notes.txt", "mine");
+    ProcResult r = run_foundryc({sample("pointwise"), "-o", tmp / "mine", "--stop-after=frontend"});
+    CHECK(r.exit_code == 1);
+    check_error_line(r);
+    CHECK_THAT(r.err, Catch::Contains("refusing to replace"));
+    CHECK(read_file(tmp / "mine/notes.txt") == "mine");
+  }
+  // No work folders are left behind either way.
+  for (const auto& e : fs::directory_iterator(tmp.path()))
+    CHECK(e.path().filename().string().find(".tmp-") == std::string::npos);
+}
+
+TEST_CASE("cli: golden graph.txt dumps", "[cli][fast]") {
+  const bool update = std::getenv("FOUNDRY_UPDATE_GOLDEN") && std::string(std::getenv("FOUNDRY_UPDATE_GOLDEN")) == "1";
+  struct Golden {
+    std::string model, golden;
+  };
+  for (const Golden& g : {Golden{sample("pointwise"), "pointwise.graph.txt"},
+                          Golden{sample("mlp"), "mlp.graph.txt"},
+                          Golden{sample("small_cnn", "model.raw.pt2"), "small_cnn_raw.graph.txt"}}) {
+    INFO(g.model);
+    TempDir tmp("foundry_cli_");
+    ProcResult r = run_foundryc({g.model, "-o", tmp / "out", "--stop-after=frontend", "--dump-ir"});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    std::string text = read_file(tmp / "out/debug/graph.txt");
+    const std::string golden_path = test_source_dir() + "/golden/" + g.golden;
+    if (update) {
+      fs::create_directories(test_source_dir() + "/golden");
+      write_file(golden_path, text);
+      WARN("updated " << golden_path);
+      continue;
+    }
+    INFO("regenerate with FOUNDRY_UPDATE_GOLDEN=1 after checking the difference by hand");
+    CHECK(text == read_file(golden_path));
+  }
+}
+
+TEST_CASE("cli: the corpus models read", "[cli][corpus]") {
+  if (!require_corpus()) return;
+  TempDir tmp("foundry_cli_");
+  int pt2 = 0, raw = 0;
+  for (const auto& dir : fs::directory_iterator(corpus_dir() + "/models")) {
+    for (const char* file : {"model.pt2", "model.raw.pt2"}) {
+      fs::path path = dir.path() / file;
+      if (!fs::exists(path)) continue;
+      INFO(path.string());
+      ProcResult r = run_foundryc({path.string(), "-o", tmp / "out", "--stop-after=frontend", "--dump-ir"});
+      INFO(r.err);
+      CHECK(r.exit_code == 0);
+      CHECK(fs::file_size(tmp / "out/debug/graph.txt") > 0);
+      (std::string(file) == "model.pt2" ? pt2 : raw) += r.exit_code == 0;
+    }
+  }
+  CHECK(pt2 == 11);
+  CHECK(raw == 10);
+}
+
+// In-process (1900 processes would be slow): load_model + verify_graph + check_supported_ops +
+// print_graph, which is what `foundryc --stop-after=frontend --dump-ir` runs.
+TEST_CASE("cli: every opinfo sample reads or names its unsupported op", "[cli][corpus]") {
+  if (!require_corpus()) return;
+  const std::string opinfo = corpus_dir() + "/opinfo";
+  auto frontend = [](const std::string& path) {
+    foundry::Graph g = foundry::load_model(path);
+    foundry::verify_graph(g);
+    std::string text = foundry::print_graph(g);
+    foundry::check_supported_ops(g);
+    return text;
+  };
+
+  std::vector<std::string> tier1 = read_lines(opinfo + "/tier1.txt");
+  CHECK(tier1.size() == 1408);
+  int ok = 0;
+  for (const std::string& name : tier1) {
+    try {
+      ok += !frontend(opinfo + "/" + name + "/model.pt2").empty();
+    } catch (const std::exception& e) {
+      FAIL_CHECK(name << ": " << e.what());
+    }
+  }
+  CHECK(ok == 1408);
+
+  std::vector<std::string> other = read_lines(opinfo + "/other.txt");
+  int read = 0, refused = 0;
+  for (const std::string& name : other) {
+    try {
+      frontend(opinfo + "/" + name + "/model.pt2");
+      ++read;
+    } catch (const foundry::UserError& e) {
+      // A clean refusal names the node and its operator: `node "x" (aten.op...)` as the file
+      // names it, or `node %x (aten.op...)` as the verifier does.
+      std::string msg = e.what();
+      bool names_op = (msg.find("node \"") != std::string::npos || msg.find("node %") != std::string::npos) &&
+                      (msg.find("(aten.") != std::string::npos || msg.find("(_operator.") != std::string::npos);
+      if (!names_op) FAIL_CHECK(name << ": " << msg);
+      ++refused;
+    } catch (const std::exception& e) {
+      FAIL_CHECK(name << ": not a user error: " << e.what());
+    }
+  }
+  CHECK(read + refused == static_cast<int>(other.size()));
+  WARN("opinfo/other.txt: " << read << " read, " << refused << " refused with the op named");
+}

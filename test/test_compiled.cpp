@@ -1,0 +1,138 @@
+// Compiled models against PyTorch's outputs: every corpus model through the foundryc command
+// line, and every tier-1 OpInfo sample compiled from its own archive. The samples' generated
+// sources are built in batches (one shared object per batch, each model under its own symbol
+// prefix) so that the sweep fits in CI; each sample is still loaded and checked on its own.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "foundry/build/compile.h"
+#include "foundry/build/process.h"
+#include "foundry/codegen/wrapper.h"
+#include "foundry/frontend/frontend.h"
+#include "foundry/lower/lowering.h"
+#include "foundry/passes/pipeline.h"
+#include "foundry/runtime/compare.h"
+#include "foundry/runtime/loaded_model.h"
+#include "foundry/runtime/sample.h"
+#include "foundry/sched/schedule.h"
+#include "support.h"
+#include "sweep.h"
+
+namespace fs = std::filesystem;
+
+namespace foundry::test {
+namespace {
+
+std::string check_outputs(const std::vector<NpyArray>& outputs, const std::string& dir) {
+  std::vector<NpyArray> expected = read_npy_sequence(dir + "/expected");
+  if (outputs.size() != expected.size())
+    return std::to_string(outputs.size()) + " outputs, expected " + std::to_string(expected.size());
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    Comparison c = compare_arrays(outputs[k], expected[k]);
+    if (!c.pass) return "output " + std::to_string(k) + ": " + c.message;
+  }
+  return "";
+}
+
+// Generates one sample's sources into `out` under the symbol prefix `name`.
+void generate_sources(const std::string& sample_dir, const std::string& name, const std::string& out) {
+  Graph graph = load_model(sample_dir + "/model.pt2");
+  verify_graph(graph);
+  run_graph_passes(graph);
+  ir::LoopProgram program = lower::lower_graph(graph);
+  sched::Schedule schedule = sched::schedule_program(program, {});
+  fs::create_directories(out);
+  codegen::write_model_files(codegen::generate_model(program, schedule, name), out);
+}
+
+struct Batch {
+  std::vector<std::pair<std::string, std::string>> members;  // sample dir, symbol prefix
+};
+
+// One translation unit including every member's kernels and wrapper; returns the compile argv.
+std::vector<std::string> batch_command(const Batch& batch, const std::string& root, int index) {
+  std::string tu = root + "/batch" + std::to_string(index) + ".cpp";
+  std::ofstream out(tu);
+  for (const auto& [dir, name] : batch.members)
+    out << "#include \"" << name << "/kernels.cpp\"\n#include \"" << name << "/wrapper.cpp\"\n";
+  std::vector<std::string> argv = {build::find_compiler("")};
+  for (const char* f : {"-std=c++17", "-O3", "-fPIC", "-fwrapv", "-fno-math-errno", "-fvisibility=hidden",
+                        "-march=native", "-shared"})
+    argv.push_back(f);
+  argv.insert(argv.end(), {tu, "-o", root + "/batch" + std::to_string(index) + ".so"});
+  return argv;
+}
+
+}  // namespace
+
+TEST_CASE("compiled corpus models match PyTorch", "[compiled][corpus]") {
+  if (!require_corpus()) return;
+  TempDir tmp("foundry_models_");
+  SweepResult r = run_sweep("compiled models", corpus_models(), {}, [&](const std::string& dir) {
+    std::string out = tmp / fs::path(dir).filename().string();
+    ProcResult p = run_foundryc({dir + "/model.pt2", "-o", out, "--cache-dir", tmp / "cache"});
+    if (p.exit_code != 0) return "foundryc failed: " + p.err;
+    LoadedModel model(out);
+    return check_outputs(model.run(read_npy_sequence(dir + "/inputs")), dir);
+  });
+  CHECK(r.unexpected_failures.empty());
+  CHECK(r.passed == 10);
+}
+
+TEST_CASE("compiled tier-1 OpInfo samples match PyTorch", "[compiled][corpus][sweep]") {
+  if (!require_corpus()) return;
+  std::vector<std::string> samples = tier1_samples();
+  REQUIRE(samples.size() == 1408);
+  auto known = known_failures("known_failures_compiled.txt");
+  TempDir tmp("foundry_sweep_");
+
+  // Generate every sample's sources; a sample that fails here fails the sweep on its own.
+  std::map<std::string, std::string> generate_errors;
+  std::vector<Batch> batches(1);
+  constexpr size_t kBatchSize = 100;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    std::string name = "s" + std::to_string(i);
+    try {
+      generate_sources(samples[i], name, tmp / name);
+      if (batches.back().members.size() == kBatchSize) batches.emplace_back();
+      batches.back().members.push_back({samples[i], name});
+    } catch (const std::exception& e) {
+      generate_errors[samples[i]] = e.what();
+    }
+  }
+  // Compile the batches two at a time (the machine has two cores).
+  std::map<std::string, std::string> so_of;  // symbol prefix -> shared object
+  std::map<std::string, std::string> batch_errors;
+  for (size_t b = 0; b < batches.size(); b += 2) {
+    std::vector<std::vector<std::string>> commands;
+    for (size_t k = b; k < std::min(b + 2, batches.size()); ++k)
+      commands.push_back(batch_command(batches[k], tmp.path(), static_cast<int>(k)));
+    std::vector<build::ProcessResult> results = build::run_programs(commands);
+    for (size_t k = b; k < std::min(b + 2, batches.size()); ++k) {
+      const build::ProcessResult& r = results[k - b];
+      if (r.exit_code != 0) WARN("batch " << k << " failed to compile:\n" << r.output.substr(0, 4000));
+      for (const auto& [dir, name] : batches[k].members) {
+        if (r.exit_code == 0) so_of[name] = commands[k - b].back();
+        else batch_errors[dir] = "batch compile failed";
+      }
+    }
+  }
+  std::map<std::string, std::string> name_of;
+  for (const auto& batch : batches)
+    for (const auto& [dir, name] : batch.members) name_of[dir] = name;
+
+  SweepResult r = run_sweep("compiled tier-1", samples, known, [&](const std::string& dir) -> std::string {
+    if (generate_errors.count(dir)) return generate_errors[dir];
+    if (batch_errors.count(dir)) return "batch compile failed";
+    const std::string& name = name_of[dir];
+    LoadedModel model(so_of[name], name, tmp / name);
+    return check_outputs(model.run(read_npy_sequence(dir + "/inputs")), dir);
+  });
+  CHECK(r.unexpected_failures.empty());
+  CHECK(r.unexpected_passes.empty());
+  CHECK(r.passed * 100 >= 98 * static_cast<int>(samples.size()));
+}
+
+}  // namespace foundry::test
