@@ -106,8 +106,9 @@ TEST_CASE("expr: floor division and modulo follow Python on constants", "[expr][
   CHECK(ir::mod(-7, -3).is_const(-1));
   CHECK(ir::min(3, -5).is_const(-5));
   CHECK(ir::max(3, -5).is_const(3));
-  CHECK_THROWS_AS(ir::floordiv(i0, 0), foundry::InternalError);
-  CHECK_THROWS_AS(ir::mod(i0, 0), foundry::InternalError);
+  // Views of empty tensors build these; they are never evaluated, so they fold to 0.
+  CHECK(ir::floordiv(i0, 0).is_const(0));
+  CHECK(ir::mod(i0, 0).is_const(0));
 }
 
 TEST_CASE("expr: context-free floordiv/mod identities", "[expr][fast]") {

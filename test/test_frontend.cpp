@@ -195,6 +195,37 @@ TEST_CASE("frontend: folder and bare model.json inputs read the same graph", "[f
   }
 }
 
+TEST_CASE("frontend: compressed and ZIP64 archives", "[frontend][fast]") {
+  // Python's zipfile rewrites the archive: DEFLATE entries (inflated once, by libzip), and ZIP64
+  // records everywhere (its size limits lowered so that small files need them).
+  TempDir tmp("foundry_frontend_");
+  ProcResult r = run_process({python3(), "-c", R"(
+import sys, zipfile
+src = zipfile.ZipFile(sys.argv[1])
+with zipfile.ZipFile(sys.argv[2], 'w', zipfile.ZIP_DEFLATED) as z:
+    for i in src.infolist(): z.writestr(i.filename, src.read(i))
+zipfile.ZIP64_LIMIT = 100
+zipfile.ZIP_FILECOUNT_LIMIT = 2
+with zipfile.ZipFile(sys.argv[3], 'w', zipfile.ZIP_STORED) as z:
+    for i in src.infolist(): z.writestr(i.filename, src.read(i))
+)", sample("mlp"), tmp / "deflated.pt2", tmp / "zip64.pt2"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  Graph reference = foundry::load_model(sample("mlp"));
+  for (const std::string& path : {tmp / "deflated.pt2", tmp / "zip64.pt2"}) {
+    INFO(path);
+    Graph g = foundry::load_model(path);
+    foundry::verify_graph(g);
+    CHECK(foundry::print_graph(g) == foundry::print_graph(reference));
+    for (const char* name : {"p_0_weight", "p_2_bias"}) {
+      const auto& a = input_named(g, name).storage;
+      const auto& b = input_named(reference, name).storage;
+      REQUIRE(a.size == b.size);
+      CHECK(std::memcmp(a.data, b.data, a.size) == 0);
+    }
+  }
+}
+
 TEST_CASE("frontend: inputs that are not models", "[frontend][fast]") {
   TempDir tmp("foundry_frontend_");
   CHECK_THAT(user_error([&] { foundry::load_model(tmp / "nope.pt2"); }), Catch::Contains("no such file"));

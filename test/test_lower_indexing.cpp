@@ -5,12 +5,11 @@
 // PyTorch's eager results.
 #include <catch2/catch.hpp>
 #include <cmath>
-#include <cstring>
+#include <filesystem>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-#include <nlohmann/json.hpp>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -96,7 +95,8 @@ json meta(DType dtype, const std::vector<int64_t>& shape) {
   return m;
 }
 
-json ref(const std::string& name) {
+// (not `ref`: ADL would find std::ref for std::string arguments)
+json tref(const std::string& name) {
   json r;
   r["as_tensor"]["name"] = name;
   return r;
@@ -123,9 +123,9 @@ NpyArray run_one(const std::string& target, const json& args, const std::vector<
   for (size_t i = 0; i < inputs.size(); ++i) {
     std::string name = "ts_" + std::to_string(i);
     values[name] = meta(inputs[i].dtype, inputs[i].shape);
-    graph_inputs.push_back(ref(name));
+    graph_inputs.push_back(tref(name));
     json spec;
-    spec["user_input"]["arg"] = ref(name);
+    spec["user_input"]["arg"] = tref(name);
     specs.push_back(spec);
   }
   values["out"] = meta(expected.dtype, expected.shape);
@@ -141,7 +141,7 @@ NpyArray run_one(const std::string& target, const json& args, const std::vector<
   node["target"] = "torch.ops.aten." + target;
   node["inputs"] = node_inputs;
   node["outputs"] = json::array();
-  node["outputs"].push_back(ref("out"));
+  node["outputs"].push_back(tref("out"));
   node["name"] = "out";
   json model;
   json& graph = model["graph_module"]["graph"];
@@ -153,7 +153,7 @@ NpyArray run_one(const std::string& target, const json& args, const std::vector<
   json& signature = model["graph_module"]["signature"];
   signature["input_specs"] = specs;
   json out_spec;
-  out_spec["user_output"]["arg"] = ref("out");
+  out_spec["user_output"]["arg"] = tref("out");
   signature["output_specs"] = json::array();
   signature["output_specs"].push_back(out_spec);
   model["schema_version"]["major"] = 8;
@@ -208,7 +208,7 @@ json tensors(std::vector<std::string> names, bool optional) {
   json list = json::array();
   for (const auto& n : names) {
     if (!optional) list.push_back(tagged("name", n));
-    else list.push_back(n.empty() ? tagged("as_none", true) : ref(n));
+    else list.push_back(n.empty() ? tagged("as_none", true) : tref(n));
   }
   return tagged(optional ? "as_optional_tensors" : "as_tensors", list);
 }
@@ -244,28 +244,28 @@ void check_family(const std::vector<std::string>& prefixes) {
 TEST_CASE("advanced indexing follows PyTorch's placement rule", "[lower][fast]") {
   Tensor x = f32({2, 3, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
   // Index tensors separated by a kept dim: the broadcast dim goes first. out[k, j] = x[i0[k], j, i2[k]].
-  expect("index.Tensor", {{"self", ref("ts_0")}, {"indices", tensors({"ts_1", "", "ts_2"}, true)}},
+  expect("index.Tensor", {{"self", tref("ts_0")}, {"indices", tensors({"ts_1", "", "ts_2"}, true)}},
          {x, i64({2}, {1, -2}), i64({2}, {0, 1})}, f32({2, 3}, {6, 8, 10, 1, 3, 5}));
   // Adjacent index tensors broadcast together ([2,1] with [3]) and stay in place.
-  expect("index.Tensor", {{"self", ref("ts_0")}, {"indices", tensors({"", "ts_1", "ts_2"}, true)}},
+  expect("index.Tensor", {{"self", tref("ts_0")}, {"indices", tensors({"", "ts_1", "ts_2"}, true)}},
          {x, i64({2, 1}, {2, 0}), i64({2}, {1, 0})}, f32({2, 2, 2}, {5, 4, 1, 0, 11, 10, 7, 6}));
 }
 
 TEST_CASE("gather, index_select and embedding wrap negative indices and reject out-of-range ones", "[lower][fast]") {
   Tensor x = f32({2, 3}, {1, 2, 3, 4, 5, 6});
-  expect("gather.default", {{"self", ref("ts_0")}, {"dim", integer(1)}, {"index", ref("ts_1")}},
+  expect("gather.default", {{"self", tref("ts_0")}, {"dim", integer(1)}, {"index", tref("ts_1")}},
          {x, i64({2, 2}, {-1, 0, 1, -3})}, f32({2, 2}, {3, 1, 5, 4}));
-  expect("index_select.default", {{"self", ref("ts_0")}, {"dim", integer(0)}, {"index", ref("ts_1")}},
+  expect("index_select.default", {{"self", tref("ts_0")}, {"dim", integer(0)}, {"index", tref("ts_1")}},
          {x, i64({3}, {1, -1, 0})}, f32({3, 3}, {4, 5, 6, 4, 5, 6, 1, 2, 3}));
-  expect("embedding.default", {{"weight", ref("ts_0")}, {"indices", ref("ts_1")}},
+  expect("embedding.default", {{"weight", tref("ts_0")}, {"indices", tref("ts_1")}},
          {x, i64({1, 2}, {1, 0})}, f32({1, 2, 3}, {4, 5, 6, 1, 2, 3}));
-  CHECK_THROWS_AS(run_one("gather.default", {{"self", ref("ts_0")}, {"dim", integer(1)}, {"index", ref("ts_1")}},
+  CHECK_THROWS_AS(run_one("gather.default", {{"self", tref("ts_0")}, {"dim", integer(1)}, {"index", tref("ts_1")}},
                           {x, i64({2, 1}, {0, 3})}, f32({2, 1}, {0, 0})),
                   foundry::UserError);
 }
 
 TEST_CASE("index_put: duplicates, accumulation and boolean masks", "[lower][fast]") {
-  json put = {{"self", ref("ts_0")}, {"indices", tensors({"ts_1"}, false)}, {"values", ref("ts_2")}};
+  json put = {{"self", tref("ts_0")}, {"indices", tensors({"ts_1"}, false)}, {"values", tref("ts_2")}};
   json acc = put;
   acc["accumulate"] = boolean(true);
   Tensor zeros3 = f32({3}, {0, 0, 0});
@@ -282,7 +282,7 @@ TEST_CASE("index_put: duplicates, accumulation and boolean masks", "[lower][fast
 
 TEST_CASE("scatter_reduce: include_self and the reductions", "[lower][fast]") {
   auto args = [](const std::string& reduce, bool include_self) {
-    json a = {{"self", ref("ts_0")}, {"dim", integer(0)}, {"index", ref("ts_1")}, {"src", ref("ts_2")},
+    json a = {{"self", tref("ts_0")}, {"dim", integer(0)}, {"index", tref("ts_1")}, {"src", tref("ts_2")},
               {"reduce", text(reduce)}};
     if (!include_self) a["include_self"] = boolean(false);
     return a;
@@ -307,15 +307,15 @@ TEST_CASE("scatter_reduce: include_self and the reductions", "[lower][fast]") {
 
 TEST_CASE("scatter, select_scatter and slice_scatter", "[lower][fast]") {
   Tensor x = f32({2, 3}, {0, 0, 0, 0, 0, 0});
-  expect("scatter.src", {{"self", ref("ts_0")}, {"dim", integer(1)}, {"index", ref("ts_1")}, {"src", ref("ts_2")}},
+  expect("scatter.src", {{"self", tref("ts_0")}, {"dim", integer(1)}, {"index", tref("ts_1")}, {"src", tref("ts_2")}},
          {x, i64({2, 2}, {2, 2, -1, 0}), f32({2, 3}, {1, 2, 9, 3, 4, 9})}, f32({2, 3}, {0, 0, 2, 4, 0, 3}));
-  expect("scatter.value", {{"self", ref("ts_0")}, {"dim", integer(0)}, {"index", ref("ts_1")}, {"value", number(7.0)}},
+  expect("scatter.value", {{"self", tref("ts_0")}, {"dim", integer(0)}, {"index", tref("ts_1")}, {"value", number(7.0)}},
          {x, i64({1, 2}, {1, 0})}, f32({2, 3}, {0, 7, 0, 7, 0, 0}));
-  expect("scatter_add.default", {{"self", ref("ts_0")}, {"dim", integer(1)}, {"index", ref("ts_1")}, {"src", ref("ts_2")}},
+  expect("scatter_add.default", {{"self", tref("ts_0")}, {"dim", integer(1)}, {"index", tref("ts_1")}, {"src", tref("ts_2")}},
          {x, i64({1, 3}, {1, 1, 0}), f32({1, 3}, {1, 2, 4})}, f32({2, 3}, {4, 3, 0, 0, 0, 0}));
-  expect("select_scatter.default", {{"self", ref("ts_0")}, {"src", ref("ts_1")}, {"dim", integer(1)}, {"index", integer(-1)}},
+  expect("select_scatter.default", {{"self", tref("ts_0")}, {"src", tref("ts_1")}, {"dim", integer(1)}, {"index", integer(-1)}},
          {x, f32({2}, {1, 2})}, f32({2, 3}, {0, 0, 1, 0, 0, 2}));
-  expect("slice_scatter.default", {{"self", ref("ts_0")}, {"src", ref("ts_1")}, {"dim", integer(0)}, {"start", integer(1)}, {"step", integer(3)}},
+  expect("slice_scatter.default", {{"self", tref("ts_0")}, {"src", tref("ts_1")}, {"dim", integer(0)}, {"start", integer(1)}, {"step", integer(3)}},
          {f32({5}, {0, 0, 0, 0, 0}), f32({2}, {7, 8})}, f32({5}, {0, 7, 0, 0, 8}));
 }
 
@@ -325,11 +325,11 @@ TEST_CASE("cat, constant_pad_nd and repeat", "[lower][fast]") {
          {f32({2, 1}, {1, 2}), f32({0}, {}), i64({2, 2}, {3, 4, 5, 6})}, f32({2, 3}, {1, 3, 4, 2, 5, 6}));
   // Negative pads crop.
   Tensor x = f32({2, 3}, {1, 2, 3, 4, 5, 6});
-  expect("constant_pad_nd.default", {{"self", ref("ts_0")}, {"pad", ints({-1, 1, 1, 0})}, {"value", number(9.0)}},
+  expect("constant_pad_nd.default", {{"self", tref("ts_0")}, {"pad", ints({-1, 1, 1, 0})}, {"value", number(9.0)}},
          {x}, f32({3, 3}, {9, 9, 9, 2, 3, 9, 5, 6, 9}));
-  expect("constant_pad_nd.default", {{"self", ref("ts_0")}, {"pad", ints({0, 0, 1, 1})}},
+  expect("constant_pad_nd.default", {{"self", tref("ts_0")}, {"pad", ints({0, 0, 1, 1})}},
          {f32({0, 2}, {})}, f32({2, 2}, {0, 0, 0, 0}));
-  expect("repeat.default", {{"self", ref("ts_0")}, {"repeats", ints({2, 1, 2})}},
+  expect("repeat.default", {{"self", tref("ts_0")}, {"repeats", ints({2, 1, 2})}},
          {f32({1, 2}, {1, 2})}, f32({2, 1, 4}, {1, 2, 1, 2, 1, 2, 1, 2}));
 }
 

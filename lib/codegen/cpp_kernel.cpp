@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "foundry/codegen/cpp_expr.h"
@@ -388,8 +389,10 @@ std::vector<KernelArg> kernel_args(const sched::Kernel& kernel, const sched::Sch
 
 std::string origin_comment(const sched::Kernel& kernel) {
   std::string out;
+  std::set<std::string> seen;
   auto add = [&](const ir::LoopNode* n) {
-    for (const auto& o : n->origins) out += (out.empty() ? "" : ", ") + o;
+    for (const auto& o : n->origins)
+      if (seen.insert(o).second) out += (out.empty() ? "" : ", ") + o;
   };
   std::vector<const ir::LoopNode*> nodes;
   for (const auto& m : kernel.members) nodes.push_back(m.node);

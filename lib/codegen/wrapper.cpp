@@ -98,21 +98,28 @@ std::string extern_call(const ir::LoopNode& node, const std::map<const ir::Buffe
     return out.str();
   }
   if (call.kind == "convolution") {
+    // 1-D and 2-D convolutions become 3-D ones with leading size-1 spatial dims.
     const auto& x = call.inputs[0];
     const auto& w = call.inputs[1];
     const auto& bias = call.inputs[2];
-    if (x.sizes.size() != 4) throw UserError("only 2-D convolution is supported by the C++ backend");
-    auto arr = [&](const std::vector<int64_t>& v) {
-      std::string n = "params" + std::to_string(counter++);
-      decls << "  static const int64_t " << n << "[] = " << int_list(v) << ";\n";
-      return n;
+    size_t spatial = x.sizes.size() - 2;
+    if (spatial < 1 || spatial > 3) throw UserError("convolution with " + std::to_string(spatial) + " spatial dims is not supported");
+    auto to3d = [&](std::vector<int64_t> v, int64_t fill, size_t lead) {
+      v.insert(v.begin() + static_cast<std::ptrdiff_t>(lead), 3 - spatial, fill);
+      return v;
     };
-    std::string xs = arr(x.sizes), ws = arr(w.sizes), os = arr(out_shape), xst = arr(x.strides), wst = arr(w.strides);
-    std::string st = arr(call.int_params.at("stride")), pad = arr(call.int_params.at("padding")),
-                dil = arr(call.int_params.at("dilation"));
-    std::string bias_ptr = bias.buffer ? ptr(bias) : "nullptr";
+    auto arr = [&](const std::vector<int64_t>& v) {
+      std::string name = "params" + std::to_string(counter++);
+      decls << "  static const int64_t " << name << "[] = " << int_list(v) << ";\n";
+      return name;
+    };
+    std::string xs = arr(to3d(x.sizes, 1, 2)), ws = arr(to3d(w.sizes, 1, 2)), os = arr(to3d(out_shape, 1, 2));
+    std::string xst = arr(to3d(x.strides, 0, 2)), wst = arr(to3d(w.strides, 0, 2));
+    std::string st = arr(to3d(call.int_params.at("stride"), 1, 0)), pad = arr(to3d(call.int_params.at("padding"), 0, 0)),
+                dil = arr(to3d(call.int_params.at("dilation"), 1, 0));
+    std::string bias_ptr = bias.buffer ? ptrs.at(bias.buffer) : "nullptr";
     int64_t bias_stride = bias.buffer ? bias.strides[0] : 0, bias_off = bias.buffer ? bias.offset : 0;
-    out << decls.str() << "  foundry_rt::conv2d<" << type << ">(" << xs << ", " << ws << ", " << os << ", " << ptr(x)
+    out << decls.str() << "  foundry_rt::conv3d<" << type << ">(" << xs << ", " << ws << ", " << os << ", " << ptr(x)
         << ", " << xst << ", " << x.offset << ", " << ptr(w) << ", " << wst << ", " << w.offset << ", " << bias_ptr
         << ", " << bias_stride << ", " << bias_off << ", " << st << ", " << pad << ", " << dil << ", "
         << call.int_params.at("groups")[0] << ", " << dst << ");\n";

@@ -227,6 +227,9 @@ PipelineResult run_pipeline(const PipelineOptions& opts) {
   PipelineResult result;
   fs::path out_dir = opts.output_dir.empty() ? fs::path(default_output_dir(opts.input)) : fs::path(opts.output_dir);
   if (!out_dir.has_filename()) out_dir = out_dir.parent_path();  // "out/" -> "out"
+  if (!out_dir.has_filename() || out_dir.filename() == "." || out_dir.filename() == "..")
+    throw UserError("output folder " + display_path(out_dir.string()) +
+                    " must name a folder of its own (foundryc replaces it as a whole)");
   result.output_dir = out_dir.string();
 
   Stage last = opts.stop_after ? *opts.stop_after : opts.emit_so ? Stage::Build : Stage::Codegen;

@@ -61,6 +61,7 @@ bool checked_add(int64_t a, int64_t b, int64_t* out) { return !__builtin_add_ove
 // One dimension entry: {"as_int": 8} or {"as_expr": {"expr_str": "...", "hint": {"as_int": 8}}}.
 // Returns the value (the hint for symbols; 0 when there is no hint) and sets `symbol`.
 int64_t parse_sym_int(const JsonRef& j, std::string* symbol) {
+  if (j.raw().is_number_integer()) return j.as_int();  // a plain integer (older writers)
   auto [key, v] = j.as_union();
   if (key == "as_int") return v.as_int();
   if (key == "as_expr") {
@@ -182,6 +183,8 @@ class Loader {
     if (!tensor_values_->is_object()) tensor_values_->fail("expected an object");
     JsonRef signature = gm.at("signature");
     parse_inputs(graph.at("inputs"), signature.at("input_specs"));
+    if (auto v = graph.find("sym_int_values")) sym_int_values_.emplace(*v);
+    if (auto v = graph.find("sym_bool_values")) sym_bool_values_.emplace(*v);
     nodes_.emplace(graph.at("nodes"));
     auto nodes = nodes_->items();
     for (size_t i = 0; i < nodes.size(); ++i) {
@@ -261,6 +264,19 @@ class Loader {
 
   Value* define_symbolic(const std::string& name, DType dtype, const JsonRef& where) {
     check_fresh(name, where);
+    // sym_int_values / sym_bool_values describe it (an expression and maybe a hint); checked here,
+    // not kept: nothing downstream computes with data-dependent scalars yet.
+    const JsonRef* table = dtype == DType::Bool ? (sym_bool_values_ ? &*sym_bool_values_ : nullptr)
+                                                : (sym_int_values_ ? &*sym_int_values_ : nullptr);
+    if (table && table->is_object()) {
+      auto it = table->raw().find(name);
+      if (it != table->raw().end()) {
+        JsonRef entry(*it, table->path() + "[" + quote_untrusted(name, 40) + "]");
+        auto [key, v] = entry.as_union();
+        if (key == "as_expr") v.at("expr_str").as_string();
+        else if (key != "as_int" && key != "as_bool") entry.fail("unexpected kind " + quote_untrusted(key, 40));
+      }
+    }
     TensorType t;
     t.dtype = dtype;
     Value* v = g_.new_value(name, t);
@@ -644,6 +660,7 @@ class Loader {
   Graph g_;
   std::optional<JsonRef> tensor_values_;
   std::optional<JsonRef> nodes_;
+  std::optional<JsonRef> sym_int_values_, sym_bool_values_;
   int64_t current_node_ = -1;
   std::unordered_map<std::string, Value*> by_file_name_;
   Config weights_config_, constants_config_;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 
 #include "foundry/graph/graph.h"
@@ -140,7 +141,8 @@ std::string print_graph(const Graph& g) {
   os << "graph(verifier=" << shown_name(g.verifier) << ", schema=" << g.schema_major << "."
      << g.schema_minor << ", torch=" << quote_untrusted(g.torch_version) << "):\n";
   for (const RangeConstraint& r : g.range_constraints) {
-    os << "  range " << shown_name(r.symbol) << " : [" << r.min << ", "
+    os << "  range " << shown_name(r.symbol) << " : ["
+       << (r.min == std::numeric_limits<int64_t>::min() ? std::string("-inf") : std::to_string(r.min)) << ", "
        << (r.max ? std::to_string(*r.max) : std::string("inf")) << "]\n";
   }
   for (const GraphInput& in : g.inputs) {

@@ -67,7 +67,13 @@ void verify_graph(const Graph& g) {
       using K = Arg::Kind;
       switch (a.kind) {
         case K::Tensor:
-        case K::SymInt: use(a.tensor, where, false); break;
+        case K::SymInt:
+          use(a.tensor, where, false);
+          if (a.tensor->is_tensor != (a.kind == K::Tensor))
+            throw UserError(where + ": value %" + a.tensor->name +
+                            (a.tensor->is_tensor ? " is a tensor where a symbolic scalar belongs"
+                                                 : " is a symbolic scalar where a tensor belongs"));
+          break;
         case K::TensorList:
           for (const Value* v : a.tensors) use(v, where, false);
           break;

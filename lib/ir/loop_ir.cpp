@@ -35,6 +35,9 @@ Expr ravel_index(const Index& idx, const std::vector<Expr>& sizes) {
 
 Index unravel_index(const Expr& flat, const std::vector<Expr>& sizes) {
   Index idx(sizes.size());
+  // An empty box has no positions: the index is never used, any in-range-looking value will do.
+  for (const Expr& s : sizes)
+    if (s.is_const(0)) return Index(sizes.size(), Expr(0));
   Expr rest = flat;
   for (size_t d = sizes.size(); d-- > 0;) {
     if (d == 0) {

@@ -40,7 +40,8 @@ Moments moments(LoweringContext& ctx, const TensorRef& x, const std::vector<Expr
   Loader load_mean = mean.load;
   TensorRef ssd = ctx.reduction(t, stat_sizes, ranges, ReduceOp::Sum,
                                 [load, load_mean, in_index](Ops& ops, const Index& idx, const Index& ridx) {
-                                  Val d = ops.sub(load(ops, in_index(idx, ridx)), load_mean(ops, idx));
+                                  Val v = load(ops, in_index(idx, ridx));
+                                  Val d = ops.sub(v, load_mean(ops, idx));
                                   return ops.mul(d, d);
                                 });
   TensorRef rstd = map1(ssd, t, t, [count, eps, t](Ops& ops, Val s) {
@@ -65,7 +66,9 @@ TensorRef normalize(const TensorRef& x, const Loader& mean, const Loader& rstd, 
   Loader w = weight ? weight->load : Loader(), b = bias ? bias->load : Loader();
   return LoweringContext::pointwise(t, x.sizes, [=](Ops& ops, const Index& idx) {
     Index s = stat_index(idx);
-    Val v = ops.mul(ops.sub(load(ops, idx), mean(ops, s)), rstd(ops, s));
+    Val xv = load(ops, idx);
+    Val centered = ops.sub(xv, mean(ops, s));
+    Val v = ops.mul(centered, rstd(ops, s));
     if (w) v = ops.mul(v, w(ops, param_index(idx)));
     if (b) v = ops.add(v, b(ops, param_index(idx)));
     return v;
@@ -140,7 +143,8 @@ Outs lower_batch_norm_no_training(LoweringContext& ctx, const Node& node) {
   double eps = float_arg(node, "eps");
   Loader load_var = var.load;
   Loader rstd = [load_var, eps, t](Ops& ops, const Index& idx) {
-    return ops.unary(UnaryOp::Rsqrt, ops.add(load_var(ops, idx), ops.constant(eps, t)));
+    Val var = load_var(ops, idx);
+    return ops.unary(UnaryOp::Rsqrt, ops.add(var, ops.constant(eps, t)));
   };
   auto channel = [](const Index& idx) { return Index{idx[1]}; };
   TensorRef out = normalize(x, mean.load, rstd, optional_tensor(ctx, node, "weight", t),

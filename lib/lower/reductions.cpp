@@ -192,7 +192,10 @@ Outs lower_var(LoweringContext& ctx, const Node& node) {
   Expr count = p.count;
   TensorRef var = map1(ssd, t, t, [count, correction, t](Ops& ops, Val v) {
     Val n = count_value(ops, count, t);
-    Val divisor = ops.binary(BinaryOp::Maximum, ops.sub(n, ops.constant(correction, t)), ops.constant(0.0, t));
+    Val c = ops.constant(correction, t);
+    Val dof = ops.sub(n, c);
+    Val zero = ops.constant(0.0, t);
+    Val divisor = ops.binary(BinaryOp::Maximum, dof, zero);
     return ops.div(v, divisor);
   });
   if (node.outputs.size() == 2) return {var, mean};
@@ -215,12 +218,15 @@ LowerFn lower_scan(bool is_prod) {
       })};
     Expr n = x.sizes[dim];
     double identity = is_prod ? 1.0 : 0.0;
-    return {ctx.reduction(out, x.sizes, {n}, op, [load, out, dim, n, identity](Ops& ops, const Index& idx, const Index& ridx) {
+    return {ctx.reduction(out, x.sizes, {n}, op, [load, out, dim, identity](Ops& ops, const Index& idx, const Index& ridx) {
       Index src = idx;
-      src[dim] = clamp_index(ridx[0], n);
+      src[dim] = ridx[0];  // always in range: only the result is masked
       Val v = ops.cast(load(ops, src), out);
-      Val j = ops.index_expr(ridx[0], DType::Int64), i = ops.index_expr(idx[dim], DType::Int64);
-      return ops.where(ops.binary(BinaryOp::Le, j, i), v, ops.constant(identity, out));
+      Val j = ops.index_expr(ridx[0], DType::Int64);
+      Val i = ops.index_expr(idx[dim], DType::Int64);
+      Val in_prefix = ops.binary(BinaryOp::Le, j, i);
+      Val id = ops.constant(identity, out);
+      return ops.where(in_prefix, v, id);
     })};
   };
 }
@@ -243,7 +249,8 @@ LowerFn lower_softmax(bool is_log) {
     Loader load_s = s.load;
     return {LoweringContext::pointwise(t, x.sizes, [load_x, load_m, load_s, p, is_log](Ops& ops, const Index& idx) {
       Index o = p.output_index(idx);
-      Val shifted = ops.sub(load_x(ops, idx), load_m(ops, o));
+      Val v = load_x(ops, idx);
+      Val shifted = ops.sub(v, load_m(ops, o));
       Val sum = load_s(ops, o);
       if (is_log) return ops.sub(shifted, ops.unary(UnaryOp::Log, sum));
       return ops.div(ops.unary(UnaryOp::Exp, shifted), sum);

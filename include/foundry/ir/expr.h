@@ -91,6 +91,7 @@ std::optional<int64_t> upper_bound(const Expr& e, const SymbolExtents& extents);
 
 Expr substitute(const Expr& e, const std::map<std::string, Expr>& replacements);
 // Python semantics for // and %. Throws InternalError on division by zero or int64 overflow.
+// (Constructing x // 0 or x % 0 gives 0: only views of empty tensors build them, never evaluated.)
 int64_t evaluate(const Expr& e, const std::function<int64_t(const std::string&)>& lookup);
 std::set<std::string> free_symbols(const Expr& e);
 

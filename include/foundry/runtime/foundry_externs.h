@@ -36,35 +36,44 @@ void matmul(int64_t batch, int64_t M, int64_t N, int64_t K, Strided<T> a, Stride
       }
 }
 
-// 2-D convolution, NCHW input, OIHW weight, groups; strided operands of rank 4 (bias rank 1).
+// Convolution with up to three spatial dims (fewer are passed as size-1 dims), N C D H W input,
+// O I/groups KD KH KW weight, strided operands (element strides, rank 5), optional bias.
 template <typename T>
-void conv2d(const int64_t* in_sizes, const int64_t* w_sizes, const int64_t* out_sizes, const T* x,
+void conv3d(const int64_t* in_sizes, const int64_t* w_sizes, const int64_t* out_sizes, const T* x,
             const int64_t* xs, int64_t x_off, const T* w, const int64_t* ws, int64_t w_off, const T* bias,
             int64_t bias_stride, int64_t bias_off, const int64_t* stride, const int64_t* padding,
             const int64_t* dilation, int64_t groups, T* out) {
-  int64_t N = out_sizes[0], Cout = out_sizes[1], OH = out_sizes[2], OW = out_sizes[3];
-  int64_t Cin = in_sizes[1], H = in_sizes[2], W = in_sizes[3], KH = w_sizes[2], KW = w_sizes[3];
+  int64_t N = out_sizes[0], Cout = out_sizes[1], OD = out_sizes[2], OH = out_sizes[3], OW = out_sizes[4];
+  int64_t Cin = in_sizes[1], D = in_sizes[2], H = in_sizes[3], W = in_sizes[4];
+  int64_t KD = w_sizes[2], KH = w_sizes[3], KW = w_sizes[4];
   int64_t cin_g = Cin / groups, cout_g = Cout / groups;
+  T* o = out;
   for (int64_t n = 0; n < N; ++n)
     for (int64_t co = 0; co < Cout; ++co) {
       int64_t g = co / cout_g;
-      for (int64_t oh = 0; oh < OH; ++oh)
-        for (int64_t ow = 0; ow < OW; ++ow) {
-          double acc = bias ? static_cast<double>(bias[bias_off + co * bias_stride]) : 0.0;
-          for (int64_t ci = 0; ci < cin_g; ++ci)
-            for (int64_t kh = 0; kh < KH; ++kh) {
-              int64_t ih = oh * stride[0] - padding[0] + kh * dilation[0];
-              if (ih < 0 || ih >= H) continue;
-              for (int64_t kw = 0; kw < KW; ++kw) {
-                int64_t iw = ow * stride[1] - padding[1] + kw * dilation[1];
-                if (iw < 0 || iw >= W) continue;
-                int64_t c = g * cin_g + ci;
-                acc += static_cast<double>(x[x_off + n * xs[0] + c * xs[1] + ih * xs[2] + iw * xs[3]]) *
-                       static_cast<double>(w[w_off + co * ws[0] + ci * ws[1] + kh * ws[2] + kw * ws[3]]);
+      for (int64_t od = 0; od < OD; ++od)
+        for (int64_t oh = 0; oh < OH; ++oh)
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            double acc = bias ? static_cast<double>(bias[bias_off + co * bias_stride]) : 0.0;
+            for (int64_t ci = 0; ci < cin_g; ++ci) {
+              int64_t c = g * cin_g + ci;
+              for (int64_t kd = 0; kd < KD; ++kd) {
+                int64_t id = od * stride[0] - padding[0] + kd * dilation[0];
+                if (id < 0 || id >= D) continue;
+                for (int64_t kh = 0; kh < KH; ++kh) {
+                  int64_t ih = oh * stride[1] - padding[1] + kh * dilation[1];
+                  if (ih < 0 || ih >= H) continue;
+                  for (int64_t kw = 0; kw < KW; ++kw) {
+                    int64_t iw = ow * stride[2] - padding[2] + kw * dilation[2];
+                    if (iw < 0 || iw >= W) continue;
+                    acc += static_cast<double>(x[x_off + n * xs[0] + c * xs[1] + id * xs[2] + ih * xs[3] + iw * xs[4]]) *
+                           static_cast<double>(w[w_off + co * ws[0] + ci * ws[1] + kd * ws[2] + kh * ws[3] + kw * ws[4]]);
+                  }
+                }
               }
             }
-          out[((n * Cout + co) * OH + oh) * OW + ow] = static_cast<T>(acc);
-        }
+            *o++ = static_cast<T>(acc);
+          }
     }
 }
 
