@@ -8,7 +8,13 @@
 #include <vector>
 
 #include "foundry/driver/pipeline.h"
+#include "foundry/frontend/frontend.h"
+#include "foundry/ir/evaluate.h"
+#include "foundry/lower/lowering.h"
 #include "foundry/ops/registry.h"
+#include "foundry/passes/pipeline.h"
+#include "foundry/runtime/compare.h"
+#include "foundry/runtime/sample.h"
 #include "foundry/support/error.h"
 
 namespace {
@@ -38,6 +44,32 @@ void setup_logging(int verbosity, bool quiet) {
   spdlog::set_default_logger(logger);
 }
 
+// --interpret: runs the unfused loop IR with the reference evaluator and compares its outputs.
+int interpret(const std::string& input, const std::string& inputs_dir, const std::string& expected_dir) {
+  foundry::Graph graph = foundry::load_model(input);
+  foundry::verify_graph(graph);
+  foundry::run_graph_passes(graph);
+  foundry::ir::LoopProgram program = foundry::lower::lower_graph(graph);
+  std::vector<foundry::NpyArray> outputs =
+      foundry::ir::evaluate_program(program, foundry::read_npy_sequence(inputs_dir));
+  if (expected_dir.empty()) {
+    std::cout << "evaluated " << outputs.size() << " outputs\n";
+    return 0;
+  }
+  std::vector<foundry::NpyArray> expected = foundry::read_npy_sequence(expected_dir);
+  if (expected.size() != outputs.size())
+    throw foundry::UserError("the model has " + std::to_string(outputs.size()) + " outputs, " + expected_dir + " holds " +
+                             std::to_string(expected.size()));
+  bool pass = true;
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    foundry::Comparison c = foundry::compare_arrays(outputs[k], expected[k]);
+    pass = pass && c.pass;
+    std::cout << "output " << k << ": max abs err " << c.max_abs_err << ": " << (c.pass ? "PASS" : "FAIL: " + c.message)
+              << "\n";
+  }
+  return pass ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -61,6 +93,19 @@ int main(int argc, char** argv) {
   auto* verbose = app.add_flag("-v,--verbose", verbosity, "log progress to stderr (-vv: more)");
   app.add_flag("-q,--quiet", quiet, "only print errors")->excludes(verbose);
   app.add_flag("--list-ops", list_ops, "list the operators foundryc knows, with their schemas");
+  std::string name, cxx, cache_dir, target = "native", inputs_dir, expected_dir;
+  bool no_fusion = false, no_cache = false, interpret_only = false;
+  app.add_option("--name", name, "C symbol prefix of the model's API (default: from the input file name)");
+  app.add_flag("--no-fusion", no_fusion, "one kernel per IR node, nothing inlined (for differential testing)");
+  app.add_option("--cxx", cxx, "C++ compiler for model.so (default: $CXX, then clang++, then g++)");
+  app.add_option("--cache-dir", cache_dir, "compile cache folder (default: ~/.cache/foundry)");
+  app.add_flag("--no-cache", no_cache, "neither read nor write the compile cache");
+  app.add_option("--target", target, "instruction set of the generated code")
+      ->check(CLI::IsMember({"native", "avx2", "avx512", "generic"}));
+  app.add_flag("--interpret", interpret_only,
+               "run the model with the reference evaluator instead of compiling it (with --inputs)");
+  app.add_option("--inputs", inputs_dir, "with --interpret: folder of inputs 0.npy, 1.npy, ...");
+  app.add_option("--expected", expected_dir, "with --interpret: folder of expected outputs to compare with");
   app.set_version_flag("--version", std::string("foundryc ") + FOUNDRY_VERSION);
 
   try {
@@ -84,7 +129,18 @@ int main(int argc, char** argv) {
     if (input.empty()) return usage_error("INPUT is required");
 
     setup_logging(verbosity, quiet);
+    if (interpret_only) {
+      if (inputs_dir.empty()) return usage_error("--interpret needs --inputs DIR");
+      return interpret(input, inputs_dir, expected_dir);
+    }
     foundry::PipelineOptions opts;
+    opts.name = name;
+    opts.fusion = !no_fusion;
+    opts.cxx = cxx;
+    opts.cache_dir = cache_dir;
+    opts.use_cache = !no_cache;
+    // --target names an ISA level; -march takes a CPU: the oldest one with that level.
+    opts.target = target == "avx2" ? "haswell" : target == "avx512" ? "skylake-avx512" : target == "generic" ? "x86-64" : target;
     opts.input = input;
     opts.output_dir = output_dir;
     opts.emit_source = std::find(emit.begin(), emit.end(), "source") != emit.end();

@@ -14,8 +14,16 @@
 #include <ostream>
 #include <random>
 
+#include <nlohmann/json.hpp>
+
+#include "foundry/build/compile.h"
+#include "foundry/codegen/wrapper.h"
 #include "foundry/frontend/frontend.h"
 #include "foundry/graph/graph.h"
+#include "foundry/ir/print.h"
+#include "foundry/lower/lowering.h"
+#include "foundry/passes/pipeline.h"
+#include "foundry/sched/schedule.h"
 #include "foundry/support/error.h"
 
 namespace foundry {
@@ -71,6 +79,10 @@ namespace {
 // Everything the stages pass along; later stages add their values here.
 struct PipelineState {
   std::optional<Graph> graph;
+  std::optional<ir::LoopProgram> program;
+  std::optional<sched::Schedule> schedule;
+  std::optional<codegen::GeneratedModel> model;
+  bool cache_hit = false;
 };
 
 // Where a stage writes: the fresh work folder, later renamed to OUTDIR.
@@ -112,16 +124,121 @@ void run_frontend(const PipelineOptions& opts, PipelineState& state, const Stage
   state.graph = std::move(g);
 }
 
+void run_passes(const PipelineOptions& opts, PipelineState& state, const StageContext& ctx) {
+  std::vector<PassReport> reports = run_graph_passes(*state.graph);
+  if (opts.timing_out) *opts.timing_out << format_pass_reports(reports) << std::flush;
+  ctx.dump("graph_post_passes.txt", print_graph(*state.graph));
+}
+
+void run_lower(const PipelineOptions&, PipelineState& state, const StageContext& ctx) {
+  state.program = lower::lower_graph(*state.graph);
+  ctx.dump("ir_pre_fusion.txt", ir::print_program(*state.program));
+}
+
+void run_schedule(const PipelineOptions& opts, PipelineState& state, const StageContext& ctx) {
+  sched::ScheduleOptions options;
+  options.fusion = opts.fusion;
+  state.schedule = sched::schedule_program(*state.program, options);
+  ctx.dump("ir_post_fusion.txt", sched::print_schedule(*state.schedule));
+  if (opts.timing_out)
+    *opts.timing_out << "foundryc: peak intermediate memory: " << state.schedule->plan.arena_bytes << " bytes ("
+                     << state.schedule->plan.unplanned_bytes << " without reuse)\n";
+}
+
+std::string model_name(const PipelineOptions& opts) {
+  if (!opts.name.empty()) {
+    std::string n = codegen::sanitize_model_name(opts.name);
+    if (n != opts.name) throw UserError("--name must be a C identifier of lowercase letters, digits and '_' (try " + n + ")");
+    return n;
+  }
+  fs::path p(opts.input);
+  if (!p.has_filename()) p = p.parent_path();
+  return codegen::sanitize_model_name(p.stem().string());
+}
+
+nlohmann::json tensor_list(const std::vector<const ir::Buffer*>& bufs, const std::vector<std::string>& names) {
+  nlohmann::json list = nlohmann::json::array();
+  for (size_t k = 0; k < bufs.size(); ++k) {
+    nlohmann::json shape = nlohmann::json::array();
+    for (const auto& e : bufs[k]->sizes) shape.push_back(e.is_const() ? nlohmann::json(e.const_value()) : nlohmann::json(ir::to_string(e)));
+    list.push_back({{"name", names[k]}, {"dtype", std::string(dtype_name(bufs[k]->dtype))}, {"shape", shape}});
+  }
+  return list;
+}
+
+// manifest.json: what the folder holds, for tools and people.
+nlohmann::json manifest(const PipelineOptions& opts, const PipelineState& state) {
+  const ir::LoopProgram& program = *state.program;
+  const sched::Schedule& schedule = *state.schedule;
+  nlohmann::json kernels = nlohmann::json::array();
+  int64_t bytes_moved = 0;
+  for (const auto& step : schedule.steps) {
+    sched::Traffic t = sched::step_traffic(step, schedule);
+    bytes_moved += t.bytes_read + t.bytes_written;
+    nlohmann::json nodes = nlohmann::json::array();
+    auto add_origins = [&](const ir::LoopNode* n) {
+      for (const auto& o : n->origins) nodes.push_back(o);
+    };
+    std::string name;
+    if (step.is_extern) {
+      name = "extern_" + step.extern_node->call.kind;
+      add_origins(step.extern_node);
+    } else {
+      name = step.kernel.name;
+      for (const auto& m : step.kernel.members) add_origins(m.node);
+      for (const auto* n : step.kernel.inlined) add_origins(n);
+    }
+    kernels.push_back({{"name", name}, {"extern", step.is_extern}, {"aten_nodes", nodes},
+                       {"bytes_read", t.bytes_read}, {"bytes_written", t.bytes_written}});
+  }
+  nlohmann::json m = {
+      {"name", state.model->name},
+      {"foundryc_version", FOUNDRY_VERSION},
+      {"inputs", tensor_list(program.inputs, program.input_names)},
+      {"outputs", tensor_list(program.outputs, program.output_names)},
+      {"kernels", kernels},
+      {"bytes_moved", bytes_moved},
+      {"fusion", opts.fusion},
+      {"peak_intermediate_bytes", schedule.plan.arena_bytes},
+      {"weights_bytes", state.model->weights.total_bytes},
+  };
+  return m;
+}
+
+void run_codegen(const PipelineOptions& opts, PipelineState& state, const StageContext& ctx) {
+  state.model = codegen::generate_model(*state.program, *state.schedule, model_name(opts));
+  codegen::write_model_files(*state.model, ctx.work_dir.string());
+  ctx.write_file("manifest.json", manifest(opts, state).dump(2) + "\n");
+}
+
+void run_build(const PipelineOptions& opts, PipelineState& state, const StageContext& ctx) {
+  build::CompileOptions options;
+  options.cxx = opts.cxx;
+  options.cache_dir = opts.cache_dir;
+  options.use_cache = opts.use_cache;
+  options.target = opts.target;
+  build::CompileResult r = build::compile_model(ctx.work_dir.string(), options);
+  state.cache_hit = r.cache_hit;
+  nlohmann::json m = manifest(opts, state);
+  m["compiler"] = r.compiler;
+  m["compile_flags"] = r.flags;
+  m["hash"] = r.key;
+  ctx.write_file("manifest.json", m.dump(2) + "\n");
+  if (!opts.emit_source)
+    for (const char* f : {"kernels.cpp", "wrapper.cpp"}) fs::remove(ctx.work_dir / f);
+  spdlog::info("build: {}", r.cache_hit ? "cache hit, the compiler did not run" : "compiled with " + r.compiler);
+}
+
 using StageFn = void (*)(const PipelineOptions&, PipelineState&, const StageContext&);
 
-// The stages in order; nullptr marks a stage that is not implemented yet.
+// The stages in order.
 constexpr std::array<StageFn, 6> kStageFns = {{
-    run_frontend,  // frontend
-    nullptr,       // passes
-    nullptr,       // lower
-    nullptr,       // schedule
-    nullptr,       // codegen
-    nullptr,       // build
+    run_frontend,  // frontend: read and verify the archive
+    run_passes,    // passes: clean the ATen graph
+    run_lower,     // lower: ATen nodes to loop-level IR
+    run_schedule,  // schedule: fusion, order, buffer plan
+    run_codegen,   // codegen: kernels, wrapper, header, weights
+    run_build,     // build: model.so (cached)
 }};
 
 // ---- the output folder ----
@@ -267,6 +384,7 @@ PipelineResult run_pipeline(const PipelineOptions& opts) {
     }
     rethrow_with_note(original, note);
   }
+  result.cache_hit = state.cache_hit;
   work.commit(out_dir);
   return result;
 }

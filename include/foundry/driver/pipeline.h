@@ -25,6 +25,12 @@ struct PipelineOptions {
   std::optional<Stage> stop_after;  // nullopt: as far as `emit` needs
   bool dump_ir = false;             // debug dumps under OUTDIR/debug/
   std::ostream* timing_out = nullptr;  // --time-passes: each stage's wall time, as it finishes
+  std::string name;                 // C symbol prefix; empty: from the input file's stem
+  bool fusion = true;               // --no-fusion: one kernel per IR node
+  std::string cxx;                  // C++ compiler; empty: $CXX, clang++, g++
+  std::string cache_dir;            // empty: ~/.cache/foundry
+  bool use_cache = true;
+  std::string target = "native";    // -march for the generated code
 };
 
 struct StageTiming {
@@ -35,6 +41,7 @@ struct StageTiming {
 struct PipelineResult {
   std::string output_dir;
   std::vector<StageTiming> timings;
+  bool cache_hit = false;  // the build stage reused a cached model.so
 };
 
 // "<input stem>_out" beside the input ("models/mlp/model.pt2" -> "models/mlp/model_out").
