@@ -1,0 +1,144 @@
+// The scheduler end to end: the seed graph becomes one kernel, layer norm and softmax fuse, and
+// fused and unfused compiled models agree with the reference evaluator on fresh random inputs.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "foundry/frontend/frontend.h"
+#include "foundry/ir/evaluate.h"
+#include "foundry/lower/lowering.h"
+#include "foundry/passes/pipeline.h"
+#include "foundry/runtime/compare.h"
+#include "foundry/runtime/loaded_model.h"
+#include "foundry/runtime/sample.h"
+#include "support.h"
+#include "sweep.h"
+
+namespace fs = std::filesystem;
+
+namespace foundry::test {
+namespace {
+
+nlohmann::json compile(const std::string& model, const std::string& out, const std::string& cache,
+                       std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {model, "-o", out, "--cache-dir", cache};
+  args.insert(args.end(), extra.begin(), extra.end());
+  ProcResult r = run_foundryc(args);
+  INFO("foundryc " << model << ": " << r.err);
+  REQUIRE(r.exit_code == 0);
+  return nlohmann::json::parse(read_file(out + "/manifest.json"));
+}
+
+std::string model_path(const std::string& name) { return corpus_dir() + "/models/" + name + "/model.pt2"; }
+
+// Random inputs shaped like the corpus inputs (floats uniform in [-2, 2]).
+std::vector<NpyArray> random_inputs(const std::string& model_dir, uint32_t seed) {
+  std::vector<NpyArray> inputs = read_npy_sequence(model_dir + "/inputs");
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  for (auto& in : inputs) {
+    if (in.dtype != DType::Float32) continue;
+    for (int64_t e = 0; e < in.numel(); ++e) in.as<float>()[e] = dist(rng);
+  }
+  return inputs;
+}
+
+}  // namespace
+
+TEST_CASE("fusion: relu(x + y) * 2 is one kernel with two loads and one store", "[fusion][fast]") {
+  TempDir tmp;
+  std::string model = samples_dir() + "/pointwise/model.pt2";
+  nlohmann::json m = compile(model, tmp / "out", tmp / "cache", {"--dump-ir"});
+  REQUIRE(m["kernels"].size() == 1);
+  CHECK(m["kernels"][0]["name"] == "cpp_fused_add_mul_relu_0");
+  CHECK(m["bytes_moved"] == 3 * 1024 * 4);
+  std::string kernels = read_file(tmp / "out/kernels.cpp");
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t p = kernels.find(what); p != std::string::npos; p = kernels.find(what, p + 1)) ++n;
+    return n;
+  };
+  CHECK(count("for (") == 1);
+  CHECK(count("= in_ptr") == 2);
+  CHECK(count("out_ptr0[") == 1);
+}
+
+TEST_CASE("fusion: golden ir_post_fusion.txt and ir_pre_fusion.txt", "[fusion][fast]") {
+  const bool update = std::getenv("FOUNDRY_UPDATE_GOLDEN") && std::string(std::getenv("FOUNDRY_UPDATE_GOLDEN")) == "1";
+  TempDir tmp;
+  struct Golden {
+    std::string model, dump, golden;
+  };
+  for (const Golden& g : {Golden{"pointwise", "ir_post_fusion.txt", "pointwise.ir_post_fusion.txt"},
+                          Golden{"pointwise", "ir_pre_fusion.txt", "pointwise.ir_pre_fusion.txt"},
+                          Golden{"norm_softmax", "ir_pre_fusion.txt", "norm_softmax.ir_pre_fusion.txt"},
+                          Golden{"norm_softmax", "ir_post_fusion.txt", "norm_softmax.ir_post_fusion.txt"}}) {
+    std::string out = tmp / (g.model + "_out");
+    ProcResult r = run_foundryc({samples_dir() + "/" + g.model + "/model.pt2", "-o", out, "--dump-ir",
+                                 "--stop-after=schedule"});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    std::string text = read_file(out + "/debug/" + g.dump);
+    std::string path = test_source_dir() + "/golden/" + g.golden;
+    if (update) write_file(path, text);
+    INFO("regenerate with FOUNDRY_UPDATE_GOLDEN=1 after checking the difference by hand: " << path);
+    CHECK(text == read_file(path));
+  }
+}
+
+TEST_CASE("fusion: norm_softmax is two kernels and a matrix product; layer norm is one kernel", "[fusion][fast]") {
+  TempDir tmp;
+  nlohmann::json m = compile(samples_dir() + "/norm_softmax/model.pt2", tmp / "out", tmp / "cache");
+  int generated = 0, externs = 0;
+  bool layer_norm_alone = false;
+  for (const auto& k : m["kernels"]) {
+    if (k["extern"]) {
+      ++externs;
+      continue;
+    }
+    ++generated;
+    bool all_layer_norm = true;
+    for (const auto& n : k["aten_nodes"]) all_layer_norm &= n.get<std::string>().find("native_layer_norm") != std::string::npos;
+    layer_norm_alone |= all_layer_norm;
+  }
+  CHECK(generated <= 2);
+  CHECK(externs == 1);
+  CHECK(layer_norm_alone);
+}
+
+TEST_CASE("fusion: fused and unfused models agree with the reference evaluator on random inputs",
+          "[fusion][corpus]") {
+  if (!require_corpus()) return;
+  TempDir tmp;
+  std::printf("%-20s %8s %8s %14s %14s\n", "model", "kernels", "unfused", "bytes fused", "bytes unfused");
+  for (const std::string& name : {"pointwise", "mlp", "norm_softmax", "reductions", "encoder_layer", "small_cnn",
+                                  "mobilenet_v3_small"}) {
+    std::string dir = corpus_dir() + "/models/" + name;
+    std::vector<NpyArray> inputs = random_inputs(dir, 1234);
+    Graph graph = load_model(dir + "/model.pt2");
+    run_graph_passes(graph);
+    std::vector<NpyArray> reference = ir::evaluate_program(lower::lower_graph(graph), inputs);
+
+    nlohmann::json fused = compile(dir + "/model.pt2", tmp / (name + "_fused"), tmp / "cache");
+    nlohmann::json unfused = compile(dir + "/model.pt2", tmp / (name + "_unfused"), tmp / "cache", {"--no-fusion"});
+    for (const std::string& variant : {"_fused", "_unfused"}) {
+      LoadedModel model(tmp / (name + variant));
+      std::vector<NpyArray> outputs = model.run(inputs);
+      REQUIRE(outputs.size() == reference.size());
+      for (size_t k = 0; k < outputs.size(); ++k) {
+        Comparison c = compare_arrays(outputs[k], reference[k]);
+        INFO(name << variant << " output " << k << ": " << c.message);
+        CHECK(c.pass);
+      }
+    }
+    std::printf("%-20s %8zu %8zu %14lld %14lld\n", name.c_str(), fused["kernels"].size(), unfused["kernels"].size(),
+                static_cast<long long>(fused["bytes_moved"]), static_cast<long long>(unfused["bytes_moved"]));
+    CHECK(fused["bytes_moved"] <= unfused["bytes_moved"]);
+  }
+}
+
+}  // namespace foundry::test
