@@ -55,13 +55,20 @@ struct Batch {
 std::vector<std::string> batch_command(const Batch& batch, const std::string& root, int index) {
   std::string tu = root + "/batch" + std::to_string(index) + ".cpp";
   std::ofstream out(tu);
-  for (const auto& [dir, name] : batch.members)
+  bool dnnl = false;
+  for (const auto& [dir, name] : batch.members) {
     out << "#include \"" << name << "/kernels.cpp\"\n#include \"" << name << "/wrapper.cpp\"\n";
+    if (fs::exists(root + "/" + name + "/externs.cpp")) {
+      out << "#include \"" << name << "/externs.cpp\"\n";
+      dnnl = true;
+    }
+  }
   std::vector<std::string> argv = {build::find_compiler("")};
   for (const char* f : {"-std=c++17", "-O3", "-fPIC", "-fwrapv", "-fno-math-errno", "-fvisibility=hidden",
                         "-march=native", "-shared"})
     argv.push_back(f);
   argv.insert(argv.end(), {tu, "-o", root + "/batch" + std::to_string(index) + ".so"});
+  if (dnnl) argv.push_back("-ldnnl");
   return argv;
 }
 

@@ -105,7 +105,9 @@ CompileResult compile_model(const std::string& dir, const CompileOptions& option
   result.flags = compile_flags(options);
   fs::path out = fs::path(dir);
   std::vector<std::string> sources;
-  for (const char* f : {"kernels.cpp", "wrapper.cpp"}) sources.push_back(f);
+  for (const char* f : {"kernels.cpp", "wrapper.cpp", "externs.cpp"})
+    if (fs::exists(out / f)) sources.push_back(f);
+  bool uses_dnnl = fs::exists(out / "externs.cpp");
 
   std::vector<std::string> key_parts = {FOUNDRY_VERSION, result.compiler, compiler_identity(result.compiler)};
   key_parts.insert(key_parts.end(), result.flags.begin(), result.flags.end());
@@ -141,6 +143,7 @@ CompileResult compile_model(const std::string& dir, const CompileOptions& option
                       std::to_string(done[i].exit_code) + "):\n" + done[i].output);
   std::vector<std::string> link = {result.compiler, "-shared", "-o", (out / "model.so").string()};
   for (const auto& src : sources) link.push_back((out / (src + ".o")).string());
+  if (uses_dnnl) link.push_back("-ldnnl");
   ProcessResult linked = run_program(link);
   if (linked.exit_code != 0) throw UserError("linking " + (out / "model.so").string() + " failed:\n" + linked.output);
   for (const auto& src : sources) fs::remove(out / (src + ".o"));

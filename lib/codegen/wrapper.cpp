@@ -5,25 +5,11 @@
 #include <set>
 #include <sstream>
 
+#include "codegen/externs.h"
 #include "foundry/support/error.h"
 
 namespace foundry::codegen {
 namespace {
-
-std::vector<int64_t> static_shape(const ir::Buffer& buf) {
-  std::vector<int64_t> out;
-  for (const auto& e : buf.sizes) {
-    FOUNDRY_CHECK(e.is_const(), "the C++ backend needs static sizes");
-    out.push_back(e.const_value());
-  }
-  return out;
-}
-
-std::string int_list(const std::vector<int64_t>& v) {
-  std::string s = "{";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "}";
-}
 
 WeightsLayout layout_weights(const ir::LoopProgram& program) {
   WeightsLayout layout;
@@ -51,81 +37,6 @@ std::string tensor_specs(const std::vector<const ir::Buffer*>& bufs, const std::
            std::to_string(shape.size()) + ", " + int_list(shape) + "},\n";
   }
   return out.empty() ? "    {nullptr, 0, 0, {}},\n" : out;
-}
-
-std::string strided_arg(const ir::ExternCall::Operand& op, const std::string& ptr, std::ostringstream& decls,
-                        int& counter, const std::string& type) {
-  std::string s = "strides" + std::to_string(counter++);
-  decls << "  static const int64_t " << s << "[] = " << int_list(op.strides) << ";\n";
-  return "foundry_rt::Strided<" + type + ">{" + ptr + ", " + s + ", " + std::to_string(op.offset) + "}";
-}
-
-// The call of one extern kernel over the wrapper's buffer pointers.
-std::string extern_call(const ir::LoopNode& node, const std::map<const ir::Buffer*, std::string>& ptrs,
-                        int& counter) {
-  const ir::ExternCall& call = node.call;
-  std::string type = storage_type(node.output->dtype);
-  if (!is_floating(node.output->dtype) || type == "uint16_t")
-    throw UserError("extern kernel " + call.kind + " on " + std::string(dtype_name(node.output->dtype)) +
-                    " is not supported by the C++ backend");
-  std::ostringstream decls, out;
-  std::vector<int64_t> out_shape = static_shape(*node.output);
-  const std::string& dst = ptrs.at(node.output);
-  auto ptr = [&](const ir::ExternCall::Operand& op) { return ptrs.at(op.buffer); };
-  if (call.kind == "mm" || call.kind == "bmm" || call.kind == "addmm") {
-    bool batched = call.kind == "bmm", bias = call.kind == "addmm";
-    const auto& a = call.inputs[bias ? 1 : 0];
-    const auto& b = call.inputs[bias ? 2 : 1];
-    int64_t batch = batched ? out_shape[0] : 1, M = out_shape[batched], N = out_shape[batched + 1];
-    int64_t K = a.sizes.back();
-    std::string a_arg = strided_arg(a, ptr(a), decls, counter, type);
-    std::string b_arg = strided_arg(b, ptr(b), decls, counter, type);
-    std::string bias_decl = "nullptr";
-    if (bias) {
-      std::string bias_var = "bias" + std::to_string(counter);
-      std::string bias_arg = strided_arg(call.inputs[0], ptr(call.inputs[0]), decls, counter, type);
-      decls << "  const auto " << bias_var << " = " << bias_arg << ";\n";
-      bias_decl = "&" + bias_var;
-    }
-    auto param = [&](const char* key) {
-      char buf[40];
-      std::snprintf(buf, sizeof buf, "%.17g", call.float_params.count(key) ? call.float_params.at(key) : 1.0);
-      return std::string(buf);
-    };
-    out << decls.str() << "  foundry_rt::matmul<" << type << ">(" << batch << ", " << M << ", " << N << ", " << K
-        << ", " << a_arg << ", " << b_arg << ", " << bias_decl << ", " << param("alpha") << ", " << param("beta")
-        << ", " << (batched ? "true" : "false") << ", " << dst << ");\n";
-    return out.str();
-  }
-  if (call.kind == "convolution") {
-    // 1-D and 2-D convolutions become 3-D ones with leading size-1 spatial dims.
-    const auto& x = call.inputs[0];
-    const auto& w = call.inputs[1];
-    const auto& bias = call.inputs[2];
-    size_t spatial = x.sizes.size() - 2;
-    if (spatial < 1 || spatial > 3) throw UserError("convolution with " + std::to_string(spatial) + " spatial dims is not supported");
-    auto to3d = [&](std::vector<int64_t> v, int64_t fill, size_t lead) {
-      v.insert(v.begin() + static_cast<std::ptrdiff_t>(lead), 3 - spatial, fill);
-      return v;
-    };
-    auto arr = [&](const std::vector<int64_t>& v) {
-      std::string name = "params" + std::to_string(counter++);
-      decls << "  static const int64_t " << name << "[] = " << int_list(v) << ";\n";
-      return name;
-    };
-    std::string xs = arr(to3d(x.sizes, 1, 2)), ws = arr(to3d(w.sizes, 1, 2)), os = arr(to3d(out_shape, 1, 2));
-    std::string xst = arr(to3d(x.strides, 0, 2)), wst = arr(to3d(w.strides, 0, 2));
-    std::string st = arr(to3d(call.int_params.at("stride"), 1, 0)), pad = arr(to3d(call.int_params.at("padding"), 0, 0)),
-                dil = arr(to3d(call.int_params.at("dilation"), 1, 0));
-    std::string bias_ptr = bias.buffer ? ptrs.at(bias.buffer) : "nullptr";
-    int64_t bias_stride = bias.buffer ? bias.strides[0] : 0, bias_off = bias.buffer ? bias.offset : 0;
-    out << decls.str() << "  foundry_rt::conv3d<" << type << ">(" << xs << ", " << ws << ", " << os << ", " << ptr(x)
-        << ", " << xst << ", " << x.offset << ", " << ptr(w) << ", " << wst << ", " << w.offset << ", " << bias_ptr
-        << ", " << bias_stride << ", " << bias_off << ", " << st << ", " << pad << ", " << dil << ", "
-        << call.int_params.at("groups")[0] << ", " << dst << ");\n";
-    return out.str();
-  }
-  throw UserError("extern kernel " + call.kind + " is not supported by the C++ backend");
 }
 
 std::string model_header(const std::string& n) {
@@ -226,12 +137,14 @@ GeneratedModel generate_model(const ir::LoopProgram& program, const sched::Sched
           << offset << ");\n";
   }
 
+  ExternsSource externs = generate_externs(program, schedule, m.weights, n, ptrs);
+  m.externs_cpp = externs.cpp;
+  bool has_externs = !externs.cpp.empty();
   std::ostringstream calls;
-  size_t kernel_index = 0;
-  int counter = 0;
+  size_t kernel_index = 0, extern_index = 0;
   for (const auto& step : schedule.steps) {
     if (step.is_extern) {
-      calls << "  // extern " << step.extern_node->call.kind << "\n" << extern_call(*step.extern_node, ptrs, counter);
+      calls << externs.calls[extern_index++];
       continue;
     }
     const EmittedKernel& k = m.kernels[kernel_index++];
@@ -247,7 +160,7 @@ GeneratedModel generate_model(const ir::LoopProgram& program, const sched::Sched
     << "#define FOUNDRY_API extern \"C\" __attribute__((visibility(\"default\")))\n\n"
     << "namespace " << n << "_kernels {  // kernels.cpp\n";
   for (const auto& k : m.kernels) w << k.declaration << ";\n";
-  w << "}  // namespace " << n << "_kernels\n\n"
+  w << "}  // namespace " << n << "_kernels\n\n" << externs.wrapper_decls
     << "namespace " << n << "_detail {\nusing namespace " << n << "_kernels;\nconstexpr size_t kWeightsBytes = " << m.weights.total_bytes << ";\n"
     << "constexpr size_t kArenaBytes = " << schedule.plan.arena_bytes << ";\n"
     << "constexpr size_t kNumInputs = " << program.inputs.size() << ", kNumOutputs = " << program.outputs.size() << ";\n"
@@ -255,12 +168,19 @@ GeneratedModel generate_model(const ir::LoopProgram& program, const sched::Sched
   w << tensor_specs(program.inputs, program.input_names) << "};\nconst foundry_rt::TensorSpec kOutputs[] = {\n"
     << tensor_specs(program.outputs, program.output_names) << "};\n}  // namespace " << n << "_detail\n"
     << "\n"
-    << "struct " << n << "_model {\n  foundry_rt::WeightsFile weights;\n};\n\n"
+    << "struct " << n << "_model {\n  foundry_rt::WeightsFile weights;\n"
+    << (has_externs ? "  " + n + "_externs::State* externs = nullptr;\n  ~" + n + "_model() { " + n +
+                          "_externs::destroy(externs); }\n"
+                    : std::string())
+    << "};\n\n"
     << "FOUNDRY_API int " << n << "_create(const char* model_dir, " << n << "_model** out) {\n"
     << "  if (!model_dir || !out) return foundry_rt::set_error(FOUNDRY_ERROR_INVALID_ARGUMENT, \"null argument\");\n"
     << "  auto* model = new (std::nothrow) " << n << "_model();\n"
     << "  if (!model) return foundry_rt::set_error(FOUNDRY_ERROR_OUT_OF_MEMORY, \"out of memory\");\n"
     << "  if (int status = model->weights.open(model_dir, " << d << "kWeightsBytes)) {\n    delete model;\n    return status;\n  }\n"
+    << (has_externs ? "  model->externs = " + n + "_externs::create(model->weights.data);\n  if (!model->externs) {\n"
+                          "    delete model;\n    return foundry_rt::set_error(FOUNDRY_ERROR_OUT_OF_MEMORY, \"out of memory\");\n  }\n"
+                    : std::string())
     << "  *out = model;\n  foundry_rt::last_error.clear();\n  return FOUNDRY_OK;\n}\n\n"
     << "FOUNDRY_API void " << n << "_destroy(" << n << "_model* model) { delete model; }\n\n"
     << "FOUNDRY_API size_t " << n << "_num_inputs(void) { return " << d << "kNumInputs; }\n"

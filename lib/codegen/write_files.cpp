@@ -40,6 +40,7 @@ void write_model_files(const GeneratedModel& model, const std::string& dir) {
   write_text(dir + "/kernels.cpp", model.kernels_cpp);
   write_text(dir + "/wrapper.cpp", model.wrapper_cpp);
   write_text(dir + "/model.h", model.model_h);
+  if (!model.externs_cpp.empty()) write_text(dir + "/externs.cpp", model.externs_cpp);
   for (const RuntimeFile& f : runtime_files())
     write_text(dir + "/" + f.name, std::string(reinterpret_cast<const char*>(f.data), f.size));
   if (model.weights.total_bytes > 0) write_weights(dir + "/weights.bin", model.weights);

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -225,7 +226,7 @@ void run_build(const PipelineOptions& opts, PipelineState& state, const StageCon
   m["hash"] = r.key;
   ctx.write_file("manifest.json", m.dump(2) + "\n");
   if (!opts.emit_source)
-    for (const char* f : {"kernels.cpp", "wrapper.cpp"}) fs::remove(ctx.work_dir / f);
+    for (const char* f : {"kernels.cpp", "wrapper.cpp", "externs.cpp"}) fs::remove(ctx.work_dir / f);
   spdlog::info("build: {}", r.cache_hit ? "cache hit, the compiler did not run" : "compiled with " + r.compiler);
 }
 
@@ -338,6 +339,70 @@ class WorkDir {
   }
 }
 
+// ---- --depfile ----
+
+// A path as Make and Ninja read it in a depfile: spaces and '#' escaped with a backslash, '$' doubled.
+std::string depfile_escape(const std::string& path) {
+  std::string out;
+  for (char c : path) {
+    if (c == ' ' || c == '#') out += '\\';
+    if (c == '$') out += '$';
+    if (c == '\n' || c == '\r') throw UserError("--depfile: cannot name a path with a newline: " + display_path(path));
+    out += c;
+  }
+  return out;
+}
+
+// The files the frontend reads for `input`: the archive itself; every file of an extracted
+// archive folder; or a bare models/model.json and the archive folder around it.
+std::vector<std::string> depfile_inputs(const std::string& input) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  auto add_tree = [&](const fs::path& dir) {
+    std::vector<std::string> found;
+    for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec))
+      if (it->is_regular_file(ec)) found.push_back(it->path().string());
+    std::sort(found.begin(), found.end());
+    files.insert(files.end(), found.begin(), found.end());
+  };
+  if (fs::is_directory(input, ec)) {
+    add_tree(input);
+    return files;
+  }
+  files.push_back(input);
+  char magic[2] = {0, 0};
+  std::ifstream(input, std::ios::binary).read(magic, 2);
+  if (!(magic[0] == 'P' && magic[1] == 'K')) {  // not a ZIP: a bare model.json
+    fs::path dir = fs::path(input).parent_path();
+    if (dir.empty()) dir = ".";
+    add_tree((dir / "..").lexically_normal());
+    std::sort(files.begin() + 1, files.end());
+    files.erase(std::unique(files.begin() + 1, files.end()), files.end());
+  }
+  return files;
+}
+
+// Writes "TARGET: INPUTS..." to opts.depfile (through a temporary file and a rename).
+void write_depfile(const PipelineOptions& opts, const fs::path& out_dir, Stage last) {
+  const char* target = last >= Stage::Build ? "model.so" : last >= Stage::Codegen ? "manifest.json" : kMarker;
+  std::string text = depfile_escape((out_dir / target).string()) + ":";
+  for (const auto& f : depfile_inputs(opts.input)) text += " \\\n  " + depfile_escape(f);
+  text += "\n";
+  fs::path path(opts.depfile);
+  fs::path tmp = path;
+  tmp += ".tmp-" + unique_suffix();
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  std::error_code ec;
+  if (out) fs::rename(tmp, path, ec);
+  if (!out || ec) {
+    fs::remove(tmp, ec);
+    throw UserError("cannot write the depfile " + display_path(path.string()));
+  }
+}
+
 }  // namespace
 
 PipelineResult run_pipeline(const PipelineOptions& opts) {
@@ -385,6 +450,7 @@ PipelineResult run_pipeline(const PipelineOptions& opts) {
     rethrow_with_note(original, note);
   }
   result.cache_hit = state.cache_hit;
+  if (!opts.depfile.empty()) write_depfile(opts, out_dir, last);
   work.commit(out_dir);
   return result;
 }

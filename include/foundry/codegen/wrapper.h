@@ -26,6 +26,7 @@ struct GeneratedModel {
   std::string name;  // the C symbol prefix
   std::vector<EmittedKernel> kernels;
   std::string kernels_cpp, wrapper_cpp, model_h;
+  std::string externs_cpp;  // empty when the model calls no extern kernel
   WeightsLayout weights;
 };
 
@@ -42,7 +43,8 @@ std::string c_string_literal(const std::string& text);
 
 namespace foundry::codegen {
 
-// Writes kernels.cpp, wrapper.cpp, model.h, weights.bin and the runtime headers into `dir`.
+// Writes kernels.cpp, wrapper.cpp, externs.cpp (if any), model.h, weights.bin and the runtime
+// headers into `dir`.
 void write_model_files(const GeneratedModel& model, const std::string& dir);
 
 }  // namespace foundry::codegen

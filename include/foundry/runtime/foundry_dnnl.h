@@ -1,0 +1,139 @@
+// oneDNN glue for the extern kernels of generated models: convolution and matrix products built
+// once when the model is created (constant convolution weights reordered then into the layout
+// oneDNN prefers) and executed on every run. Included only by a model's externs.cpp, so that
+// dnnl.hpp stays out of the other translation units. Any configuration oneDNN does not
+// implement reports !ok() and the caller falls back to the portable loops in foundry_externs.h.
+#ifndef FOUNDRY_DNNL_H
+#define FOUNDRY_DNNL_H
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+#include <unordered_map>
+#include <cstdint>
+#include <vector>
+
+namespace foundry_rt {
+namespace dnnl_glue {
+
+using dims = dnnl::memory::dims;
+using dt = dnnl::memory::data_type;
+
+inline dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+inline dnnl::memory::desc strided(const dims& sizes, const dims& strides) {
+  return dnnl::memory::desc(sizes, dt::f32, strides);
+}
+
+inline dnnl::memory wrap(const dnnl::memory::desc& md, const void* p) {
+  return dnnl::memory(md, engine(), const_cast<void*>(p));
+}
+
+// A convolution over strided NC(D)(H)W input/output and (G)OI(D)(H)W weights.
+struct Conv {
+  bool ok = false;
+  bool packed_weights = false;
+  dnnl::convolution_forward prim;
+  dnnl::memory::desc src_md, user_w_md, dst_md, bias_md, w_md;
+  dnnl::memory weights;  // reordered constant weights, when packed
+
+  // weights_data: the constant weights (reordered now), or nullptr when they are computed per run.
+  void build(const dims& in, const dims& in_strides, const dims& w, const dims& w_strides, const dims& out,
+             int64_t groups, bool has_bias, int64_t bias_stride, const dims& stride, const dims& padding,
+             const dims& dilation, const float* weights_data) {
+    try {
+      size_t spatial = in.size() - 2;
+      dims dil(spatial), pad_r(spatial);
+      for (size_t d = 0; d < spatial; ++d) {
+        dil[d] = dilation[d] - 1;  // oneDNN counts the gaps
+        int64_t span = (w[d + 2] - 1) * dilation[d] + 1;
+        pad_r[d] = std::max<int64_t>(0, (out[d + 2] - 1) * stride[d] + span - in[d + 2] - padding[d]);
+      }
+      src_md = strided(in, in_strides);
+      dst_md = strided(out, contiguous(out));
+      dims wd = w, ws = w_strides;
+      if (groups > 1) {  // [O, I/G, ...] -> [G, O/G, I/G, ...]
+        wd.insert(wd.begin(), groups);
+        wd[1] = w[0] / groups;
+        ws.insert(ws.begin(), w_strides[0] * wd[1]);
+      }
+      user_w_md = strided(wd, ws);
+      bias_md = has_bias ? strided({out[1]}, {bias_stride}) : dnnl::memory::desc();
+      w_md = weights_data ? dnnl::memory::desc(wd, dt::f32, dnnl::memory::format_tag::any) : user_w_md;
+      dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                           src_md, w_md, bias_md, dst_md, stride, dil, padding, pad_r);
+      dnnl::convolution_forward::primitive_desc pd(desc, engine());
+      prim = dnnl::convolution_forward(pd);
+      if (weights_data) {
+        weights = dnnl::memory(pd.weights_desc(), engine());
+        dnnl::stream s(engine());
+        dnnl::memory user = wrap(user_w_md, weights_data);
+        dnnl::reorder(user, weights).execute(s, user, weights);
+        s.wait();
+        packed_weights = true;
+      }
+      w_md = pd.weights_desc();
+      ok = true;
+    } catch (const dnnl::error&) {
+      ok = false;
+    }
+  }
+
+  void run(const float* x, const float* w, const float* bias, float* y) const {
+    dnnl::stream s(engine());
+    std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, wrap(src_md, x)}, {DNNL_ARG_DST, wrap(dst_md, y)}};
+    args[DNNL_ARG_WEIGHTS] = packed_weights ? weights : wrap(user_w_md, w);
+    if (bias) args[DNNL_ARG_BIAS] = wrap(bias_md, bias);
+    prim.execute(s, args);
+    s.wait();
+  }
+
+  static dims contiguous(const dims& sizes) {
+    dims s(sizes.size());
+    int64_t run = 1;
+    for (size_t d = sizes.size(); d-- > 0;) {
+      s[d] = run;
+      run *= sizes[d];
+    }
+    return s;
+  }
+};
+
+// out[b] = a[b] @ w[b] (+ bias broadcast to [M, N]), all operands strided, output contiguous.
+struct Matmul {
+  bool ok = false;
+  dnnl::matmul prim;
+  dnnl::memory::desc a_md, b_md, bias_md, dst_md;
+
+  void build(const dims& a, const dims& a_strides, const dims& b, const dims& b_strides, const dims& out,
+             bool has_bias, const dims& bias_sizes, const dims& bias_strides) {
+    try {
+      a_md = strided(a, a_strides);
+      b_md = strided(b, b_strides);
+      dst_md = strided(out, Conv::contiguous(out));
+      bias_md = has_bias ? strided(bias_sizes, bias_strides) : dnnl::memory::desc();
+      dnnl::matmul::desc desc(a_md, b_md, bias_md, dst_md);
+      dnnl::matmul::primitive_desc pd(desc, engine());
+      prim = dnnl::matmul(pd);
+      ok = true;
+    } catch (const dnnl::error&) {
+      ok = false;
+    }
+  }
+
+  void run(const float* a, const float* b, const float* bias, float* y) const {
+    dnnl::stream s(engine());
+    std::unordered_map<int, dnnl::memory> args = {
+        {DNNL_ARG_SRC, wrap(a_md, a)}, {DNNL_ARG_WEIGHTS, wrap(b_md, b)}, {DNNL_ARG_DST, wrap(dst_md, y)}};
+    if (bias) args[DNNL_ARG_BIAS] = wrap(bias_md, bias);
+    prim.execute(s, args);
+    s.wait();
+  }
+};
+
+}  // namespace dnnl_glue
+}  // namespace foundry_rt
+
+#endif  // FOUNDRY_DNNL_H

@@ -1,0 +1,224 @@
+#include "codegen/externs.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "foundry/support/error.h"
+
+namespace foundry::codegen {
+
+std::vector<int64_t> static_shape(const ir::Buffer& buf) {
+  std::vector<int64_t> out;
+  for (const auto& e : buf.sizes) {
+    FOUNDRY_CHECK(e.is_const(), "the C++ backend needs static sizes");
+    out.push_back(e.const_value());
+  }
+  return out;
+}
+
+std::string int_list(const std::vector<int64_t>& v) {
+  std::string s = "{";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "}";
+}
+
+namespace {
+
+std::string strided_arg(const ir::ExternCall::Operand& op, const std::string& ptr, std::ostringstream& decls,
+                        int& counter, const std::string& type) {
+  std::string s = "strides" + std::to_string(counter++);
+  decls << "  static const int64_t " << s << "[] = " << int_list(op.strides) << ";\n";
+  return "foundry_rt::Strided<" + type + ">{" + ptr + ", " + s + ", " + std::to_string(op.offset) + "}";
+}
+
+// The portable-loop call of one extern kernel over the given buffer pointers.
+std::string extern_call(const ir::LoopNode& node, const std::map<const ir::Buffer*, std::string>& ptrs,
+                        int& counter) {
+  const ir::ExternCall& call = node.call;
+  std::string type = storage_type(node.output->dtype);
+  if (!is_floating(node.output->dtype) || type == "uint16_t")
+    throw UserError("extern kernel " + call.kind + " on " + std::string(dtype_name(node.output->dtype)) +
+                    " is not supported by the C++ backend");
+  std::ostringstream decls, out;
+  std::vector<int64_t> out_shape = static_shape(*node.output);
+  const std::string& dst = ptrs.at(node.output);
+  auto ptr = [&](const ir::ExternCall::Operand& op) { return ptrs.at(op.buffer); };
+  if (call.kind == "mm" || call.kind == "bmm" || call.kind == "addmm") {
+    bool batched = call.kind == "bmm", bias = call.kind == "addmm";
+    const auto& a = call.inputs[bias ? 1 : 0];
+    const auto& b = call.inputs[bias ? 2 : 1];
+    int64_t batch = batched ? out_shape[0] : 1, M = out_shape[batched], N = out_shape[batched + 1];
+    int64_t K = a.sizes.back();
+    std::string a_arg = strided_arg(a, ptr(a), decls, counter, type);
+    std::string b_arg = strided_arg(b, ptr(b), decls, counter, type);
+    std::string bias_decl = "nullptr";
+    if (bias) {
+      std::string bias_var = "bias" + std::to_string(counter);
+      std::string bias_arg = strided_arg(call.inputs[0], ptr(call.inputs[0]), decls, counter, type);
+      decls << "  const auto " << bias_var << " = " << bias_arg << ";\n";
+      bias_decl = "&" + bias_var;
+    }
+    auto param = [&](const char* key) {
+      char buf[40];
+      std::snprintf(buf, sizeof buf, "%.17g", call.float_params.count(key) ? call.float_params.at(key) : 1.0);
+      return std::string(buf);
+    };
+    out << decls.str() << "  foundry_rt::matmul<" << type << ">(" << batch << ", " << M << ", " << N << ", " << K
+        << ", " << a_arg << ", " << b_arg << ", " << bias_decl << ", " << param("alpha") << ", " << param("beta")
+        << ", " << (batched ? "true" : "false") << ", " << dst << ");\n";
+    return out.str();
+  }
+  if (call.kind == "convolution") {
+    // 1-D and 2-D convolutions become 3-D ones with leading size-1 spatial dims.
+    const auto& x = call.inputs[0];
+    const auto& w = call.inputs[1];
+    const auto& bias = call.inputs[2];
+    size_t spatial = x.sizes.size() - 2;
+    if (spatial < 1 || spatial > 3) throw UserError("convolution with " + std::to_string(spatial) + " spatial dims is not supported");
+    auto to3d = [&](std::vector<int64_t> v, int64_t fill, size_t lead) {
+      v.insert(v.begin() + static_cast<std::ptrdiff_t>(lead), 3 - spatial, fill);
+      return v;
+    };
+    auto arr = [&](const std::vector<int64_t>& v) {
+      std::string name = "params" + std::to_string(counter++);
+      decls << "  static const int64_t " << name << "[] = " << int_list(v) << ";\n";
+      return name;
+    };
+    std::string xs = arr(to3d(x.sizes, 1, 2)), ws = arr(to3d(w.sizes, 1, 2)), os = arr(to3d(out_shape, 1, 2));
+    std::string xst = arr(to3d(x.strides, 0, 2)), wst = arr(to3d(w.strides, 0, 2));
+    std::string st = arr(to3d(call.int_params.at("stride"), 1, 0)), pad = arr(to3d(call.int_params.at("padding"), 0, 0)),
+                dil = arr(to3d(call.int_params.at("dilation"), 1, 0));
+    std::string bias_ptr = bias.buffer ? ptrs.at(bias.buffer) : "nullptr";
+    int64_t bias_stride = bias.buffer ? bias.strides[0] : 0, bias_off = bias.buffer ? bias.offset : 0;
+    out << decls.str() << "  foundry_rt::conv3d<" << type << ">(" << xs << ", " << ws << ", " << os << ", " << ptr(x)
+        << ", " << xst << ", " << x.offset << ", " << ptr(w) << ", " << wst << ", " << w.offset << ", " << bias_ptr
+        << ", " << bias_stride << ", " << bias_off << ", " << st << ", " << pad << ", " << dil << ", "
+        << call.int_params.at("groups")[0] << ", " << dst << ");\n";
+    return out.str();
+  }
+  throw UserError("extern kernel " + call.kind + " is not supported by the C++ backend");
+}
+
+
+std::string double_text(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+// The oneDNN build statement of one extern call (into state member `member`), or "" when the call
+// has no oneDNN form here (other dtypes, alpha/beta other than 1).
+std::string dnnl_build(const ir::LoopNode& node, const std::string& member, const WeightsLayout& weights) {
+  const ir::ExternCall& call = node.call;
+  if (node.output->dtype != DType::Float32) return "";
+  std::vector<int64_t> out = static_shape(*node.output);
+  std::ostringstream b;
+  if (call.kind == "convolution") {
+    const auto& x = call.inputs[0];
+    const auto& w = call.inputs[1];
+    const auto& bias = call.inputs[2];
+    std::string wdata = "nullptr";
+    if (w.buffer->kind == ir::BufferKind::Constant)
+      wdata = "reinterpret_cast<const float*>(weights + " + std::to_string(weights.offset_of.at(w.buffer)) + ") + " +
+              std::to_string(w.offset);
+    b << "  s->" << member << ".build(" << int_list(x.sizes) << ", " << int_list(x.strides) << ", " << int_list(w.sizes)
+      << ", " << int_list(w.strides) << ", " << int_list(out) << ", " << call.int_params.at("groups")[0] << ", "
+      << (bias.buffer ? "true" : "false") << ", " << (bias.buffer ? bias.strides[0] : 0) << ", "
+      << int_list(call.int_params.at("stride")) << ", " << int_list(call.int_params.at("padding")) << ", "
+      << int_list(call.int_params.at("dilation")) << ", " << wdata << ");\n";
+    return b.str();
+  }
+  bool bias = call.kind == "addmm";
+  auto param = [&](const char* key) { return call.float_params.count(key) ? call.float_params.at(key) : 1.0; };
+  if (param("alpha") != 1.0 || (bias && param("beta") != 1.0)) return "";
+  const auto& a = call.inputs[bias ? 1 : 0];
+  const auto& m = call.inputs[bias ? 2 : 1];
+  b << "  s->" << member << ".build(" << int_list(a.sizes) << ", " << int_list(a.strides) << ", " << int_list(m.sizes)
+    << ", " << int_list(m.strides) << ", " << int_list(out) << ", " << (bias ? "true" : "false") << ", ";
+  if (bias) {
+    // oneDNN broadcasts a bias over dims of size 1: stride-0 dims become size 1.
+    const auto& op = call.inputs[0];
+    std::vector<int64_t> sizes = op.sizes, strides = op.strides;
+    for (size_t d = 0; d < sizes.size(); ++d)
+      if (strides[d] == 0) sizes[d] = 1;
+    b << int_list(sizes) << ", " << int_list(strides);
+  } else {
+    b << "{}, {}";
+  }
+  b << ");\n";
+  return b.str();
+}
+
+}  // namespace
+
+ExternsSource generate_externs(const ir::LoopProgram& program, const sched::Schedule& schedule,
+                               const WeightsLayout& weights, const std::string& n,
+                               const std::map<const ir::Buffer*, std::string>& wrapper_ptrs) {
+  ExternsSource out;
+  std::ostringstream state, builds, functions, decls;
+  int index = 0, counter = 0;
+  for (const auto& step : schedule.steps) {
+    if (!step.is_extern) continue;
+    const ir::LoopNode& node = *step.extern_node;
+    std::string fn = "call" + std::to_string(index), member = "extern" + std::to_string(index);
+    ++index;
+    // Parameters: each operand buffer once, then the output.
+    std::vector<const ir::Buffer*> params;
+    for (const auto& op : node.call.inputs)
+      if (op.buffer && std::find(params.begin(), params.end(), op.buffer) == params.end()) params.push_back(op.buffer);
+    std::map<const ir::Buffer*, std::string> local;
+    std::string signature, call = "  " + n + "_externs::" + fn + "(model->externs";
+    for (size_t k = 0; k < params.size(); ++k) {
+      local[params[k]] = "in" + std::to_string(k);
+      signature += ", const " + storage_type(params[k]->dtype) + "* in" + std::to_string(k);
+      call += ", " + wrapper_ptrs.at(params[k]);
+    }
+    local[node.output] = "out";
+    signature += ", " + storage_type(node.output->dtype) + "* out";
+    call += ", " + wrapper_ptrs.at(node.output) + ");\n";
+    out.calls.push_back(call);
+    decls << "void " << fn << "(const State* s" << signature << ");\n";
+
+    std::string build = dnnl_build(node, member, weights);
+    std::string fallback = extern_call(node, local, counter);
+    functions << "// " << node.call.kind << ": ";
+    for (const auto& o : node.origins) functions << o << " ";
+    functions << "\nvoid " << fn << "(const State* s" << signature << ") {\n";
+    if (!build.empty()) {
+      state << "  foundry_rt::dnnl_glue::" << (node.call.kind == "convolution" ? "Conv " : "Matmul ") << member << ";\n";
+      builds << build;
+      std::string a, w, bias = "nullptr";
+      if (node.call.kind == "convolution") {
+        a = local[node.call.inputs[0].buffer] + " + " + std::to_string(node.call.inputs[0].offset);
+        w = local[node.call.inputs[1].buffer] + " + " + std::to_string(node.call.inputs[1].offset);
+        if (node.call.inputs[2].buffer)
+          bias = local[node.call.inputs[2].buffer] + " + " + std::to_string(node.call.inputs[2].offset);
+      } else {
+        bool has_bias = node.call.kind == "addmm";
+        const auto& x = node.call.inputs[has_bias ? 1 : 0];
+        const auto& m = node.call.inputs[has_bias ? 2 : 1];
+        a = local[x.buffer] + " + " + std::to_string(x.offset);
+        w = local[m.buffer] + " + " + std::to_string(m.offset);
+        if (has_bias) bias = local[node.call.inputs[0].buffer] + " + " + std::to_string(node.call.inputs[0].offset);
+      }
+      functions << "  if (s->" << member << ".ok) {\n    try {\n      s->" << member << ".run(" << a << ", " << w
+                << ", " << bias << ", out);\n      return;\n    } catch (const dnnl::error&) {\n    }\n  }\n";
+    }
+    functions << fallback << "}\n\n";
+  }
+  if (index == 0) return out;
+  std::ostringstream cpp;
+  cpp << "// Extern kernels of the model `" << n << "`: oneDNN primitives built once at creation, with\n"
+      << "// portable loops as the fallback. Generated by foundryc " << FOUNDRY_VERSION << ".\n"
+      << "#include <new>\n\n#include \"foundry_dnnl.h\"\n#include \"foundry_externs.h\"\n\n"
+      << "namespace " << n << "_externs {\n\nstruct State {\n" << state.str() << "};\n\n"
+      << "State* create(const uint8_t* weights) {\n  auto* s = new (std::nothrow) State();\n  if (!s) return nullptr;\n"
+      << "  (void)weights;\n" << builds.str() << "  return s;\n}\n\nvoid destroy(State* s) { delete s; }\n\n"
+      << functions.str() << "}  // namespace " << n << "_externs\n";
+  out.cpp = cpp.str();
+  out.wrapper_decls = "namespace " + n + "_externs {  // externs.cpp\nstruct State;\nState* create(const uint8_t* weights);\n"
+                      "void destroy(State* s);\n" + decls.str() + "}  // namespace " + n + "_externs\n\n";
+  return out;
+}
+
+}  // namespace foundry::codegen

@@ -1,0 +1,25 @@
+// Generation of a model's extern kernel calls (externs.cpp): oneDNN primitives built at model
+// creation, with the portable loops of foundry_externs.h as the fallback.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "foundry/codegen/wrapper.h"
+
+namespace foundry::codegen {
+
+struct ExternsSource {
+  std::string cpp;                 // externs.cpp; empty when the model has no extern kernels
+  std::string wrapper_decls;       // declarations the wrapper needs
+  std::vector<std::string> calls;  // per extern step: the call statement (wrapper pointer names)
+};
+
+ExternsSource generate_externs(const ir::LoopProgram& program, const sched::Schedule& schedule,
+                               const WeightsLayout& weights, const std::string& model_name,
+                               const std::map<const ir::Buffer*, std::string>& wrapper_ptrs);
+
+std::vector<int64_t> static_shape(const ir::Buffer& buf);
+std::string int_list(const std::vector<int64_t>& v);
+
+}  // namespace foundry::codegen
