@@ -90,7 +90,7 @@ TEST_CASE("fusion: golden ir_post_fusion.txt and ir_pre_fusion.txt", "[fusion][f
   }
 }
 
-TEST_CASE("fusion: norm_softmax is two kernels and a matrix product; layer norm is one kernel", "[fusion][fast]") {
+TEST_CASE("fusion: norm_softmax is two kernels and a matrix product, layer norm one kernel", "[fusion][fast]") {
   TempDir tmp;
   nlohmann::json m = compile(samples_dir() + "/norm_softmax/model.pt2", tmp / "out", tmp / "cache");
   int generated = 0, externs = 0;

@@ -19,7 +19,7 @@ struct WeightsLayout {
   };
   std::vector<Piece> pieces;
   int64_t total_bytes = 0;
-  std::map<const ir::Buffer*, int64_t> offset_of;  // each constant buffer's storage offset
+  std::map<const ir::Buffer*, int64_t, ir::ByBufferId> offset_of;  // each constant buffer's storage offset
 };
 
 struct GeneratedModel {

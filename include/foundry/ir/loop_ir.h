@@ -40,6 +40,12 @@ struct Buffer {
   Expr numel() const;
 };
 
+// Orders buffers by id: containers of buffers iterate in program order, not by address, so that
+// everything generated from them is the same on every run.
+struct ByBufferId {
+  bool operator()(const Buffer* a, const Buffer* b) const { return a->id < b->id; }
+};
+
 enum class NodeKind { Pointwise, Reduction, Extern };
 
 // The body of a pointwise or reduction node: performs its own store(s) or reduction+store.

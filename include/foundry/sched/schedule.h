@@ -35,7 +35,7 @@ struct Kernel {
   ir::Index ranges;  // the outer loop nest
   std::vector<Member> members;                   // in program order
   std::vector<const ir::LoopNode*> inlined;      // producers computed inside, for names/comments
-  std::set<const ir::Buffer*> internal_buffers;  // produced and consumed inside: never stored
+  std::set<const ir::Buffer*, ir::ByBufferId> internal_buffers;  // produced and consumed inside: never stored
 };
 
 struct Step {
@@ -45,8 +45,8 @@ struct Step {
 };
 
 struct BufferPlan {
-  std::map<const ir::Buffer*, int64_t> arena_offset;  // bytes, 64-byte aligned
-  std::map<const ir::Buffer*, const ir::Buffer*> reuses;  // a buffer -> the dead one whose slot it takes
+  std::map<const ir::Buffer*, int64_t, ir::ByBufferId> arena_offset;  // bytes, 64-byte aligned
+  std::map<const ir::Buffer*, const ir::Buffer*, ir::ByBufferId> reuses;  // a buffer -> the dead one whose slot it takes
   int64_t arena_bytes = 0;
   int64_t unplanned_bytes = 0;  // what the arena would take without reuse
 };
@@ -55,7 +55,7 @@ struct Schedule {
   std::vector<Step> steps;
   BufferPlan plan;
   // Buffers never materialized: computed by their producer's body wherever they are loaded.
-  std::map<const ir::Buffer*, const ir::LoopNode*> inlined;
+  std::map<const ir::Buffer*, const ir::LoopNode*, ir::ByBufferId> inlined;
 };
 
 struct ScheduleOptions {
