@@ -185,6 +185,10 @@ ir::ExternCall::Operand LoweringContext::strided_operand(const TensorRef& ref) {
     }
   }
   if (affine) {
+    // A size-1 dim's stride is arbitrary (its index is always 0, and simplification drops it);
+    // give it the contiguous value so that libraries recognize plain layouts.
+    for (size_t d = sizes.size(); d-- > 0;)
+      if (sizes[d] == 1) op.strides[d] = d + 1 < sizes.size() ? op.strides[d + 1] * std::max<int64_t>(sizes[d + 1], 1) : 1;
     op.buffer = loaded;
     return op;
   }
