@@ -87,10 +87,10 @@ std::string find_compiler(const std::string& requested) {
     if (!on_path(requested)) throw UserError("the C++ compiler '" + requested + "' was not found");
     return requested;
   }
+  if (on_path("clang++")) return "clang++";
   if (const char* env = std::getenv("CXX"); env && *env && on_path(env)) return env;
-  for (const char* c : {"clang++", "g++"})
-    if (on_path(c)) return c;
-  throw UserError("no C++ compiler found (tried $CXX, clang++, g++); install clang or pass --cxx");
+  if (on_path("g++")) return "g++";
+  throw UserError("no C++ compiler found (tried clang++, $CXX, g++); install clang or pass --cxx");
 }
 
 std::string default_cache_dir() {

@@ -8,7 +8,7 @@
 namespace foundry::build {
 
 struct CompileOptions {
-  std::string cxx;        // --cxx; empty: $CXX, then clang++, then g++
+  std::string cxx;        // --cxx; empty: clang++, then $CXX, then g++
   std::string cache_dir;  // empty: $XDG_CACHE_HOME/foundry or ~/.cache/foundry
   bool use_cache = true;
   std::string target = "native";  // -march: native, or a named ISA level
