@@ -606,7 +606,7 @@ TEST_CASE("the pass pipeline runs in order and reports each pass", "[passes][fas
   std::vector<passes::PassReport> reports = passes::run_graph_passes(g, opt);
   REQUIRE(reports.size() == passes::graph_passes().size());
   for (size_t i = 0; i < reports.size(); ++i) CHECK(reports[i].name == passes::graph_passes()[i].name);
-  CHECK(reports.front().name == "dce");
+  CHECK(reports.front().name == "decompose");
   auto report = [&](const std::string& name) {
     for (const auto& r : reports)
       if (r.name == name) return r;
@@ -627,7 +627,7 @@ TEST_CASE("the pass pipeline runs in order and reports each pass", "[passes][fas
   CHECK(table.find("total") != std::string::npos);
 
   passes::PassOptions none;
-  none.disabled = {"dce", "remove-noops", "cse", "fold-constants", "fold-conv-bn"};
+  none.disabled = {"decompose", "dce", "remove-noops", "cse", "fold-constants", "fold-conv-bn"};
   CHECK(passes::run_graph_passes(g, none).empty());
 }
 

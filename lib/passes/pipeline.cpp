@@ -9,6 +9,7 @@
 
 #include "foundry/passes/cse.h"
 #include "foundry/passes/dead_code.h"
+#include "foundry/passes/decompose.h"
 #include "foundry/passes/fold_constants.h"
 #include "foundry/passes/fold_conv_bn.h"
 #include "foundry/passes/remove_noops.h"
@@ -18,6 +19,11 @@ namespace foundry::passes {
 
 const std::vector<GraphPass>& graph_passes() {
   static const std::vector<GraphPass> passes = {
+      // Before everything, dce included: programs saved without run_decompositions() (training
+      // IR) hold composite and in-place ops that no other pass nor the lowering understands; an
+      // in-place op must become functional before dce, which keeps nodes with side effects and
+      // cannot see that later readers of the mutated value depend on it. A no-op on core ATen.
+      {"decompose", decompose_training_ops, "rewrite training-IR ops (linear, conv2d, in-place ops, ...) into core ATen"},
       // First, so that every later pass walks only what the outputs need (exported graphs carry
       // unused multi-output results and runtime assertions).
       {"dce", eliminate_dead_code, "drop unused nodes before the other passes look at them"},

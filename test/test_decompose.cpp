@@ -1,0 +1,495 @@
+// The decomposition of training-IR ops (programs saved without run_decompositions()): single
+// decompositions on hand-built graphs, checked against direct computations, and every corpus
+// model.raw.pt2 through the reference evaluator and compiled, against the same references as its
+// model.pt2.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+
+#include "foundry/frontend/frontend.h"
+#include "foundry/ir/evaluate.h"
+#include "foundry/lower/lowering.h"
+#include "foundry/ops/registry.h"
+#include "foundry/passes/decompose.h"
+#include "foundry/passes/pipeline.h"
+#include "foundry/passes/rewrite.h"
+#include "foundry/runtime/compare.h"
+#include "foundry/runtime/loaded_model.h"
+#include "foundry/runtime/sample.h"
+#include "foundry/support/error.h"
+#include "support.h"
+#include "sweep.h"
+
+namespace fs = std::filesystem;
+
+namespace foundry::test {
+namespace {
+
+// ---- hand-built graphs ----
+
+RawArg pos(Arg a) { return RawArg{"", std::move(a), false}; }
+RawArg pos(Value* v) { return pos(Arg::of_tensor(v)); }
+RawArg named(const std::string& name, Arg a) { return RawArg{name, std::move(a), true}; }
+
+struct Builder {
+  Graph g;
+
+  Value* input(const std::string& name, std::vector<int64_t> sizes, DType dtype = DType::Float32) {
+    Value* v = g.new_value(name, shape::make_type(dtype, std::move(sizes)));
+    g.inputs.push_back(GraphInput{InputKind::User, v, "", {}});
+    return v;
+  }
+  Value* weight(const std::string& name, std::vector<int64_t> sizes) {
+    TensorType t = shape::make_type(DType::Float32, std::move(sizes));
+    auto bytes = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(t.numel()) * 4);
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      float f = 0.3f * std::cos(0.7f * static_cast<float>(i)) + (i % 3 == 0 ? 0.5f : 0.0f);
+      std::memcpy(bytes->data() + i * 4, &f, 4);
+    }
+    Value* v = g.new_value(name, t);
+    g.inputs.push_back(GraphInput{InputKind::Parameter, v, name, Blob{bytes, bytes->data(), bytes->size()}});
+    return v;
+  }
+  Node* node(const std::string& op, std::vector<RawArg> raw) {
+    const OpInfo* info = find_op(op);
+    REQUIRE(info != nullptr);
+    auto n = std::make_unique<Node>();
+    n->target = info->name;
+    n->op = info;
+    n->name = info->schema.name;
+    n->source_name = n->name;
+    n->args = bind_arguments(*info, raw, &n->arg_names);
+    for (const TensorType& t : info->infer(*n)) n->outputs.push_back(g.new_value(n->name, t));
+    return g.append_node(std::move(n));
+  }
+  Value* op(const std::string& name, std::vector<RawArg> raw) { return node(name, std::move(raw))->outputs.at(0); }
+  void output(Value* v) { g.outputs.push_back(GraphOutput{OutputKind::User, v, ""}); }
+};
+
+size_t count_op(const Graph& g, const std::string& target) {
+  size_t n = 0;
+  for (const auto& node : g.nodes) n += node->target == target;
+  return n;
+}
+
+// Every node is an op the lowering knows.
+void require_lowerable(const Graph& g) {
+  for (const auto& n : g.nodes) {
+    INFO("node " << n->name << " (" << n->target << ")");
+    CHECK(lower::find_lowering(n->target) != nullptr);
+  }
+}
+
+std::vector<NpyArray> make_inputs(const Graph& g) {
+  std::vector<NpyArray> out;
+  int seed = 1;
+  for (const Value* v : g.user_inputs()) {
+    NpyArray a;
+    a.dtype = v->type.dtype;
+    a.shape = v->type.sizes;
+    a.data.resize(static_cast<size_t>(a.numel()) * dtype_size(a.dtype));
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      if (a.dtype == DType::Bool)
+        a.data[static_cast<size_t>(i)] = ((i * 7 + seed) % 5) != 0;
+      else
+        a.as<float>()[i] = 4.0f * std::sin(0.37f * static_cast<float>(i + seed));
+    }
+    ++seed;
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+std::vector<NpyArray> evaluate(const Graph& g, const std::vector<NpyArray>& inputs) {
+  return ir::evaluate_program(lower::lower_graph(g), inputs);
+}
+
+std::vector<float> floats(const NpyArray& a) {
+  REQUIRE(a.dtype == DType::Float32);
+  return std::vector<float>(a.as<float>(), a.as<float>() + a.numel());
+}
+
+std::vector<float> weight_data(const Graph& g, const Value* w) {
+  for (const GraphInput& in : g.inputs)
+    if (in.value == w) {
+      auto d = passes::read_constant(in);
+      REQUIRE(d);
+      return std::vector<float>(d->begin(), d->end());
+    }
+  FAIL("no such weight");
+  return {};
+}
+
+void require_close(const std::vector<float>& got, const std::vector<double>& want, double tol = 1e-5) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i << ": " << got[i] << " vs " << want[i]);
+    if (std::isinf(want[i]) || std::isnan(want[i]))
+      CHECK((std::isnan(want[i]) ? std::isnan(got[i]) : got[i] == want[i]));
+    else
+      CHECK(std::abs(got[i] - want[i]) <= tol * (1 + std::abs(want[i])));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("decompose: linear on a 3-d input becomes view, addmm, view", "[decompose][fast]") {
+  Builder b;
+  Value* x = b.input("x", {2, 3, 4});
+  Value* w = b.weight("w", {5, 4});
+  Value* bias = b.weight("b", {5});
+  b.output(b.op("linear", {pos(x), pos(w), pos(bias)}));
+  auto inputs = make_inputs(b.g);
+  std::vector<float> xs = floats(inputs[0]), ws = weight_data(b.g, w), bs = weight_data(b.g, bias);
+
+  CHECK(passes::decompose_training_ops(b.g));
+  verify_graph(b.g);
+  CHECK(count_op(b.g, "linear") == 0);
+  CHECK(count_op(b.g, "addmm") == 1);
+  require_lowerable(b.g);
+  auto out = evaluate(b.g, inputs);
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].shape == std::vector<int64_t>{2, 3, 5});
+  std::vector<double> want;
+  for (int r = 0; r < 6; ++r)
+    for (int o = 0; o < 5; ++o) {
+      double s = bs[o];
+      for (int k = 0; k < 4; ++k) s += static_cast<double>(xs[r * 4 + k]) * ws[o * 4 + k];
+      want.push_back(s);
+    }
+  require_close(floats(out[0]), want);
+}
+
+TEST_CASE("decompose: in-place ops become functional and later readers follow", "[decompose][fast]") {
+  Builder b;
+  Value* x = b.input("x", {3, 4});
+  Value* y = b.input("y", {3, 4});
+  Value* a = b.op("mul.Tensor", {pos(x), pos(Arg::of_int(2))});
+  b.node("relu_", {pos(a)});
+  // Readers of `a` after an in-place op see the updated value: add_ reads relu(2x), and since
+  // add_ and hardswish_ update `a` too, the graph output `a` is hardswish(relu(2x) + y).
+  Node* add_ = b.node("add_.Tensor", {pos(a), pos(y)});
+  Value* hs = b.node("hardswish_", {pos(add_->outputs[0])})->outputs[0];
+  b.output(a);
+  b.output(hs);
+  auto inputs = make_inputs(b.g);
+  std::vector<float> xs = floats(inputs[0]), ys = floats(inputs[1]);
+
+  CHECK(passes::decompose_training_ops(b.g));
+  verify_graph(b.g);
+  for (const char* op : {"relu_", "add_.Tensor", "hardswish_", "hardswish"}) CHECK(count_op(b.g, op) == 0);
+  CHECK(count_op(b.g, "relu") == 1);
+  CHECK(count_op(b.g, "add.Tensor") >= 1);
+  require_lowerable(b.g);
+  auto out = evaluate(b.g, inputs);
+  REQUIRE(out.size() == 2);
+  std::vector<double> want_hs;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    double v = std::max(0.0, 2.0 * xs[i]) + ys[i];
+    want_hs.push_back(v * std::min(std::max(v + 3, 0.0), 6.0) / 6);
+  }
+  require_close(floats(out[0]), want_hs);
+  require_close(floats(out[1]), want_hs);
+}
+
+TEST_CASE("decompose: scaled_dot_product_attention, plain, causal and masked", "[decompose][fast]") {
+  const int64_t B = 2, H = 2, L = 3, S = 4, E = 4;
+  for (int mode = 0; mode < 4; ++mode) {  // plain, causal (L == S), bool mask, float mask + scale
+    INFO("mode " << mode);
+    const int64_t s = mode == 1 ? L : S;
+    Builder b;
+    Value* q = b.input("q", {B, H, L, E});
+    Value* k = b.input("k", {B, H, s, E});
+    Value* v = b.input("v", {B, H, s, E});
+    Value* mask = mode == 2 ? b.input("m", {L, s}, DType::Bool) : mode == 3 ? b.input("m", {1, H, L, s}) : nullptr;
+    std::vector<RawArg> args = {pos(q), pos(k), pos(v)};
+    if (mask) args.push_back(named("attn_mask", Arg::of_tensor(mask)));
+    if (mode == 1) args.push_back(named("is_causal", Arg::of_bool(true)));
+    if (mode == 3) args.push_back(named("scale", Arg::of_float(0.3)));
+    b.output(b.op("scaled_dot_product_attention", args));
+    auto inputs = make_inputs(b.g);
+    if (mode == 2) {  // make one row fully masked: the safe softmax gives zeros there
+      for (int64_t j = 0; j < s; ++j) inputs[3].data[static_cast<size_t>(1 * s + j)] = 0;
+    }
+
+    CHECK(passes::decompose_training_ops(b.g));
+    verify_graph(b.g);
+    CHECK(count_op(b.g, "scaled_dot_product_attention") == 0);
+    require_lowerable(b.g);
+    auto out = evaluate(b.g, inputs);
+    REQUIRE(out.size() == 1);
+
+    std::vector<float> qs = floats(inputs[0]), ks = floats(inputs[1]), vs = floats(inputs[2]);
+    const double scale = mode == 3 ? 0.3 : 1.0 / std::sqrt(static_cast<double>(E));
+    std::vector<double> want;
+    for (int64_t bh = 0; bh < B * H; ++bh) {
+      const int64_t h = bh % H;
+      for (int64_t i = 0; i < L; ++i) {
+        std::vector<double> row(static_cast<size_t>(s));
+        for (int64_t j = 0; j < s; ++j) {
+          double d = 0;
+          for (int64_t e = 0; e < E; ++e) d += static_cast<double>(qs[(bh * L + i) * E + e]) * ks[(bh * s + j) * E + e];
+          d *= scale;
+          if (mode == 1 && j > i) d = -std::numeric_limits<double>::infinity();
+          if (mode == 2 && !inputs[3].data[static_cast<size_t>(i * s + j)]) d = -std::numeric_limits<double>::infinity();
+          if (mode == 3) d += inputs[3].as<float>()[(h * L + i) * s + j];
+          row[static_cast<size_t>(j)] = d;
+        }
+        double mx = -std::numeric_limits<double>::infinity(), sum = 0;
+        for (double d : row) mx = std::max(mx, d);
+        for (double& d : row) sum += (d = std::isinf(mx) ? 0.0 : std::exp(d - mx));
+        for (int64_t e = 0; e < E; ++e) {
+          double o = 0;
+          for (int64_t j = 0; j < s; ++j)
+            o += (sum == 0 ? 0.0 : row[static_cast<size_t>(j)] / sum) * vs[(bh * s + j) * E + e];
+          want.push_back(o);
+        }
+      }
+    }
+    require_close(floats(out[0]), want, 1e-4);
+  }
+}
+
+TEST_CASE("decompose: shape ops, activations and casts", "[decompose][fast]") {
+  Builder b;
+  Value* x = b.input("x", {2, 6, 2});
+  Value* t = b.op("transpose.int", {pos(x), pos(Arg::of_int(0)), pos(Arg::of_int(-1))});     // [2, 6, 2]
+  Node* parts = b.node("chunk", {pos(t), pos(Arg::of_int(3)), pos(Arg::of_int(1))});         // 3 x [2, 2, 2]
+  Node* halves = b.node("split.Tensor", {pos(parts->outputs[2]), pos(Arg::of_int(1))});     // 2 x [1, 2, 2]
+  Node* rows = b.node("unbind.int", {pos(halves->outputs[1]), pos(Arg::of_int(1))});        // 2 x [1, 2]
+  Value* r = b.op("reshape", {pos(parts->outputs[0]), pos(Arg::of_ints({4, -1}))});          // [4, 2]
+  Value* f = b.op("flatten.using_ints", {pos(r)});                                           // [8]
+  Value* u = b.op("unflatten.int", {pos(f), pos(Arg::of_int(0)), pos(Arg::of_ints({2, 4}))}); // [2, 4]
+  Value* sm = b.op("softmax.int", {pos(u), pos(Arg::of_int(-1))});
+  Value* si = b.op("silu", {pos(u)});
+  Value* hsig = b.op("hardsigmoid", {pos(u)});
+  Value* r6 = b.op("relu6", {pos(u)});
+  Value* c = b.op("contiguous", {pos(si)});
+  Value* d = b.op("dropout", {pos(c), pos(Arg::of_float(0.5)), pos(Arg::of_bool(false))});
+  Value* i64 = b.op("to.dtype", {pos(d), pos(Arg::of_dtype(DType::Int64))});
+  Value* back = b.op("to.other", {pos(i64), pos(x)});
+  Value* sq = b.op("squeeze.dim", {pos(rows->outputs[0]), pos(Arg::of_int(0))});            // [2]
+  for (Value* o : {sm, hsig, r6, back, sq}) b.output(o);
+  auto inputs = make_inputs(b.g);
+  std::vector<float> xs = floats(inputs[0]);
+
+  CHECK(passes::decompose_training_ops(b.g));
+  verify_graph(b.g);
+  require_lowerable(b.g);
+  const std::vector<std::string> decomposed = passes::decomposed_ops();
+  for (const auto& n : b.g.nodes) {
+    INFO(n->target);
+    CHECK(std::find(decomposed.begin(), decomposed.end(), n->target) == decomposed.end());
+  }
+  auto out = evaluate(b.g, inputs);
+  REQUIRE(out.size() == 5);
+
+  // t[i][j][k] = x[k][j][i]; parts[0] = t[:, 0:2, :] read in C order as u [2, 4].
+  auto tv = [&](int64_t i, int64_t j, int64_t k) { return static_cast<double>(xs[(k * 6 + j) * 2 + i]); };
+  std::vector<double> uv;
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < 2; ++j)
+      for (int64_t k = 0; k < 2; ++k) uv.push_back(tv(i, j, k));
+  std::vector<double> want_sm, want_hsig, want_r6, want_back;
+  for (int64_t row = 0; row < 2; ++row) {
+    double mx = -1e30, sum = 0;
+    for (int64_t j = 0; j < 4; ++j) mx = std::max(mx, uv[row * 4 + j]);
+    for (int64_t j = 0; j < 4; ++j) sum += std::exp(uv[row * 4 + j] - mx);
+    for (int64_t j = 0; j < 4; ++j) want_sm.push_back(std::exp(uv[row * 4 + j] - mx) / sum);
+  }
+  for (double v : uv) {
+    want_hsig.push_back(std::min(std::max(v + 3, 0.0), 6.0) / 6);
+    want_r6.push_back(std::min(std::max(v, 0.0), 6.0));
+    want_back.push_back(std::trunc(static_cast<float>(v / (1 + std::exp(-v)))));
+  }
+  require_close(floats(out[0]), want_sm);
+  require_close(floats(out[1]), want_hsig);
+  require_close(floats(out[2]), want_r6);
+  require_close(floats(out[3]), want_back);
+  // parts[2] = t[:, 4:6, :]; halves[1] = t[1:2, 4:6, :]; rows[0] = t[1:2, 4, :], squeezed.
+  require_close(floats(out[4]), {tv(1, 4, 0), tv(1, 4, 1)});
+}
+
+TEST_CASE("decompose: conv2d, batch_norm, pooling and layer_norm match their core forms", "[decompose][fast]") {
+  // The same network twice: once with the training-IR ops, once written by hand in core ATen.
+  auto build = [](bool raw) {
+    Builder b;
+    Value* x = b.input("x", {1, 2, 6, 6});
+    Value* w = b.weight("w", {4, 2, 3, 3});
+    Value* bias = b.weight("b", {4});
+    Value* g = b.weight("g", {4});
+    Value* beta = b.weight("beta", {4});
+    Value* mean = b.weight("mean", {4});
+    Value* var = b.weight("var", {4});  // cos pattern + 0.5: positive enough with eps
+    Value* lw = b.weight("lw", {3});
+    Value* lb = b.weight("lb", {3});
+    Value* conv, *bn, *pool, *gap, *ln;
+    if (raw) {
+      conv = b.op("conv2d", {pos(x), pos(w), pos(bias), pos(Arg::of_ints({1, 1})), pos(Arg::of_ints({1, 1}))});
+      bn = b.op("batch_norm", {pos(conv), pos(g), pos(beta), pos(mean), pos(var), pos(Arg::of_bool(false)),
+                               pos(Arg::of_float(0.1)), pos(Arg::of_float(1.5)), pos(Arg::of_bool(false))});
+      pool = b.op("max_pool2d", {pos(bn), pos(Arg::of_ints({2, 2}))});
+      gap = b.op("adaptive_avg_pool2d", {pos(pool), pos(Arg::of_ints({1, 1}))});
+      ln = b.op("layer_norm", {pos(pool), pos(Arg::of_ints({3})), pos(lw), pos(lb)});
+    } else {
+      conv = b.op("convolution", {pos(x), pos(w), pos(bias), pos(Arg::of_ints({1, 1})), pos(Arg::of_ints({1, 1})),
+                                  pos(Arg::of_ints({1, 1})), pos(Arg::of_bool(false)), pos(Arg::of_ints({0, 0})),
+                                  pos(Arg::of_int(1))});
+      bn = b.node("_native_batch_norm_legit_no_training",
+                  {pos(conv), pos(g), pos(beta), pos(mean), pos(var), pos(Arg::of_float(0.1)), pos(Arg::of_float(1.5))})
+               ->outputs[0];
+      pool = b.node("max_pool2d_with_indices", {pos(bn), pos(Arg::of_ints({2, 2}))})->outputs[0];
+      gap = b.op("_adaptive_avg_pool2d", {pos(pool), pos(Arg::of_ints({1, 1}))});
+      ln = b.node("native_layer_norm", {pos(pool), pos(Arg::of_ints({3})), pos(lw), pos(lb), pos(Arg::of_float(1e-5))})
+               ->outputs[0];
+    }
+    b.output(gap);
+    b.output(ln);
+    return b;
+  };
+  Builder raw = build(true), core = build(false);
+  auto inputs = make_inputs(raw.g);
+  CHECK(passes::decompose_training_ops(raw.g));
+  verify_graph(raw.g);
+  require_lowerable(raw.g);
+  for (const char* op : {"conv2d", "batch_norm", "max_pool2d", "adaptive_avg_pool2d", "layer_norm"})
+    CHECK(count_op(raw.g, op) == 0);
+  CHECK_FALSE(passes::decompose_training_ops(core.g));
+  auto got = evaluate(raw.g, inputs), want = evaluate(core.g, inputs);
+  REQUIRE(got.size() == want.size());
+  for (size_t k = 0; k < got.size(); ++k) {
+    Comparison c = compare_arrays(got[k], want[k], Tolerance{1e-5, 1e-5});
+    INFO("output " << k << ": " << c.message);
+    CHECK(c.pass);
+  }
+}
+
+TEST_CASE("decompose: what cannot be decomposed is an error naming the node", "[decompose][fast]") {
+  {
+    Builder b;
+    Value* x = b.input("x", {2, 3});
+    b.output(b.op("dropout", {pos(x), pos(Arg::of_float(0.5)), pos(Arg::of_bool(true))}));
+    REQUIRE_THROWS_AS(passes::decompose_training_ops(b.g), UserError);
+    try {
+      passes::decompose_training_ops(b.g);
+    } catch (const UserError& e) {
+      CHECK(std::string(e.what()).find("aten.dropout") != std::string::npos);
+      CHECK(std::string(e.what()).find("training mode") != std::string::npos);
+    }
+  }
+  {
+    Builder b;  // unused: left for dce, not an error
+    Value* x = b.input("x", {2, 3});
+    b.op("dropout", {pos(x), pos(Arg::of_float(0.5)), pos(Arg::of_bool(true))});
+    b.output(b.op("relu", {pos(x)}));
+    CHECK_FALSE(passes::decompose_training_ops(b.g));
+    passes::run_graph_passes(b.g);
+    CHECK(count_op(b.g, "dropout") == 0);
+  }
+  {
+    Builder b;
+    Value* x = b.input("x", {1, 2, 3});
+    Value* w = b.weight("w", {2});
+    Value* z = b.weight("z", {2});
+    b.output(b.op("batch_norm", {pos(x), pos(w), pos(z), pos(z), pos(w), pos(Arg::of_bool(true)),
+                                 pos(Arg::of_float(0.1)), pos(Arg::of_float(1e-5)), pos(Arg::of_bool(false))}));
+    CHECK_THROWS_AS(passes::decompose_training_ops(b.g), UserError);
+  }
+  {
+    Builder b;  // an in-place update of a user input is visible to the caller: refused
+    Value* x = b.input("x", {2, 3});
+    b.output(b.op("relu_", {pos(x)}));
+    CHECK_THROWS_AS(passes::decompose_training_ops(b.g), UserError);
+  }
+  {
+    Builder b;  // an update of a value whose view is read afterwards: the view would see it
+    Value* x = b.input("x", {2, 3});
+    Value* a = b.op("mul.Tensor", {pos(x), pos(Arg::of_int(2))});
+    Value* v = b.op("view", {pos(a), pos(Arg::of_ints({6}))});
+    b.node("relu_", {pos(a)});
+    b.output(v);
+    CHECK_THROWS_AS(passes::decompose_training_ops(b.g), UserError);
+  }
+  {
+    Builder b;  // the same through a view of an input
+    Value* x = b.input("x", {2, 3});
+    b.output(b.op("relu_", {pos(b.op("view", {pos(x), pos(Arg::of_ints({6}))}))}));
+    CHECK_THROWS_AS(passes::decompose_training_ops(b.g), UserError);
+  }
+  {
+    Builder b;  // an update through a view whose base is not read again is fine
+    Value* x = b.input("x", {2, 3});
+    Value* a = b.op("mul.Tensor", {pos(x), pos(Arg::of_int(2))});
+    Value* v = b.op("view", {pos(a), pos(Arg::of_ints({6}))});
+    b.output(b.op("relu_", {pos(v)}));
+    auto inputs = make_inputs(b.g);
+    std::vector<float> xs = floats(inputs[0]);
+    CHECK(passes::decompose_training_ops(b.g));
+    verify_graph(b.g);
+    std::vector<double> want;
+    for (float f : xs) want.push_back(std::max(0.0, 2.0 * f));
+    require_close(floats(evaluate(b.g, inputs)[0]), want);
+  }
+}
+
+// ---- the corpus ----
+
+namespace {
+
+std::vector<std::string> raw_corpus_models() {
+  std::vector<std::string> out;
+  for (const std::string& dir : corpus_models())
+    if (fs::exists(dir + "/model.raw.pt2")) out.push_back(dir);
+  return out;
+}
+
+std::string compare_with_expected(const std::vector<NpyArray>& outputs, const std::string& dir) {
+  std::vector<NpyArray> expected = read_npy_sequence(dir + "/expected");
+  if (outputs.size() != expected.size())
+    return std::to_string(outputs.size()) + " outputs, expected " + std::to_string(expected.size());
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    Comparison c = compare_arrays(outputs[k], expected[k]);
+    if (!c.pass) return "output " + std::to_string(k) + ": " + c.message;
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("every corpus model.raw.pt2 decomposes, lowers and evaluates to the references", "[decompose][corpus]") {
+  if (!require_corpus()) return;
+  auto models = raw_corpus_models();
+  SweepResult r = run_sweep("decompose raw models (evaluator)", models, {}, [](const std::string& dir) -> std::string {
+    Graph graph = load_model(dir + "/model.raw.pt2");
+    if (graph.verifier != "TRAINING") return "verifier is " + graph.verifier + ", expected TRAINING";
+    passes::PassOptions opt;
+    opt.verify = true;
+    run_graph_passes(graph, opt);
+    for (const auto& n : graph.nodes)
+      if (!lower::find_lowering(n->target)) return "node " + n->name + " (" + n->target + ") is left without a lowering";
+    ir::LoopProgram program = lower::lower_graph(graph);
+    return compare_with_expected(ir::evaluate_program(program, read_npy_sequence(dir + "/inputs")), dir);
+  });
+  CHECK(r.unexpected_failures.empty());
+  CHECK(r.passed == 10);
+}
+
+TEST_CASE("every corpus model.raw.pt2 compiles and matches the references", "[decompose][corpus][compiled]") {
+  if (!require_corpus()) return;
+  TempDir tmp("foundry_raw_models_");
+  SweepResult r = run_sweep("decompose raw models (compiled)", raw_corpus_models(), {}, [&](const std::string& dir) {
+    std::string out = tmp / fs::path(dir).filename().string();
+    ProcResult p = run_foundryc({dir + "/model.raw.pt2", "-o", out, "--cache-dir", tmp / "cache"});
+    if (p.exit_code != 0) return "foundryc failed: " + p.err;
+    LoadedModel model(out);
+    return compare_with_expected(model.run(read_npy_sequence(dir + "/inputs")), dir);
+  });
+  CHECK(r.unexpected_failures.empty());
+  CHECK(r.passed == 10);
+}
+
+}  // namespace foundry::test
