@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
   bool no_fusion = false, no_cache = false, interpret_only = false;
   app.add_option("--name", name, "C symbol prefix of the model's API (default: from the input file name)");
   app.add_flag("--no-fusion", no_fusion, "one kernel per IR node, nothing inlined (for differential testing)");
-  app.add_option("--cxx", cxx, "C++ compiler for model.so (default: $CXX, then clang++, then g++)");
+  app.add_option("--cxx", cxx, "C++ compiler for model.so (default: clang++, then $CXX, then g++)");
   app.add_option("--cache-dir", cache_dir, "compile cache folder (default: ~/.cache/foundry)");
   app.add_flag("--no-cache", no_cache, "neither read nor write the compile cache");
   app.add_option("--target", target, "instruction set of the generated code")
@@ -106,6 +106,9 @@ int main(int argc, char** argv) {
                "run the model with the reference evaluator instead of compiling it (with --inputs)");
   app.add_option("--inputs", inputs_dir, "with --interpret: folder of inputs 0.npy, 1.npy, ...");
   app.add_option("--expected", expected_dir, "with --interpret: folder of expected outputs to compare with");
+  std::string depfile;
+  app.add_option("--depfile", depfile,
+                 "also write a Make/Ninja depfile: OUTDIR/model.so (or manifest.json) and the input files it depends on");
   app.set_version_flag("--version", std::string("foundryc ") + FOUNDRY_VERSION);
 
   try {
@@ -147,6 +150,7 @@ int main(int argc, char** argv) {
     opts.emit_so = std::find(emit.begin(), emit.end(), "so") != emit.end();
     if (!stop_after.empty()) opts.stop_after = foundry::stage_from_name(stop_after);
     opts.dump_ir = dump_ir;
+    opts.depfile = depfile;
     if (time_passes) opts.timing_out = &std::cerr;
     foundry::PipelineResult result = foundry::run_pipeline(opts);
     spdlog::info("wrote {}", result.output_dir);

@@ -355,14 +355,25 @@ std::string depfile_escape(const std::string& path) {
 
 // The files the frontend reads for `input`: the archive itself; every file of an extracted
 // archive folder; or a bare models/model.json and the archive folder around it.
-std::vector<std::string> depfile_inputs(const std::string& input) {
+// The output folder (and its work folders beside it, OUTDIR.tmp-*) is skipped when it lies inside.
+std::vector<std::string> depfile_inputs(const std::string& input, const fs::path& out_dir) {
   std::vector<std::string> files;
   std::error_code ec;
+  const fs::path out_abs = fs::weakly_canonical(fs::absolute(out_dir, ec), ec);
+  const std::string out_prefix = out_abs.filename().string() + ".";
+  auto is_output = [&](const fs::path& p) {
+    fs::path abs = fs::weakly_canonical(fs::absolute(p, ec), ec);
+    if (abs.parent_path() != out_abs.parent_path()) return false;
+    std::string name = abs.filename().string();
+    return name == out_abs.filename().string() || name.rfind(out_prefix, 0) == 0;
+  };
   auto add_tree = [&](const fs::path& dir) {
     std::vector<std::string> found;
     for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
-         it.increment(ec))
-      if (it->is_regular_file(ec)) found.push_back(it->path().string());
+         it.increment(ec)) {
+      if (it->is_directory(ec) && is_output(it->path())) it.disable_recursion_pending();
+      else if (it->is_regular_file(ec)) found.push_back(it->path().string());
+    }
     std::sort(found.begin(), found.end());
     files.insert(files.end(), found.begin(), found.end());
   };
@@ -387,7 +398,7 @@ std::vector<std::string> depfile_inputs(const std::string& input) {
 void write_depfile(const PipelineOptions& opts, const fs::path& out_dir, Stage last) {
   const char* target = last >= Stage::Build ? "model.so" : last >= Stage::Codegen ? "manifest.json" : kMarker;
   std::string text = depfile_escape((out_dir / target).string()) + ":";
-  for (const auto& f : depfile_inputs(opts.input)) text += " \\\n  " + depfile_escape(f);
+  for (const auto& f : depfile_inputs(opts.input, out_dir)) text += " \\\n  " + depfile_escape(f);
   text += "\n";
   fs::path path(opts.depfile);
   fs::path tmp = path;

@@ -27,10 +27,11 @@ struct PipelineOptions {
   std::ostream* timing_out = nullptr;  // --time-passes: each stage's wall time, as it finishes
   std::string name;                 // C symbol prefix; empty: from the input file's stem
   bool fusion = true;               // --no-fusion: one kernel per IR node
-  std::string cxx;                  // C++ compiler; empty: $CXX, clang++, g++
+  std::string cxx;                  // C++ compiler; empty: clang++, $CXX, g++
   std::string cache_dir;            // empty: ~/.cache/foundry
   bool use_cache = true;
   std::string target = "native";    // -march for the generated code
+  std::string depfile;               // --depfile: write a Make/Ninja depfile here on success
 };
 
 struct StageTiming {

@@ -1,0 +1,337 @@
+"""Load and run a model compiled by foundryc from Python, with ctypes and NumPy only.
+
+    import numpy as np
+    from foundry_model import load
+
+    model = load("out/")                 # the folder `foundryc model.pt2 -o out/` wrote
+    print(model.inputs, model.outputs)   # names, dtypes and shapes
+    (y,) = model(np.zeros((8, 64), np.float32))
+
+The folder's manifest.json names the model (the NAME_ prefix of its C API) and its inputs and
+outputs; model.so is opened with ctypes and weights.bin is mapped by NAME_create. Inputs are any
+array-likes: they are made C-contiguous (not converted: a dtype that is not the model's is
+reported by the model as an error). Outputs are fresh NumPy arrays. A failing call raises
+FoundryError with the model's NAME_last_error() message and status code.
+
+bfloat16 tensors are passed and returned as uint16 arrays of their raw bits (NumPy has no
+bfloat16). Nothing here is compiled: this file is the whole Python package.
+"""
+
+import ctypes
+import json
+import os
+import threading
+
+import numpy as np
+
+__all__ = ["FoundryError", "TensorInfo", "Model", "load"]
+
+MAX_RANK = 8
+
+# foundry_status (include/foundry/runtime/foundry_c_api.h)
+STATUS_NAMES = {
+    0: "OK",
+    1: "INVALID_ARGUMENT",
+    2: "IO",
+    3: "OUT_OF_MEMORY",
+    4: "RUNTIME",
+}
+
+# foundry_dtype codes (torch's ScalarType numbering) <-> NumPy dtypes.
+_CODE_TO_NUMPY = {
+    1: np.dtype(np.uint8),
+    2: np.dtype(np.int8),
+    3: np.dtype(np.int16),
+    4: np.dtype(np.int32),
+    5: np.dtype(np.int64),
+    6: np.dtype(np.float16),
+    7: np.dtype(np.float32),
+    8: np.dtype(np.float64),
+    12: np.dtype(np.bool_),
+    13: np.dtype(np.uint16),  # bfloat16, as raw bits
+}
+_CODE_NAMES = {1: "uint8", 2: "int8", 3: "int16", 4: "int32", 5: "int64", 6: "float16",
+               7: "float32", 8: "float64", 12: "bool", 13: "bfloat16"}
+_NUMPY_TO_CODE = {dt: code for code, dt in _CODE_TO_NUMPY.items() if code != 13}
+
+
+class FoundryError(RuntimeError):
+    """A call into the compiled model failed; `status` is the foundry_status code."""
+
+    def __init__(self, message, status=None):
+        super().__init__(message)
+        self.status = status
+
+
+class _Tensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("dtype", ctypes.c_int32),
+        ("rank", ctypes.c_int32),
+        ("shape", ctypes.c_int64 * MAX_RANK),
+    ]
+
+
+class _TensorInfo(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("dtype", ctypes.c_int32),
+        ("rank", ctypes.c_int32),
+        ("shape", ctypes.c_int64 * MAX_RANK),
+        ("min_shape", ctypes.c_int64 * MAX_RANK),
+        ("max_shape", ctypes.c_int64 * MAX_RANK),
+    ]
+
+
+class TensorInfo:
+    """One input or output: name, dtype (a foundry_dtype code), dtype_name, the NumPy dtype it is
+    passed as, and shape (a tuple; -1 for a dynamic dimension, bounded by min_shape/max_shape)."""
+
+    def __init__(self, name, dtype, shape, min_shape, max_shape):
+        self.name = name
+        self.dtype = dtype
+        self.dtype_name = _CODE_NAMES.get(dtype, "dtype %d" % dtype)
+        self.numpy_dtype = _CODE_TO_NUMPY.get(dtype)
+        self.shape = tuple(shape)
+        self.min_shape = tuple(min_shape)
+        self.max_shape = tuple(max_shape)
+
+    def __repr__(self):
+        return "TensorInfo(%r, %s, %s)" % (self.name, self.dtype_name, list(self.shape))
+
+
+def _read_manifest(folder):
+    path = os.path.join(folder, "manifest.json")
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            manifest = json.load(f)
+    except OSError as e:
+        raise FoundryError("%s: cannot read the manifest (is this a folder written by foundryc?): %s"
+                           % (path, e.strerror or e)) from None
+    except ValueError as e:
+        raise FoundryError("%s: not valid JSON: %s" % (path, e)) from None
+    name = manifest.get("name") if isinstance(manifest, dict) else None
+    if not isinstance(name, str) or not name.isidentifier():
+        raise FoundryError("%s: no model name (the C API prefix) in the manifest" % path)
+    return manifest
+
+
+class Model:
+    """A compiled model loaded from its output folder. Thread-safe: run() may be called from
+    several threads at once (ctypes releases the GIL during the call)."""
+
+    def __init__(self, folder, library="model.so"):
+        self.folder = os.path.abspath(os.fspath(folder))
+        self.manifest = _read_manifest(self.folder)
+        self.name = self.manifest["name"]
+        so_path = os.path.join(self.folder, library)
+        if not os.path.isfile(so_path):
+            raise FoundryError("%s: no such file (compile with --emit=so, the default)" % so_path)
+        try:
+            self._lib = ctypes.CDLL(so_path, mode=getattr(os, "RTLD_LOCAL", 0) | getattr(os, "RTLD_NOW", 2))
+        except OSError as e:
+            raise FoundryError("%s: cannot load: %s" % (so_path, e)) from None
+        self._bind()
+        self._lock = threading.Lock()
+        self._handle = None
+        self.inputs = [self._info(self._input_info, k) for k in range(self._num_inputs())]
+        self.outputs = [self._info(self._output_info, k) for k in range(self._num_outputs())]
+        self._check_manifest()
+        handle = ctypes.c_void_p()
+        status = self._create(self.folder.encode(), ctypes.byref(handle))
+        self._check(status, "%s_create(%s)" % (self.name, self.folder))
+        self._handle = handle
+
+    # ---- the C API ----
+
+    def _fn(self, suffix, restype, argtypes):
+        symbol = "%s_%s" % (self.name, suffix)
+        try:
+            fn = getattr(self._lib, symbol)
+        except AttributeError:
+            raise FoundryError("%s/model.so has no symbol %s (does the manifest match the library?)"
+                               % (self.folder, symbol)) from None
+        fn.restype = restype
+        fn.argtypes = argtypes
+        return fn
+
+    def _bind(self):
+        vp = ctypes.c_void_p
+        self._create = self._fn("create", ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(vp)])
+        self._run = self._fn("run", ctypes.c_int, [vp, ctypes.POINTER(_Tensor), ctypes.c_size_t,
+                                                  ctypes.POINTER(_Tensor), ctypes.c_size_t])
+        self._num_inputs = self._fn("num_inputs", ctypes.c_size_t, [])
+        self._num_outputs = self._fn("num_outputs", ctypes.c_size_t, [])
+        self._input_info = self._fn("input_info", ctypes.c_int, [ctypes.c_size_t, ctypes.POINTER(_TensorInfo)])
+        self._output_info = self._fn("output_info", ctypes.c_int, [ctypes.c_size_t, ctypes.POINTER(_TensorInfo)])
+        self._destroy = self._fn("destroy", None, [vp])
+        self._last_error = self._fn("last_error", ctypes.c_char_p, [])
+
+    def last_error(self):
+        """NAME_last_error() for the calling thread."""
+        msg = self._last_error()
+        return msg.decode("utf-8", "replace") if msg else ""
+
+    def _check(self, status, what):
+        if status != 0:
+            msg = self.last_error() or "no message"
+            raise FoundryError("%s failed (%s): %s" % (what, STATUS_NAMES.get(status, status), msg), status)
+
+    def _info(self, fn, k):
+        info = _TensorInfo()
+        self._check(fn(k, ctypes.byref(info)), "%s info %d" % (self.name, k))
+        rank = info.rank
+        if not 0 <= rank <= MAX_RANK:
+            raise FoundryError("%s: tensor %d has rank %d" % (self.name, k, rank))
+        name = info.name.decode("utf-8", "replace") if info.name else str(k)
+        return TensorInfo(name, info.dtype, info.shape[:rank], info.min_shape[:rank], info.max_shape[:rank])
+
+    def _check_manifest(self):
+        for role, infos in (("inputs", self.inputs), ("outputs", self.outputs)):
+            listed = self.manifest.get(role)
+            if isinstance(listed, list) and len(listed) != len(infos):
+                raise FoundryError("%s: manifest.json lists %d %s, model.so has %d"
+                                   % (self.folder, len(listed), role, len(infos)))
+
+    # ---- running ----
+
+    def run(self, *arrays):
+        """Runs the model on `arrays` (one per input, in order); returns a list of NumPy arrays."""
+        if len(arrays) == 1 and isinstance(arrays[0], (list, tuple)) and len(self.inputs) != 1:
+            arrays = tuple(arrays[0])
+        if len(arrays) != len(self.inputs):
+            raise FoundryError("%s expects %d inputs, got %d" % (self.name, len(self.inputs), len(arrays)), 1)
+        keep = []  # the contiguous arrays must outlive the call
+        c_inputs = (_Tensor * max(1, len(arrays)))()
+        for k, a in enumerate(arrays):
+            info = self.inputs[k]
+            if info.dtype == 13 and isinstance(a, np.ndarray) and a.dtype == np.uint16:
+                code = 13
+            else:
+                # Lists and scalars take the model's dtype; arrays keep theirs (the model checks it).
+                a = a if isinstance(a, np.ndarray) else np.asarray(a, dtype=info.numpy_dtype)
+                if not a.dtype.isnative:
+                    a = a.astype(a.dtype.newbyteorder("="))
+                code = _NUMPY_TO_CODE.get(a.dtype)
+                if code is None:
+                    raise FoundryError("input %d (%s): NumPy dtype %s is not supported (expected %s)"
+                                       % (k, info.name, a.dtype, info.dtype_name), 1)
+            a = np.ascontiguousarray(a)
+            if a.ndim > MAX_RANK:
+                raise FoundryError("input %d (%s): rank %d is above %d" % (k, info.name, a.ndim, MAX_RANK), 1)
+            keep.append(a)
+            t = c_inputs[k]
+            t.data = a.ctypes.data if a.size else None
+            t.dtype = code
+            t.rank = a.ndim
+            for d, n in enumerate(a.shape):
+                t.shape[d] = n
+        outs = []
+        c_outputs = (_Tensor * max(1, len(self.outputs)))()
+        for k, info in enumerate(self.outputs):
+            if info.numpy_dtype is None:
+                raise FoundryError("output %d (%s): dtype %s has no NumPy type" % (k, info.name, info.dtype_name))
+            shape = tuple(m if s < 0 else s for s, m in zip(info.shape, info.max_shape))
+            out = np.empty(shape, dtype=info.numpy_dtype)
+            outs.append(out)
+            t = c_outputs[k]
+            t.data = out.ctypes.data if out.size else None
+            t.dtype = info.dtype
+            t.rank = len(shape)
+            for d, n in enumerate(shape):
+                t.shape[d] = n
+        if self._handle is None:
+            raise FoundryError("%s: the model was closed" % self.name)
+        status = self._run(self._handle, c_inputs, len(arrays), c_outputs, len(self.outputs))
+        self._check(status, "%s_run" % self.name)
+        results = []
+        for k, out in enumerate(outs):
+            t = c_outputs[k]
+            shape = tuple(t.shape[d] for d in range(t.rank))
+            if shape != out.shape:  # a dynamic output: its actual shape within the maximum
+                n = int(np.prod(shape)) if shape else 1
+                out = out.reshape(-1)[:n].reshape(shape)
+            results.append(out)
+        return results
+
+    __call__ = run
+
+    def close(self):
+        """Frees the model (NAME_destroy); the library stays loaded until the process exits."""
+        with self._lock:
+            handle, self._handle = self._handle, None
+        if handle is not None:
+            self._destroy(handle)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
+
+    def __repr__(self):
+        return "<foundry_model.Model %s from %s: %s -> %s>" % (self.name, self.folder, self.inputs, self.outputs)
+
+
+def load(folder):
+    """Opens the folder foundryc wrote (manifest.json, model.so, weights.bin)."""
+    return Model(folder)
+
+
+def _main(argv=None):
+    """python3 foundry_model.py OUTDIR [--inputs DIR] [--expected DIR]: runs a compiled model on
+    DIR/0.npy, 1.npy, ... and compares with the expected outputs (1e-4 abs + 1e-4 rel)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Run a model compiled by foundryc on .npy inputs.")
+    parser.add_argument("folder", help="the folder foundryc wrote")
+    parser.add_argument("--inputs", help="folder of inputs 0.npy, 1.npy, ... in graph order")
+    parser.add_argument("--expected", help="folder of expected outputs to compare with")
+    args = parser.parse_args(argv)
+    try:
+        model = load(args.folder)
+    except FoundryError as e:
+        print("foundry_model: error: %s" % e)
+        return 1
+    print("%s: %s -> %s" % (model.name, model.inputs, model.outputs))
+    if not args.inputs:
+        return 0
+    inputs = [np.load(os.path.join(args.inputs, "%d.npy" % k)) for k in range(len(model.inputs))]
+    try:
+        outputs = model(*inputs)
+    except FoundryError as e:
+        print("foundry_model: error: %s" % e)
+        return 1
+    ok = True
+    for k, y in enumerate(outputs):
+        if not args.expected:
+            print("output %d: %s %s" % (k, y.dtype, list(y.shape)))
+            continue
+        e = np.load(os.path.join(args.expected, "%d.npy" % k))
+        if y.shape != e.shape:
+            print("output %d: shape %s, expected %s: FAIL" % (k, list(y.shape), list(e.shape)))
+            ok = False
+            continue
+        if y.dtype.kind in "fc" or e.dtype.kind in "fc":
+            y64, e64 = y.astype(np.float64), e.astype(np.float64)
+            err = np.abs(y64 - e64)
+            both_nan = np.isnan(y64) & np.isnan(e64)
+            good = bool(((err <= 1e-4 + 1e-4 * np.abs(e64)) | both_nan | (y64 == e64)).all())
+            max_err = float(np.nanmax(err)) if err.size and not np.isnan(err).all() else 0.0
+        else:
+            good, max_err = bool(np.array_equal(y, e)), 0.0
+        ok = ok and good
+        print("output %d: max abs err %g: %s" % (k, max_err, "PASS" if good else "FAIL"))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(_main())

@@ -1,0 +1,295 @@
+// Deployment: reproducible output (two compiles of one model are byte-identical), --depfile,
+// the sample application in samples/app built with make and CMake (rebuilt only when the model
+// changes), find_package(foundry) with foundry_add_model, and the shared libraries a compiled
+// model.so needs.
+#include <catch2/catch.hpp>
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "support.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Every regular file under `dir`, by path relative to it.
+std::map<std::string, std::string> read_tree(const fs::path& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) files[fs::relative(e.path(), dir).string()] = read_file(e.path().string());
+  return files;
+}
+
+std::string joined(const std::vector<std::string>& args) {
+  std::string s;
+  for (const auto& a : args) s += a + " ";
+  return s;
+}
+
+// Runs foundryc; REQUIREs success.
+void compile(const std::vector<std::string>& args) {
+  ProcResult r = run_foundryc(args);
+  INFO("foundryc " << joined(args) << "\nstderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+}
+
+// The depfile's words (targets end with ':'), with line continuations and escapes undone.
+std::vector<std::string> depfile_words(const std::string& text) {
+  std::vector<std::string> words;
+  std::string word;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '\\' && i + 1 < text.size() && text[i + 1] == '\n') {
+      ++i;
+    } else if (c == '\\' && i + 1 < text.size() && (text[i + 1] == ' ' || text[i + 1] == '#')) {
+      word += text[++i];
+    } else if (c == '$' && i + 1 < text.size() && text[i + 1] == '$') {
+      word += text[++i];
+    } else if (c == ' ' || c == '\n' || c == '\t') {
+      if (!word.empty()) words.push_back(word);
+      word.clear();
+    } else {
+      word += c;
+    }
+  }
+  if (!word.empty()) words.push_back(word);
+  return words;
+}
+
+void copy_tree(const fs::path& from, const fs::path& to) {
+  fs::copy(from, to, fs::copy_options::recursive);
+}
+
+fs::file_time_type mtime(const fs::path& p) { return fs::last_write_time(p); }
+
+}  // namespace
+
+TEST_CASE("deploy: two compiles of one model into different folders are byte-identical", "[deploy][fast]") {
+  TempDir tmp("foundry_repro_");
+  const std::string model = samples_dir() + "/small_cnn/model.pt2";
+  // Different folder names and depths, different caches, no cache: the compiler runs twice.
+  fs::create_directories(tmp / "first");
+  fs::create_directories(tmp / "x/second_folder");
+  const std::string a = tmp / "first/out", b = tmp / "x/second_folder/other_out";
+  for (const auto& [out, cache] : {std::pair{a, tmp / "cache_a"}, std::pair{b, tmp / "x/cache_b"}}) {
+    std::vector<std::string> args = {model, "-o", out, "--cache-dir", cache, "--no-cache", "-v"};
+    ProcResult r = run_foundryc(args);
+    INFO("foundryc " << joined(args) << "\nstderr: " << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.err.find("compiled with") != std::string::npos);  // not a cache hit
+  }
+  std::map<std::string, std::string> ta = read_tree(a), tb = read_tree(b);
+  for (const char* f : {"kernels.cpp", "wrapper.cpp", "model.h", "weights.bin", "model.so", "manifest.json"}) {
+    INFO(f);
+    REQUIRE(ta.count(f));
+    REQUIRE(tb.count(f));
+    CHECK(ta[f] == tb[f]);
+  }
+  // And nothing else differs either (the runtime headers, the marker).
+  std::vector<std::string> names_a, names_b;
+  for (const auto& [name, bytes] : ta) names_a.push_back(name);
+  for (const auto& [name, bytes] : tb) names_b.push_back(name);
+  CHECK(names_a == names_b);
+  for (const auto& [name, bytes] : ta) {
+    INFO(name);
+    CHECK((tb.count(name) && tb[name] == bytes));
+  }
+  // No build path leaks into the library.
+  CHECK(ta["model.so"].find(tmp.path()) == std::string::npos);
+}
+
+TEST_CASE("deploy: --depfile names the output and the input files", "[deploy][fast]") {
+  TempDir tmp("foundry_depfile_");
+  const std::string sample = samples_dir() + "/mlp";
+  fs::copy_file(sample + "/model.pt2", tmp / "my model.pt2");
+
+  SECTION("an archive: OUTDIR/model.so depends on the archive; spaces are escaped") {
+    compile({tmp / "my model.pt2", "-o", tmp / "out dir/", "--depfile", tmp / "model.d", "--cache-dir", tmp / "cache"});
+    std::string text = read_file(tmp / "model.d");
+    INFO(text);
+    CHECK(text.find("out\\ dir/model.so:") != std::string::npos);
+    CHECK(depfile_words(text) == std::vector<std::string>{tmp / "out dir/model.so:", tmp / "my model.pt2"});
+    CHECK(text.back() == '\n');
+    // No temporary files are left beside it.
+    size_t entries = std::distance(fs::directory_iterator(tmp.path()), fs::directory_iterator());
+    CHECK(entries == 4);  // my model.pt2, out dir, model.d, cache
+  }
+
+  SECTION("--emit=source: the target is the manifest") {
+    compile({tmp / "my model.pt2", "-o", tmp / "src", "--emit=source", "--depfile", tmp / "src.d"});
+    CHECK(depfile_words(read_file(tmp / "src.d")) == std::vector<std::string>{tmp / "src/manifest.json:", tmp / "my model.pt2"});
+  }
+
+  SECTION("an extracted archive folder: every file in it") {
+    ProcResult x = run_process({python3(), "-c", "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])",
+                                sample + "/model.pt2", tmp / "extracted"});
+    REQUIRE(x.exit_code == 0);
+    compile({tmp / "extracted", "-o", tmp / "out", "--depfile", tmp / "dir.d", "--emit=source"});
+    std::vector<std::string> words = depfile_words(read_file(tmp / "dir.d"));
+    REQUIRE(!words.empty());
+    CHECK(words[0] == tmp / "out/manifest.json:");
+    std::vector<std::string> files;
+    for (const auto& e : fs::recursive_directory_iterator(tmp / "extracted"))
+      if (e.is_regular_file()) files.push_back(e.path().string());
+    std::sort(files.begin(), files.end());
+    CHECK(std::vector<std::string>(words.begin() + 1, words.end()) == files);
+    CHECK(std::find(files.begin(), files.end(), tmp / "extracted/model/models/model.json") != files.end());
+  }
+
+  SECTION("a bare models/model.json: it and the archive folder around it, not the output inside it") {
+    ProcResult x = run_process({python3(), "-c", "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])",
+                                sample + "/model.pt2", tmp / "extracted"});
+    REQUIRE(x.exit_code == 0);
+    const std::string root = tmp / "extracted/model";
+    for (int pass = 0; pass < 2; ++pass)  // the second time, the output folder exists inside the archive folder
+      compile({root + "/models/model.json", "-o", root + "/out", "--depfile", tmp / "json.d", "--emit=source"});
+    std::vector<std::string> words = depfile_words(read_file(tmp / "json.d"));
+    INFO(read_file(tmp / "json.d"));
+    REQUIRE(words.size() > 2);
+    CHECK(words[0] == root + "/out/manifest.json:");
+    CHECK(words[1] == root + "/models/model.json");
+    CHECK(std::find(words.begin(), words.end(), root + "/data/weights/weight_0") != words.end());
+    for (size_t i = 1; i < words.size(); ++i) {
+      INFO(words[i]);
+      CHECK(words[i].find("/out") == std::string::npos);
+      CHECK(fs::is_regular_file(words[i]));
+    }
+  }
+
+  SECTION("a failed compile writes no depfile") {
+    write_file(tmp / "model.d", "old\n");
+    write_file(tmp / "bad.pt2", "not an archive");
+    ProcResult r = run_foundryc({tmp / "bad.pt2", "-o", tmp / "out", "--depfile", tmp / "model.d"});
+    CHECK(r.exit_code == 1);
+    CHECK(read_file(tmp / "model.d") == "old\n");
+  }
+}
+
+TEST_CASE("deploy: samples/app builds with make and reruns foundryc only when the model changes", "[deploy]") {
+  TempDir tmp("foundry_app_");
+  // A copy of samples/app and samples/mlp side by side, as in the source tree: the test touches the model.
+  copy_tree(samples_dir() + "/app", tmp / "app");
+  copy_tree(samples_dir() + "/mlp", tmp / "mlp");
+  const std::vector<std::string> make = {"make", "-C", tmp / "app", "FOUNDRYC=" + foundryc_exe(),
+                                         "FOUNDRYC_FLAGS=--cache-dir " + (tmp / "cache")};
+  auto run_make = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> argv = make;
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    ProcResult r = run_process(argv, 300);
+    INFO("make " << joined(extra) << "\nstdout: " << r.out << "\nstderr: " << r.err);
+    REQUIRE(r.exit_code == 0);
+    return r.out;
+  };
+
+  std::string first = run_make({"check"});
+  CHECK(first.find("--depfile model.d") != std::string::npos);  // foundryc ran
+  CHECK(first.find("PASS") != std::string::npos);
+  REQUIRE(fs::exists(tmp / "app/model.d"));
+  REQUIRE(fs::exists(tmp / "app/out/model.so"));
+  CHECK(read_file(tmp / "app/model.d").find("../mlp/model.pt2") != std::string::npos);
+  auto so_time = mtime(tmp / "app/out/model.so");
+  auto app_time = mtime(tmp / "app/app");
+
+  // Nothing changed: nothing runs.
+  std::string second = run_make({});
+  CHECK(second.find("--depfile") == std::string::npos);
+  CHECK(mtime(tmp / "app/out/model.so") == so_time);
+  CHECK(mtime(tmp / "app/app") == app_time);
+
+  // The model changed: foundryc runs again and the app is relinked.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ProcResult t = run_process({"touch", tmp / "mlp/model.pt2"});
+  REQUIRE(t.exit_code == 0);
+  std::string third = run_make({"check"});
+  CHECK(third.find("--depfile model.d") != std::string::npos);
+  CHECK(third.find("PASS") != std::string::npos);
+  CHECK(mtime(tmp / "app/out/model.so") > so_time);
+
+  // The program runs from another working directory (the rpath finds out/model.so).
+  ProcResult r = run_process({tmp / "app/app", tmp / "app/out", tmp / "mlp/inputs/0.npy", tmp / "mlp/expected/0.npy"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+}
+
+TEST_CASE("deploy: samples/app builds with CMake and reruns foundryc only when the model changes", "[deploy]") {
+  TempDir tmp("foundry_app_cmake_");
+  copy_tree(samples_dir() + "/app", tmp / "app");
+  copy_tree(samples_dir() + "/mlp", tmp / "mlp");
+  ProcResult cfg = run_process({"cmake", "-G", "Ninja", "-S", tmp / "app", "-B", tmp / "build",
+                                "-DFOUNDRYC=" + foundryc_exe(), "-DFOUNDRYC_FLAGS=--cache-dir;" + (tmp / "cache")},
+                               300);
+  INFO("cmake: " << cfg.out << cfg.err);
+  REQUIRE(cfg.exit_code == 0);
+  auto build = [&] {
+    ProcResult r = run_process({"cmake", "--build", tmp / "build"}, 300);
+    INFO("cmake --build: " << r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    return r.out;
+  };
+  CHECK(build().find("with foundryc") != std::string::npos);
+  ProcResult run = run_process({tmp / "build/app", tmp / "build/out", tmp / "mlp/inputs/0.npy", tmp / "mlp/expected/0.npy"});
+  INFO(run.out << run.err);
+  CHECK(run.exit_code == 0);
+  CHECK(build().find("with foundryc") == std::string::npos);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE(run_process({"touch", tmp / "mlp/model.pt2"}).exit_code == 0);
+  CHECK(build().find("with foundryc") != std::string::npos);
+}
+
+TEST_CASE("deploy: find_package(foundry) and foundry_add_model from an installed layout", "[deploy]") {
+  // The layout an install would make (<prefix>/bin/foundryc, <prefix>/lib/cmake/foundry/*.cmake),
+  // built by hand until the project installs it.
+  TempDir tmp("foundry_package_");
+  fs::create_directories(tmp / "prefix/bin");
+  fs::create_directories(tmp / "prefix/lib/cmake/foundry");
+  fs::copy_file(foundryc_exe(), tmp / "prefix/bin/foundryc");
+  for (const char* f : {"foundry-config.cmake", "FoundryAddModel.cmake"})
+    fs::copy_file(samples_dir() + "/app/cmake/" + f, tmp / ("prefix/lib/cmake/foundry/" + std::string(f)));
+  fs::create_directories(tmp / "proj");
+  fs::copy_file(samples_dir() + "/app/main.cpp", tmp / "proj/main.cpp");
+  write_file(tmp / "proj/CMakeLists.txt",
+             "cmake_minimum_required(VERSION 3.20)\nproject(p LANGUAGES CXX)\nfind_package(foundry REQUIRED)\n"
+             "message(STATUS \"FOUNDRYC=${FOUNDRYC}\")\n"
+             "foundry_add_model(mlp " + samples_dir() + "/mlp/model.pt2 OPTIONS --cache-dir " + (tmp / "cache") + ")\n"
+             "add_executable(app main.cpp)\ntarget_link_libraries(app PRIVATE mlp)\n");
+  ProcResult cfg = run_process({"cmake", "-G", "Ninja", "-S", tmp / "proj", "-B", tmp / "build",
+                                "-DCMAKE_PREFIX_PATH=" + (tmp / "prefix")},
+                               300);
+  INFO("cmake: " << cfg.out << cfg.err);
+  REQUIRE(cfg.exit_code == 0);
+  CHECK(cfg.out.find("FOUNDRYC=" + (tmp / "prefix/bin/foundryc")) != std::string::npos);
+  ProcResult b = run_process({"cmake", "--build", tmp / "build"}, 300);
+  INFO("cmake --build: " << b.out << b.err);
+  REQUIRE(b.exit_code == 0);
+  ProcResult run = run_process({tmp / "build/app", tmp / "build/mlp", samples_dir() + "/mlp/inputs/0.npy",
+                                samples_dir() + "/mlp/expected/0.npy"});
+  INFO(run.out << run.err);
+  CHECK(run.exit_code == 0);
+}
+
+TEST_CASE("deploy: model.so needs only the C++ runtime, libgomp, oneDNN and SLEEF", "[deploy][fast]") {
+  TempDir tmp("foundry_needed_");
+  compile({samples_dir() + "/small_cnn/model.pt2", "-o", tmp / "out", "--cache-dir", tmp / "cache"});
+  ProcResult r = run_process({"readelf", "-d", tmp / "out/model.so"});
+  INFO("readelf: " << r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::vector<std::string> allowed = {"libstdc++.so", "libm.so",    "libgcc_s.so", "libc.so",
+                                            "ld-linux",     "libgomp.so", "libdnnl.so",  "libsleef.so"};
+  std::istringstream lines(r.out);
+  size_t needed = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("(NEEDED)") == std::string::npos) continue;
+    ++needed;
+    size_t open = line.find('['), close = line.rfind(']');
+    REQUIRE(open != std::string::npos);
+    REQUIRE(close > open);
+    std::string lib = line.substr(open + 1, close - open - 1);
+    INFO("NEEDED " << lib);
+    CHECK(std::any_of(allowed.begin(), allowed.end(), [&](const std::string& a) { return lib.rfind(a, 0) == 0; }));
+  }
+  CHECK(needed > 0);
+}
