@@ -5,6 +5,8 @@
 #include <iostream>
 #include <sstream>
 
+#include "foundry/runtime/compare.h"
+#include "foundry/runtime/sample.h"
 #include "support.h"
 
 namespace foundry::test {
@@ -37,6 +39,17 @@ std::map<std::string, std::string> known_failures(const std::string& list_name) 
     out[name] = reason.substr(reason.find_first_not_of(' ') == std::string::npos ? 0 : reason.find_first_not_of(' '));
   }
   return out;
+}
+
+std::string compare_with_expected(const std::vector<NpyArray>& outputs, const std::string& dir) {
+  std::vector<NpyArray> expected = read_npy_sequence(dir + "/expected");
+  if (outputs.size() != expected.size())
+    return std::to_string(outputs.size()) + " outputs, expected " + std::to_string(expected.size());
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    Comparison c = compare_arrays(outputs[k], expected[k]);
+    if (!c.pass) return "output " + std::to_string(k) + ": " + c.message;
+  }
+  return "";
 }
 
 SweepResult run_sweep(const std::string& title, const std::vector<std::string>& sample_dirs,

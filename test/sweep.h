@@ -6,11 +6,16 @@
 #include <string>
 #include <vector>
 
+#include "foundry/runtime/npy.h"
+
 namespace foundry::test {
 
 std::vector<std::string> tier1_samples();               // opinfo/tier1.txt, in order
 std::vector<std::string> corpus_models();               // models/* with expected outputs
 std::map<std::string, std::string> known_failures(const std::string& list_name);
+
+// "" when `outputs` match DIR/expected/N.npy (compare_arrays tolerances), else the first problem.
+std::string compare_with_expected(const std::vector<foundry::NpyArray>& outputs, const std::string& dir);
 
 // Runs `check` (returns "" on success, else the reason) on every sample, prints a summary
 // ending with the line "N passed, M failed", and returns the failures not in `known`.

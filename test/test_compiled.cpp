@@ -25,17 +25,6 @@ namespace fs = std::filesystem;
 namespace foundry::test {
 namespace {
 
-std::string check_outputs(const std::vector<NpyArray>& outputs, const std::string& dir) {
-  std::vector<NpyArray> expected = read_npy_sequence(dir + "/expected");
-  if (outputs.size() != expected.size())
-    return std::to_string(outputs.size()) + " outputs, expected " + std::to_string(expected.size());
-  for (size_t k = 0; k < outputs.size(); ++k) {
-    Comparison c = compare_arrays(outputs[k], expected[k]);
-    if (!c.pass) return "output " + std::to_string(k) + ": " + c.message;
-  }
-  return "";
-}
-
 // Generates one sample's sources into `out` under the symbol prefix `name`.
 void generate_sources(const std::string& sample_dir, const std::string& name, const std::string& out) {
   Graph graph = load_model(sample_dir + "/model.pt2");
@@ -82,7 +71,7 @@ TEST_CASE("compiled corpus models match PyTorch", "[compiled][corpus]") {
     ProcResult p = run_foundryc({dir + "/model.pt2", "-o", out, "--cache-dir", tmp / "cache"});
     if (p.exit_code != 0) return "foundryc failed: " + p.err;
     LoadedModel model(out);
-    return check_outputs(model.run(read_npy_sequence(dir + "/inputs")), dir);
+    return compare_with_expected(model.run(read_npy_sequence(dir + "/inputs")), dir);
   });
   CHECK(r.unexpected_failures.empty());
   CHECK(r.passed == 10);
@@ -135,7 +124,7 @@ TEST_CASE("compiled tier-1 OpInfo samples match PyTorch", "[compiled][corpus][sw
     if (batch_errors.count(dir)) return "batch compile failed";
     const std::string& name = name_of[dir];
     LoadedModel model(so_of[name], name, tmp / name);
-    return check_outputs(model.run(read_npy_sequence(dir + "/inputs")), dir);
+    return compare_with_expected(model.run(read_npy_sequence(dir + "/inputs")), dir);
   });
   CHECK(r.unexpected_failures.empty());
   CHECK(r.unexpected_passes.empty());

@@ -447,17 +447,6 @@ std::vector<std::string> raw_corpus_models() {
   return out;
 }
 
-std::string compare_with_expected(const std::vector<NpyArray>& outputs, const std::string& dir) {
-  std::vector<NpyArray> expected = read_npy_sequence(dir + "/expected");
-  if (outputs.size() != expected.size())
-    return std::to_string(outputs.size()) + " outputs, expected " + std::to_string(expected.size());
-  for (size_t k = 0; k < outputs.size(); ++k) {
-    Comparison c = compare_arrays(outputs[k], expected[k]);
-    if (!c.pass) return "output " + std::to_string(k) + ": " + c.message;
-  }
-  return "";
-}
-
 }  // namespace
 
 TEST_CASE("every corpus model.raw.pt2 decomposes, lowers and evaluates to the references", "[decompose][corpus]") {

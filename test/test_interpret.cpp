@@ -23,14 +23,7 @@ std::string interpret_and_compare(const std::string& dir) {
   run_graph_passes(graph);
   ir::LoopProgram program = lower::lower_graph(graph);
   std::vector<NpyArray> outputs = ir::evaluate_program(program, read_npy_sequence(dir + "/inputs"));
-  std::vector<NpyArray> expected = read_npy_sequence(dir + "/expected");
-  if (outputs.size() != expected.size())
-    return std::to_string(outputs.size()) + " outputs, expected " + std::to_string(expected.size());
-  for (size_t k = 0; k < outputs.size(); ++k) {
-    Comparison c = compare_arrays(outputs[k], expected[k]);
-    if (!c.pass) return "output " + std::to_string(k) + ": " + c.message;
-  }
-  return "";
+  return compare_with_expected(outputs, dir);
 }
 
 }  // namespace
