@@ -33,8 +33,6 @@ nlohmann::json compile(const std::string& model, const std::string& out, const s
   return nlohmann::json::parse(read_file(out + "/manifest.json"));
 }
 
-std::string model_path(const std::string& name) { return corpus_dir() + "/models/" + name + "/model.pt2"; }
-
 // Random inputs shaped like the corpus inputs (floats uniform in [-2, 2]).
 std::vector<NpyArray> random_inputs(const std::string& model_dir, uint32_t seed) {
   std::vector<NpyArray> inputs = read_npy_sequence(model_dir + "/inputs");
@@ -115,7 +113,7 @@ TEST_CASE("fusion: fused and unfused models agree with the reference evaluator o
   if (!require_corpus()) return;
   TempDir tmp;
   std::printf("%-20s %8s %8s %14s %14s\n", "model", "kernels", "unfused", "bytes fused", "bytes unfused");
-  for (const std::string& name : {"pointwise", "mlp", "norm_softmax", "reductions", "encoder_layer", "small_cnn",
+  for (const std::string name : {"pointwise", "mlp", "norm_softmax", "reductions", "encoder_layer", "small_cnn",
                                   "mobilenet_v3_small"}) {
     std::string dir = corpus_dir() + "/models/" + name;
     std::vector<NpyArray> inputs = random_inputs(dir, 1234);
@@ -125,7 +123,7 @@ TEST_CASE("fusion: fused and unfused models agree with the reference evaluator o
 
     nlohmann::json fused = compile(dir + "/model.pt2", tmp / (name + "_fused"), tmp / "cache");
     nlohmann::json unfused = compile(dir + "/model.pt2", tmp / (name + "_unfused"), tmp / "cache", {"--no-fusion"});
-    for (const std::string& variant : {"_fused", "_unfused"}) {
+    for (const std::string variant : {"_fused", "_unfused"}) {
       LoadedModel model(tmp / (name + variant));
       std::vector<NpyArray> outputs = model.run(inputs);
       REQUIRE(outputs.size() == reference.size());
