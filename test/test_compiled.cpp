@@ -110,7 +110,7 @@ TEST_CASE("compiled tier-1 OpInfo samples match PyTorch", "[compiled][corpus][sw
       const build::ProcessResult& r = results[k - b];
       if (r.exit_code != 0) WARN("batch " << k << " failed to compile:\n" << r.output.substr(0, 4000));
       for (const auto& [dir, name] : batches[k].members) {
-        if (r.exit_code == 0) so_of[name] = commands[k - b].back();
+        if (r.exit_code == 0) so_of[name] = tmp / ("batch" + std::to_string(k) + ".so");
         else batch_errors[dir] = "batch compile failed";
       }
     }
