@@ -1,5 +1,6 @@
 #include "codegen/externs.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -112,6 +113,11 @@ std::string dnnl_build(const ir::LoopNode& node, const std::string& member, cons
   const ir::ExternCall& call = node.call;
   if (node.output->dtype != DType::Float32) return "";
   std::vector<int64_t> out = static_shape(*node.output);
+  // Empty tensors go to the portable loops (oneDNN rejects or mishandles zero-size dims).
+  auto empty = [](const std::vector<int64_t>& v) { return std::find(v.begin(), v.end(), 0) != v.end(); };
+  if (empty(out)) return "";
+  for (const auto& op : call.inputs)
+    if (op.buffer && empty(op.sizes)) return "";
   std::ostringstream b;
   if (call.kind == "convolution") {
     const auto& x = call.inputs[0];

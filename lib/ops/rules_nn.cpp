@@ -234,6 +234,15 @@ std::vector<TensorType> native_group_norm(const Node& node) {
 std::vector<TensorType> batch_norm_no_training(const Node& node) {
   const TensorType& input = shape::tensor(node, "input");
   if (input.rank() < 2) throw UserError("batch_norm: input must have at least 2 dims");
+  // The per-channel parameters must be vectors of the channel count (found by fuzzing: a weight
+  // of another shape used to reach the lowering).
+  for (const char* name : {"weight", "bias", "running_mean", "running_var"}) {
+    const Arg& a = node.arg(name);
+    if (a.kind != Arg::Kind::Tensor) continue;
+    const TensorType& t = a.tensor->type;
+    if (t.rank() != 1 || t.sizes[0] != input.sizes[1])
+      throw UserError(std::string("batch_norm: ") + name + " must have shape [" + std::to_string(input.sizes[1]) + "]");
+  }
   return {make_type(input.dtype, input.sizes), make_type(input.dtype, {0}), make_type(input.dtype, {0})};
 }
 

@@ -31,12 +31,28 @@ inline dnnl::memory wrap(const dnnl::memory::desc& md, const void* p) {
   return dnnl::memory(md, engine(), const_cast<void*>(p));
 }
 
+// Scratchpads are user-managed and allocated per call: the library-managed one is shared by all
+// threads in oneDNN builds without DNNL_ENABLE_CONCURRENT_EXEC, and runs may be concurrent.
+inline dnnl::primitive_attr user_scratchpad() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+inline void execute(const dnnl::primitive& prim, const dnnl::memory::desc& scratchpad_md,
+                    std::unordered_map<int, dnnl::memory>& args) {
+  dnnl::stream s(engine());
+  args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(scratchpad_md, engine());
+  prim.execute(s, args);
+  s.wait();
+}
+
 // A convolution over strided NC(D)(H)W input/output and (G)OI(D)(H)W weights.
 struct Conv {
   bool ok = false;
   bool packed_weights = false;
   dnnl::convolution_forward prim;
-  dnnl::memory::desc src_md, user_w_md, dst_md, bias_md, w_md;
+  dnnl::memory::desc src_md, user_w_md, dst_md, bias_md, w_md, scratchpad_md;
   dnnl::memory weights;  // reordered constant weights, when packed
 
   // weights_data: the constant weights (reordered now), or nullptr when they are computed per run.
@@ -64,8 +80,9 @@ struct Conv {
       w_md = weights_data ? dnnl::memory::desc(wd, dt::f32, dnnl::memory::format_tag::any) : user_w_md;
       dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                                            src_md, w_md, bias_md, dst_md, stride, dil, padding, pad_r);
-      dnnl::convolution_forward::primitive_desc pd(desc, engine());
+      dnnl::convolution_forward::primitive_desc pd(desc, user_scratchpad(), engine());
       prim = dnnl::convolution_forward(pd);
+      scratchpad_md = pd.scratchpad_desc();
       if (weights_data) {
         weights = dnnl::memory(pd.weights_desc(), engine());
         dnnl::stream s(engine());
@@ -82,12 +99,10 @@ struct Conv {
   }
 
   void run(const float* x, const float* w, const float* bias, float* y) const {
-    dnnl::stream s(engine());
     std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, wrap(src_md, x)}, {DNNL_ARG_DST, wrap(dst_md, y)}};
     args[DNNL_ARG_WEIGHTS] = packed_weights ? weights : wrap(user_w_md, w);
     if (bias) args[DNNL_ARG_BIAS] = wrap(bias_md, bias);
-    prim.execute(s, args);
-    s.wait();
+    execute(prim, scratchpad_md, args);
   }
 
   static dims contiguous(const dims& sizes) {
@@ -105,7 +120,7 @@ struct Conv {
 struct Matmul {
   bool ok = false;
   dnnl::matmul prim;
-  dnnl::memory::desc a_md, b_md, bias_md, dst_md;
+  dnnl::memory::desc a_md, b_md, bias_md, dst_md, scratchpad_md;
 
   void build(const dims& a, const dims& a_strides, const dims& b, const dims& b_strides, const dims& out,
              bool has_bias, const dims& bias_sizes, const dims& bias_strides) {
@@ -115,8 +130,9 @@ struct Matmul {
       dst_md = strided(out, Conv::contiguous(out));
       bias_md = has_bias ? strided(bias_sizes, bias_strides) : dnnl::memory::desc();
       dnnl::matmul::desc desc(a_md, b_md, bias_md, dst_md);
-      dnnl::matmul::primitive_desc pd(desc, engine());
+      dnnl::matmul::primitive_desc pd(desc, user_scratchpad(), engine());
       prim = dnnl::matmul(pd);
+      scratchpad_md = pd.scratchpad_desc();
       ok = true;
     } catch (const dnnl::error&) {
       ok = false;
@@ -124,12 +140,10 @@ struct Matmul {
   }
 
   void run(const float* a, const float* b, const float* bias, float* y) const {
-    dnnl::stream s(engine());
     std::unordered_map<int, dnnl::memory> args = {
         {DNNL_ARG_SRC, wrap(a_md, a)}, {DNNL_ARG_WEIGHTS, wrap(b_md, b)}, {DNNL_ARG_DST, wrap(dst_md, y)}};
     if (bias) args[DNNL_ARG_BIAS] = wrap(bias_md, bias);
-    prim.execute(s, args);
-    s.wait();
+    execute(prim, scratchpad_md, args);
   }
 };
 
