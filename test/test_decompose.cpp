@@ -21,6 +21,7 @@
 #include "foundry/runtime/loaded_model.h"
 #include "foundry/runtime/sample.h"
 #include "foundry/support/error.h"
+#include "graph_builder.h"
 #include "support.h"
 #include "sweep.h"
 
@@ -31,50 +32,6 @@ namespace {
 
 // ---- hand-built graphs ----
 
-RawArg pos(Arg a) { return RawArg{"", std::move(a), false}; }
-RawArg pos(Value* v) { return pos(Arg::of_tensor(v)); }
-RawArg named(const std::string& name, Arg a) { return RawArg{name, std::move(a), true}; }
-
-struct Builder {
-  Graph g;
-
-  Value* input(const std::string& name, std::vector<int64_t> sizes, DType dtype = DType::Float32) {
-    Value* v = g.new_value(name, shape::make_type(dtype, std::move(sizes)));
-    g.inputs.push_back(GraphInput{InputKind::User, v, "", {}});
-    return v;
-  }
-  Value* weight(const std::string& name, std::vector<int64_t> sizes) {
-    TensorType t = shape::make_type(DType::Float32, std::move(sizes));
-    auto bytes = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(t.numel()) * 4);
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      float f = 0.3f * std::cos(0.7f * static_cast<float>(i)) + (i % 3 == 0 ? 0.5f : 0.0f);
-      std::memcpy(bytes->data() + i * 4, &f, 4);
-    }
-    Value* v = g.new_value(name, t);
-    g.inputs.push_back(GraphInput{InputKind::Parameter, v, name, Blob{bytes, bytes->data(), bytes->size()}});
-    return v;
-  }
-  Node* node(const std::string& op, std::vector<RawArg> raw) {
-    const OpInfo* info = find_op(op);
-    REQUIRE(info != nullptr);
-    auto n = std::make_unique<Node>();
-    n->target = info->name;
-    n->op = info;
-    n->name = info->schema.name;
-    n->source_name = n->name;
-    n->args = bind_arguments(*info, raw, &n->arg_names);
-    for (const TensorType& t : info->infer(*n)) n->outputs.push_back(g.new_value(n->name, t));
-    return g.append_node(std::move(n));
-  }
-  Value* op(const std::string& name, std::vector<RawArg> raw) { return node(name, std::move(raw))->outputs.at(0); }
-  void output(Value* v) { g.outputs.push_back(GraphOutput{OutputKind::User, v, ""}); }
-};
-
-size_t count_op(const Graph& g, const std::string& target) {
-  size_t n = 0;
-  for (const auto& node : g.nodes) n += node->target == target;
-  return n;
-}
 
 // Every node is an op the lowering knows.
 void require_lowerable(const Graph& g) {

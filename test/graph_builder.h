@@ -1,0 +1,77 @@
+// Building small ATen graphs by hand for unit tests: typed inputs, weights that own their
+// bytes, and nodes bound to their schema and typed by their op's shape rule.
+#pragma once
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "foundry/graph/graph.h"
+#include "foundry/ops/registry.h"
+
+namespace foundry::test {
+
+inline RawArg pos(Arg a) { return RawArg{"", std::move(a), false}; }
+inline RawArg pos(Value* v) { return pos(Arg::of_tensor(v)); }
+inline RawArg named(const std::string& name, Arg a) { return RawArg{name, std::move(a), true}; }
+inline Arg ints(std::vector<int64_t> v) { return Arg::of_ints(std::move(v)); }
+inline Arg tensors(std::vector<Value*> vs) {
+  Arg a;
+  a.kind = Arg::Kind::TensorList;
+  a.tensors = std::move(vs);
+  return a;
+}
+
+struct Builder {
+  Graph g;
+
+  Value* input(const std::string& name, std::vector<int64_t> sizes, DType dtype = DType::Float32) {
+    Value* v = g.new_value(name, shape::make_type(dtype, std::move(sizes)));
+    g.inputs.push_back(GraphInput{InputKind::User, v, "", {}});
+    return v;
+  }
+
+  // A float32 weight owning `data` (or 0.1*i - 1 patterns when empty).
+  Value* weight(const std::string& name, std::vector<int64_t> sizes, std::vector<float> data = {},
+                InputKind kind = InputKind::Parameter) {
+    TensorType t = shape::make_type(DType::Float32, std::move(sizes));
+    if (data.empty())
+      for (int64_t i = 0; i < t.numel(); ++i) data.push_back(0.25f * static_cast<float>(i % 11) - 1.0f);
+    REQUIRE(static_cast<int64_t>(data.size()) == t.numel());
+    auto bytes = std::make_shared<std::vector<uint8_t>>(data.size() * 4);
+    std::memcpy(bytes->data(), data.data(), bytes->size());
+    Value* v = g.new_value(name, t);
+    GraphInput in{kind, v, name, Blob{bytes, bytes->data(), bytes->size()}};
+    g.inputs.push_back(in);
+    return v;
+  }
+
+  Node* node(const std::string& op, std::vector<RawArg> raw) {
+    const OpInfo* info = find_op(op);
+    REQUIRE(info != nullptr);
+    auto n = std::make_unique<Node>();
+    n->target = info->name;
+    n->op = info;
+    n->name = info->schema.name;
+    n->source_name = n->name;
+    n->args = bind_arguments(*info, raw, &n->arg_names);
+    std::vector<TensorType> types = info->infer(*n);
+    for (const TensorType& t : types) n->outputs.push_back(g.new_value(n->name, t));
+    return g.append_node(std::move(n));
+  }
+  Value* op(const std::string& name, std::vector<RawArg> raw) { return node(name, std::move(raw))->outputs.at(0); }
+
+  void output(Value* v, OutputKind kind = OutputKind::User, const std::string& target = "") {
+    g.outputs.push_back(GraphOutput{kind, v, target});
+  }
+};
+
+inline size_t count_op(const Graph& g, const std::string& target) {
+  size_t n = 0;
+  for (const auto& node : g.nodes) n += node->target == target;
+  return n;
+}
+
+}  // namespace foundry::test
