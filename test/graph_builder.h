@@ -3,13 +3,17 @@
 #pragma once
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "foundry/graph/graph.h"
+#include "foundry/ir/evaluate.h"
+#include "foundry/lower/lowering.h"
 #include "foundry/ops/registry.h"
+#include "foundry/runtime/npy.h"
 
 namespace foundry::test {
 
@@ -72,6 +76,33 @@ inline size_t count_op(const Graph& g, const std::string& target) {
   size_t n = 0;
   for (const auto& node : g.nodes) n += node->target == target;
   return n;
+}
+
+// Deterministic inputs for a graph's user inputs (float32 waves, bool patterns).
+inline std::vector<NpyArray> make_inputs(const Graph& g) {
+  std::vector<NpyArray> out;
+  int seed = 1;
+  for (const Value* v : g.user_inputs()) {
+    NpyArray a;
+    a.dtype = v->type.dtype;
+    a.shape = v->type.sizes;
+    a.data.resize(static_cast<size_t>(a.numel()) * dtype_size(a.dtype));
+    REQUIRE((a.dtype == DType::Float32 || a.dtype == DType::Bool));
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      if (a.dtype == DType::Bool)
+        a.data[static_cast<size_t>(i)] = ((i * 7 + seed) % 5) != 0;
+      else
+        a.as<float>()[i] = 4.0f * std::sin(0.37f * static_cast<float>(i + seed));
+    }
+    ++seed;
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+// The graph lowered and run by the reference evaluator.
+inline std::vector<NpyArray> evaluate(const Graph& g, const std::vector<NpyArray>& inputs) {
+  return ir::evaluate_program(lower::lower_graph(g), inputs);
 }
 
 }  // namespace foundry::test

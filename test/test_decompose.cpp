@@ -41,30 +41,6 @@ void require_lowerable(const Graph& g) {
   }
 }
 
-std::vector<NpyArray> make_inputs(const Graph& g) {
-  std::vector<NpyArray> out;
-  int seed = 1;
-  for (const Value* v : g.user_inputs()) {
-    NpyArray a;
-    a.dtype = v->type.dtype;
-    a.shape = v->type.sizes;
-    a.data.resize(static_cast<size_t>(a.numel()) * dtype_size(a.dtype));
-    for (int64_t i = 0; i < a.numel(); ++i) {
-      if (a.dtype == DType::Bool)
-        a.data[static_cast<size_t>(i)] = ((i * 7 + seed) % 5) != 0;
-      else
-        a.as<float>()[i] = 4.0f * std::sin(0.37f * static_cast<float>(i + seed));
-    }
-    ++seed;
-    out.push_back(std::move(a));
-  }
-  return out;
-}
-
-std::vector<NpyArray> evaluate(const Graph& g, const std::vector<NpyArray>& inputs) {
-  return ir::evaluate_program(lower::lower_graph(g), inputs);
-}
-
 std::vector<float> floats(const NpyArray& a) {
   REQUIRE(a.dtype == DType::Float32);
   return std::vector<float>(a.as<float>(), a.as<float>() + a.numel());

@@ -52,27 +52,6 @@ size_t count_inputs(const Graph& g, InputKind kind) {
 }
 
 // Deterministic float32 inputs for the graph's user inputs.
-std::vector<NpyArray> make_inputs(const Graph& g) {
-  std::vector<NpyArray> out;
-  int seed = 1;
-  for (const Value* v : g.user_inputs()) {
-    NpyArray a;
-    a.dtype = v->type.dtype;
-    a.shape = v->type.sizes;
-    a.data.resize(static_cast<size_t>(a.numel()) * 4);
-    REQUIRE(a.dtype == DType::Float32);
-    for (int64_t i = 0; i < a.numel(); ++i) a.as<float>()[i] = std::sin(0.37f * static_cast<float>(i + seed));
-    ++seed;
-    out.push_back(std::move(a));
-  }
-  return out;
-}
-
-std::vector<NpyArray> evaluate(const Graph& g, const std::vector<NpyArray>& inputs) {
-  ir::LoopProgram program = lower::lower_graph(g);
-  return ir::evaluate_program(program, inputs);
-}
-
 void require_same_results(const std::vector<NpyArray>& a, const std::vector<NpyArray>& b) {
   REQUIRE(a.size() == b.size());
   for (size_t k = 0; k < a.size(); ++k) {
