@@ -5,6 +5,7 @@
 #include <limits>
 #include <unordered_map>
 
+#include "foundry/runtime/foundry_kernel_support.h"
 #include "foundry/support/error.h"
 
 namespace foundry::ir {
@@ -172,32 +173,14 @@ Elem eval_unary(UnaryOp op, DType t, const Elem& x) {
   return make_int(t, int_unary(op, x.i, t == DType::Bool));
 }
 
-// c10::div_floor_floating: floor division that agrees with Python, computed through fmod.
-double floor_divide(double a, double b) {
-  if (b == 0) return a / b;
-  double m = std::fmod(a, b);
-  double div = (a - m) / b;
-  if (m != 0 && (b < 0) != (m < 0)) div -= 1;
-  if (div == 0) return std::copysign(0.0, a / b);
-  double floored = std::floor(div);
-  if (div - floored > 0.5) floored += 1;
-  return floored;
-}
-
-double python_mod(double a, double b) {
-  double m = std::fmod(a, b);
-  if (m != 0 && (b < 0) != (m < 0)) m += b;
-  return m;
-}
-
 double float_binary(BinaryOp op, double a, double b) {
   switch (op) {
     case BinaryOp::Add: return a + b;
     case BinaryOp::Sub: return a - b;
     case BinaryOp::Mul: return a * b;
     case BinaryOp::Div: return a / b;
-    case BinaryOp::FloorDiv: return floor_divide(a, b);
-    case BinaryOp::Mod: return python_mod(a, b);
+    case BinaryOp::FloorDiv: return foundry_rt::floordiv_float<double>(a, b);
+    case BinaryOp::Mod: return foundry_rt::mod_float<double>(a, b);
     case BinaryOp::Fmod: return std::fmod(a, b);
     case BinaryOp::Pow: return std::pow(a, b);
     case BinaryOp::Atan2: return std::atan2(a, b);
@@ -209,17 +192,6 @@ double float_binary(BinaryOp op, double a, double b) {
     case BinaryOp::Fmin: return std::fmin(a, b);
     default: throw InternalError("binary op " + std::string(op_name(op)) + " is not defined on floats");
   }
-}
-
-int64_t int_pow(int64_t base, int64_t exp) {
-  if (exp < 0) return base == 1 ? 1 : base == -1 ? (exp % 2 ? -1 : 1) : 0;
-  uint64_t result = 1, b = static_cast<uint64_t>(base);
-  while (exp) {
-    if (exp & 1) result *= b;
-    b *= b;
-    exp >>= 1;
-  }
-  return static_cast<int64_t>(result);
 }
 
 int64_t int_binary(BinaryOp op, int64_t a, int64_t b) {
@@ -247,7 +219,7 @@ int64_t int_binary(BinaryOp op, int64_t a, int64_t b) {
       return m;
     }
     case BinaryOp::Fmod: check_zero(); return b == -1 ? 0 : a % b;
-    case BinaryOp::Pow: return int_pow(a, b);
+    case BinaryOp::Pow: return foundry_rt::pow_int<int64_t>(a, b);
     case BinaryOp::Maximum: case BinaryOp::Fmax: return std::max(a, b);
     case BinaryOp::Minimum: case BinaryOp::Fmin: return std::min(a, b);
     case BinaryOp::BitAnd: return a & b;
