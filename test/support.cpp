@@ -197,6 +197,13 @@ ProcResult run_process(const std::vector<std::string>& argv, int timeout_seconds
 }
 
 ProcResult run_foundryc(std::vector<std::string> args, int timeout_seconds) {
+  // Tests never reuse a compile cache from an earlier run: unless a test picks its own cache,
+  // every compile of this test process shares one fresh folder.
+  if (std::find(args.begin(), args.end(), "--cache-dir") == args.end() &&
+      std::find(args.begin(), args.end(), "--no-cache") == args.end()) {
+    static TempDir cache("foundry_test_cache_");
+    args.insert(args.end(), {"--cache-dir", cache.path()});
+  }
   args.insert(args.begin(), foundryc_exe());
   return run_process(args, timeout_seconds);
 }

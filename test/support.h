@@ -34,6 +34,7 @@ struct ProcResult {
 // is killed with SIGKILL. Failure to start the program reads as exit code 127 and a message on err.
 ProcResult run_process(const std::vector<std::string>& argv, int timeout_seconds = 300);
 // run_process({FOUNDRYC_EXE, args...}).
+// Without --cache-dir or --no-cache among args, a fresh per-process cache folder is passed.
 ProcResult run_foundryc(std::vector<std::string> args, int timeout_seconds = 300);
 std::string foundryc_exe();
 
