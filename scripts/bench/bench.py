@@ -1,0 +1,533 @@
+#!/usr/bin/env python3
+"""foundryc benchmark: compile time, run time and roofline of the corpus models, against PyTorch.
+
+Run through scripts/bench.sh, which finds a Python with torch for the baselines and passes it in
+FOUNDRY_BENCH_TORCH_PYTHON (or the reason there is none in FOUNDRY_BENCH_NO_TORCH). This file
+needs only the standard library (and NumPy for models without recorded inputs, pointwise_64m), so
+it also runs under the system python3 when torch cannot be had.
+
+For each model: foundryc compile time, cold (fresh --cache-dir) and cached (same cache again);
+foundry-run's median at each thread count; bytes moved (manifest.json) / median = GB/s, as a
+fraction of STREAM add's bandwidth at the same thread count; PyTorch eager and torch.compile
+(Inductor) medians at the same thread counts, each in a fresh process (scripts/bench/torch_bench.py).
+The markdown table goes to stdout, progress to stderr, everything to a JSON file.
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+# Table order: small to large. Corpus models not listed here are appended in name order.
+MODEL_ORDER = ["pointwise", "pointwise_64k", "mlp", "mlp_dynamic", "norm_softmax", "reductions",
+               "encoder_layer", "small_cnn", "squeezenet1_1", "mobilenet_v3_small",
+               "pointwise_64m"]
+# The model that is a pure bandwidth test; geometric means are also given without it.
+BIG = "pointwise_64m"
+# Models with no recorded inputs get random ones; their outputs are checked against these.
+REFERENCES = {"pointwise_64m": lambda np, a, b: np.maximum(a + b, 0) * 2}
+SEED = 20240601
+FOUNDRYC_TIMEOUT_S = 900
+RUN_TIMEOUT_S = 900
+TORCH_TIMEOUT_S = 3600  # a cold Inductor compile of a CNN on 2 cores takes minutes
+
+
+def log(msg):
+    print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+
+def die(msg):
+    log(f"error: {msg}")
+    sys.exit(1)
+
+
+def parse_args():
+    p = argparse.ArgumentParser(
+        prog="scripts/bench.sh",
+        description="Benchmark foundryc on the corpus models against PyTorch eager and Inductor.",
+        epilog="Environment: BUILD_DIR (default build), FOUNDRYC, FOUNDRY_RUN, FOUNDRY_CORPUS "
+               "(default ../shared/corpus), FOUNDRY_BENCH_PYTHON (a python with torch >= 2.9), "
+               "FOUNDRY_BENCH_VENV (default ~/.cache/foundry/bench-venv), CC (for STREAM add).")
+    p.add_argument("--models", help="comma-separated corpus models (default: all)")
+    p.add_argument("--quick", action="store_true", help="fewer and shorter timing runs")
+    p.add_argument("--threads", help="comma-separated thread counts (default: 1,nproc)")
+    p.add_argument("--out-dir", type=Path,
+                   help="keep the compiled models in OUT_DIR/compiled/ (usable as --prebuilt) "
+                        "and write the JSON there")
+    p.add_argument("--json-out", type=Path,
+                   help="JSON results (default: bench-results.json in --out-dir or here)")
+    p.add_argument("--foundryc-args", default="",
+                   help="extra foundryc arguments, one string, e.g. '--target=avx512'")
+    p.add_argument("--compile-only", action="store_true",
+                   help="only compile (into --out-dir/compiled/) and time the compiles")
+    p.add_argument("--no-compile", action="store_true",
+                   help="do not run foundryc; time the folders of --prebuilt")
+    p.add_argument("--prebuilt", type=Path,
+                   help="folder of compiled models, one foundryc output folder per model name")
+    p.add_argument("--no-torch", action="store_true", help="skip the PyTorch baselines")
+    p.add_argument("--no-inductor", action="store_true", help="skip torch.compile (slow to compile)")
+    a = p.parse_args()
+    if a.prebuilt:
+        a.no_compile = True
+    if a.no_compile and not a.prebuilt:
+        p.error("--no-compile needs --prebuilt DIR (the compiled model folders)")
+    if a.compile_only and (a.no_compile or not a.out_dir):
+        p.error("--compile-only needs --out-dir (where the compiled models are kept) and a compile")
+    return a
+
+
+def env_path(var, default):
+    """A tool or folder from the environment (relative to the current dir), else the default
+    (relative to the repository root, like the other scripts)."""
+    value = os.environ.get(var)
+    return Path(value).resolve() if value else (REPO / default).resolve()
+
+
+def run(cmd, timeout, threads=None, **kw):
+    """Runs cmd, capturing its output. With threads, OMP_NUM_THREADS is set too: oneDNN and any
+    OpenMP in the compiled model would otherwise use every core even at 1 thread."""
+    env = dict(os.environ)
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
+    cmd = [str(c) for c in cmd]
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, **kw)
+    except subprocess.TimeoutExpired:  # a failure of this one step, not of the whole benchmark
+        return subprocess.CompletedProcess(cmd, 124, "", f"timed out after {timeout} s")
+
+
+def last_json(text):
+    """The JSON object on the last line of text that parses as one (tools print warnings too)."""
+    for line in reversed(text.strip().splitlines()):
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except json.JSONDecodeError:
+                pass
+    return None
+
+
+def failure(proc, what):
+    tail = (proc.stderr or proc.stdout or "").strip().splitlines()[-3:]
+    return f"{what} failed (exit {proc.returncode}): " + " | ".join(tail)
+
+
+# ---------------------------------------------------------------------------------------------
+# Machine and bandwidth
+
+def machine_info():
+    cpu = "unknown"
+    try:
+        for line in run(["lscpu"], 30).stdout.splitlines():
+            if line.startswith("Model name:"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return {"cpu": cpu, "nproc": len(os.sched_getaffinity(0)), "kernel": os.uname().release,
+            "loadavg_at_start": round(os.getloadavg()[0], 2)}
+
+
+def stream_add(work, threads):
+    """STREAM add GB/s per thread count, from scripts/bench/stream_add.c."""
+    cc = os.environ.get("CC", "cc")
+    exe = work / "stream_add"
+    proc = run([cc, "-O3", "-march=native", "-fopenmp", HERE / "stream_add.c", "-o", exe], 300)
+    if proc.returncode != 0:
+        die(failure(proc, f"compiling stream_add.c with {cc}"))
+    result = {}
+    for t in threads:
+        proc = run([exe], 600, threads=t)
+        data = last_json(proc.stdout)
+        if proc.returncode != 0 or not data:
+            die(failure(proc, "stream_add"))
+        result[t] = data["gbps"]
+        log(f"STREAM add, {plural_threads(t)}: {data['gbps']:.1f} GB/s")
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# One model
+
+def random_inputs(model_dir, dest):
+    """Seeded random float32 inputs with the shapes of meta.json, for models without inputs/."""
+    import numpy as np  # only here: the rest runs without NumPy
+    meta = json.loads((model_dir / "meta.json").read_text())
+    rng = np.random.default_rng(SEED)
+    dest.mkdir(parents=True)
+    for i, (shape, dtype) in enumerate(meta["inputs"]):
+        if dtype != "torch.float32":
+            raise ValueError(f"cannot make random inputs of {dtype}")
+        np.save(dest / f"{i}.npy", rng.standard_normal(shape, dtype=np.float32))
+    return dest
+
+
+def check_reference(name, inputs, outputs):
+    """Compares foundry-run's saved outputs with NumPy's result of the same graph."""
+    import numpy as np
+    args = [np.load(inputs / f"{i}.npy") for i in range(len(list(inputs.glob("*.npy"))))]
+    want = REFERENCES[name](np, *args)
+    got = np.load(outputs / "0.npy")
+    ok = got.shape == want.shape and bool(np.allclose(got, want, rtol=1e-6, atol=1e-6))
+    return {"pass": ok, "max_abs_err": float(np.max(np.abs(got - want))) if ok else None,
+            "against": "numpy"}
+
+
+def time_compile(cmd):
+    t0 = time.perf_counter()
+    proc = run(cmd, FOUNDRYC_TIMEOUT_S)
+    return time.perf_counter() - t0, proc
+
+
+def compile_model(ctx, name, src, out):
+    """foundryc cold (a fresh, empty cache) then cached (same cache, another output folder)."""
+    rec = {}
+    cache = Path(tempfile.mkdtemp(prefix="cache-", dir=ctx.work))
+    second = ctx.work / f"cached-{name}"
+    base = [ctx.foundryc, src / "model.pt2", "--cache-dir", cache, *ctx.foundryc_args]
+    if out.exists():
+        shutil.rmtree(out)
+    for key, dest in (("compile_cold_s", out), ("compile_cached_s", second)):
+        secs, proc = time_compile(base + ["-o", dest])
+        if proc.returncode != 0:
+            rec["error"] = failure(proc, "foundryc")
+            break
+        rec[key] = secs
+    shutil.rmtree(cache, ignore_errors=True)
+    shutil.rmtree(second, ignore_errors=True)
+    return rec
+
+
+def foundry_run(ctx, out, inputs, threads, extra=(), runs=3, warmup=1):
+    proc = run([ctx.foundry_run, out, "--inputs", inputs, "--bench", runs, "--warmup", warmup,
+                "--threads", threads, "--json", *extra], RUN_TIMEOUT_S, threads=threads)
+    data = last_json(proc.stdout)
+    if data is None or "median_ms" not in data:
+        return {"error": failure(proc, "foundry-run")}
+    return data
+
+
+def time_foundry(ctx, name, out, inputs, expected, threads, first):
+    """A short run to check the outputs and size the timing, then the timed run."""
+    extra = ["--expected", expected] if expected else []
+    saved = None
+    if first and name in REFERENCES:
+        saved = ctx.work / f"outputs-{name}"
+        extra += ["--save-outputs", saved]
+    probe = foundry_run(ctx, out, inputs, threads, extra)
+    if "error" in probe:
+        return probe, None
+    check = None
+    if expected:
+        check = {"pass": bool(probe.get("pass")), "against": "expected/"}
+    elif saved:
+        check = check_reference(name, inputs, saved)
+        shutil.rmtree(saved, ignore_errors=True)
+    runs = ctx.runs_for(probe["median_ms"] / 1e3)
+    res = foundry_run(ctx, out, inputs, threads, runs=runs, warmup=ctx.warmup)
+    res.pop("outputs", None)
+    res.pop("pass", None)
+    return res, check
+
+
+def time_torch(ctx, src, inputs, expected, threads, mode):
+    cmd = [ctx.torch_python, HERE / "torch_bench.py", src / "model.pt2", inputs,
+           "--threads", threads, "--runs", ctx.max_runs, "--warmup", ctx.warmup,
+           "--target-s", ctx.target_s, "--min-runs", ctx.min_runs, "--mode", mode]
+    if expected:
+        cmd += ["--expected", expected]
+    proc = run(cmd, TORCH_TIMEOUT_S, threads=threads)
+    data = last_json(proc.stdout)
+    if proc.returncode != 0 or data is None:
+        return {"error": failure(proc, f"torch {mode}")}
+    return data
+
+
+def bench_model(ctx, name):
+    src = ctx.corpus / "models" / name
+    rec = {"model": name}
+    if ctx.args.no_compile:
+        out = ctx.args.prebuilt / name
+        if not (out / "model.so").is_file() or not (out / "manifest.json").is_file():
+            rec["error"] = f"{out} is not a foundryc output folder (no model.so, manifest.json)"
+            return rec
+    else:
+        out = ctx.compiled / name
+        log(f"{name}: foundryc")
+        rec.update(compile_model(ctx, name, src, out))
+        if ctx.args.compile_only or "error" in rec:
+            return rec
+    manifest = json.loads((out / "manifest.json").read_text())
+    rec["bytes_moved"] = manifest.get("bytes_moved")
+    rec["foundryc_version"] = manifest.get("foundryc_version")
+
+    inputs, expected = src / "inputs", src / "expected"
+    if not expected.is_dir():
+        expected = None
+    if not inputs.is_dir():
+        try:
+            inputs = random_inputs(src, ctx.work / f"inputs-{name}")
+        except (ImportError, ValueError, KeyError) as e:
+            rec["error"] = f"no inputs/ and cannot generate them: {e}"
+            return rec
+
+    rec["threads"] = {}
+    for i, t in enumerate(ctx.threads):
+        log(f"{name}: foundry-run, {plural_threads(t)}")
+        res, check = time_foundry(ctx, name, out, inputs, expected, t, first=i == 0)
+        if check is not None:
+            rec.setdefault("check", check)
+            if not check["pass"]:
+                rec["check"] = check
+        row = {"foundry": res}
+        if "median_ms" in res and rec["bytes_moved"]:
+            row["gbps"] = rec["bytes_moved"] / (res["median_ms"] * 1e-3) / 1e9
+            row["roofline"] = row["gbps"] / ctx.stream[t]
+        for mode in ctx.torch_modes:
+            log(f"{name}: torch {mode}, {plural_threads(t)}")
+            row[mode] = time_torch(ctx, src, inputs, expected, t, mode)
+            if "error" in row[mode]:
+                log(f"{name}: {row[mode]['error']}")
+            elif "median_ms" in res:
+                row[f"{mode}_ratio"] = row[mode]["median_ms"] / res["median_ms"]
+        rec["threads"][t] = row
+    if inputs.parent == ctx.work:
+        shutil.rmtree(inputs, ignore_errors=True)  # 512 MiB for pointwise_64m
+    return rec
+
+
+# ---------------------------------------------------------------------------------------------
+# Summary and report
+
+def geomean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def summarize(ctx, models):
+    summary = {}
+    for t in ctx.threads:
+        s = {}
+        for mode in ctx.torch_modes:
+            pairs = [(m["model"], m["threads"][t][f"{mode}_ratio"]) for m in models
+                     if f"{mode}_ratio" in m.get("threads", {}).get(t, {})]
+            s[mode] = {"geomean": geomean([r for _, r in pairs]), "models": len(pairs),
+                       f"geomean_without_{BIG}": geomean([r for n, r in pairs if n != BIG]),
+                       f"models_without_{BIG}": sum(n != BIG for n, _ in pairs)}
+        summary[t] = s
+    return summary
+
+
+def fmt_time(ms):
+    if ms is None:
+        return "—"
+    s = ms / 1e3
+    for unit, scale in (("s", 1), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)):
+        if s >= scale or unit == "ns":
+            return f"{s / scale:.3g} {unit}"
+
+
+def fmt(x, spec, suffix=""):
+    return "—" if x is None else f"{x:{spec}}{suffix}"
+
+
+def report(ctx, result):
+    m, torch = result["machine"], result["torch"]
+    lines = ["# foundryc benchmark", "",
+             f"- machine: {m['cpu']}, nproc {m['nproc']}, Linux {m['kernel']}, load average "
+             f"{m['loadavg_at_start']} at start",
+             f"- {result['foundryc_version']}" + (" (prebuilt)" if ctx.args.no_compile else ""),
+             f"- PyTorch: {torch.get('version') or 'none: ' + torch['missing']}"]
+    if not ctx.args.compile_only:
+        lines += ["- STREAM add (12 B/element, best of 10): " + ", ".join(
+                      f"{plural_threads(t)} {g:.1f} GB/s" for t, g in result["stream_add_gbps"].items()),
+                  f"- {ctx.mode_note}"]
+    lines.append("")
+    models = result["models"]
+    if not ctx.args.no_compile:
+        head = ["model", "foundryc cold", "foundryc cached"]
+        if "inductor" in ctx.torch_modes:  # torch.compile compiles on the first call
+            head += [f"Inductor first call, {plural_threads(t)}" for t in ctx.threads]
+        lines += ["## Compile time", "", "| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+        for r in models:
+            cells = [r["model"], fmt(r.get("compile_cold_s"), ".2f", " s"),
+                     fmt(r.get("compile_cached_s"), ".2f", " s")]
+            if "inductor" in ctx.torch_modes:
+                cells += [fmt(r.get("threads", {}).get(t, {}).get("inductor", {}).get("compile_s"),
+                              ".1f", " s") for t in ctx.threads]
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    if not ctx.args.compile_only:
+        for t in ctx.threads:
+            lines += [f"## Run time, {plural_threads(t)} (medians)", "",
+                      "| model | foundryc | GB/s | of STREAM | eager | Inductor | eager / foundryc"
+                      " | Inductor / foundryc | check |", "|---" * 9 + "|"]
+            for r in models:
+                row = r.get("threads", {}).get(t, {})
+                cells = [r["model"], fmt_time(row.get("foundry", {}).get("median_ms")),
+                         fmt(row.get("gbps"), ".2f"), fmt(row.get("roofline") and
+                                                          100 * row["roofline"], ".0f", "%"),
+                         fmt_time(row.get("eager", {}).get("median_ms")),
+                         fmt_time(row.get("inductor", {}).get("median_ms")),
+                         fmt(row.get("eager_ratio"), ".2f", "×"),
+                         fmt(row.get("inductor_ratio"), ".2f", "×"),
+                         check_cell(r)]
+                lines.append("| " + " | ".join(cells) + " |")
+            e = result["geomean"][t].get("eager", {})
+            i = result["geomean"][t].get("inductor", {})
+            for label, key, count in (("geomean", "geomean", "models"),
+                                      (f"geomean without {BIG}", f"geomean_without_{BIG}",
+                                       f"models_without_{BIG}")):
+                if ctx.torch_modes:
+                    lines.append(f"| **{label}** (n={e.get(count, i.get(count))}) | | | | | | "
+                                 f"{fmt(e.get(key), '.2f', '×')} | {fmt(i.get(key), '.2f', '×')} |"
+                                 " |")
+            lines.append("")
+        lines += ["Ratios above 1 mean foundryc is faster. GB/s = manifest bytes_moved / median;"
+                  " models whose data fit in cache can pass 100% of STREAM (a DRAM figure).", ""]
+    errors = [f"- {r['model']}: {e}" for r in models for e in errors_of(r)]
+    if errors:
+        lines += ["## Errors", ""] + errors + [""]
+    return "\n".join(lines)
+
+
+def plural_threads(t):
+    return f"{t} thread" + ("s" if t != 1 else "")
+
+
+def check_cell(r):
+    c = r.get("check")
+    if c is None:
+        return "—"
+    return ("pass" if c["pass"] else "**FAIL**") + (" (numpy)" if c["against"] == "numpy" else "")
+
+
+def errors_of(r):
+    if "error" in r:
+        yield r["error"]
+    for t, row in r.get("threads", {}).items():
+        for key, val in row.items():
+            if isinstance(val, dict) and "error" in val:
+                yield f"{key}, {plural_threads(t)}: {val['error']}"
+
+
+# ---------------------------------------------------------------------------------------------
+
+class Ctx:
+    pass
+
+
+def main():
+    args = parse_args()
+    ctx = Ctx()
+    ctx.args = args
+    ctx.foundryc_args = shlex.split(args.foundryc_args)
+    build = os.environ.get("BUILD_DIR", "build")
+    ctx.foundryc = env_path("FOUNDRYC", f"{build}/foundryc")
+    ctx.foundry_run = env_path("FOUNDRY_RUN", f"{build}/foundry-run")
+    ctx.corpus = env_path("FOUNDRY_CORPUS", "../shared/corpus")
+    machine = machine_info()
+    if machine["loadavg_at_start"] > 0.5:  # other work on the machine skews the timings
+        log(f"warning: load average {machine['loadavg_at_start']}: timings will be noisy")
+    ctx.threads = ([int(t) for t in args.threads.split(",")] if args.threads
+                   else sorted({1, machine["nproc"]}))
+    # Timing budget per measurement: runs are cut so each takes about target_s.
+    ctx.target_s, ctx.warmup, ctx.min_runs, ctx.max_runs = (
+        (0.3, 3, 5, 1000) if args.quick else (2.0, 10, 10, 10000))
+    ctx.runs_for = lambda per_run_s: max(ctx.min_runs, min(ctx.max_runs,
+                                                           int(ctx.target_s / max(per_run_s, 1e-9))))
+    ctx.mode_note = (f"{'quick: ' if args.quick else ''}each median over about {ctx.target_s} s of"
+                     f" runs ({ctx.min_runs}..{ctx.max_runs}) after {ctx.warmup} warm-up runs;"
+                     " PyTorch in a fresh process per thread count, Inductor with an empty cache")
+
+    if not (ctx.corpus / "models").is_dir():
+        die(f"no corpus models in {ctx.corpus} (set FOUNDRY_CORPUS)")
+    available = [d.name for d in (ctx.corpus / "models").iterdir() if (d / "model.pt2").is_file()]
+    order = MODEL_ORDER + sorted(set(available) - set(MODEL_ORDER))
+    if args.models:
+        names = args.models.split(",")
+        unknown = [n for n in names if n not in available]
+        if unknown:
+            die(f"not in {ctx.corpus}/models: {', '.join(unknown)}")
+    else:
+        names = [n for n in order if n in available]
+    if args.no_compile:
+        if not args.models:  # the prebuilt folder decides which models there are
+            names = [n for n in names if (args.prebuilt / n).is_dir()]
+        if not names:
+            die(f"no compiled model folders named after corpus models in {args.prebuilt}")
+    else:
+        for tool in (ctx.foundryc,) if args.compile_only else (ctx.foundryc, ctx.foundry_run):
+            if not os.access(tool, os.X_OK):
+                die(f"{tool} not found: build first (scripts/setup.sh) or set FOUNDRYC/FOUNDRY_RUN")
+    if args.no_compile and not os.access(ctx.foundry_run, os.X_OK):
+        die(f"{ctx.foundry_run} not found: set FOUNDRY_RUN to the foundry-run binary")
+
+    torch_info = {}
+    ctx.torch_python = os.environ.get("FOUNDRY_BENCH_TORCH_PYTHON")
+    ctx.torch_modes = []
+    if args.compile_only or args.no_torch:
+        torch_info["missing"] = "not asked for (--no-torch or --compile-only)"
+    elif not ctx.torch_python:
+        torch_info["missing"] = os.environ.get("FOUNDRY_BENCH_NO_TORCH", "no python with torch")
+        log(f"PyTorch columns will be empty: {torch_info['missing']}")
+    else:
+        torch_info["python"] = ctx.torch_python
+        torch_info["version"] = run([ctx.torch_python, "-c", "import torch; print(torch.__version__)"],
+                                    300).stdout.strip()
+        ctx.torch_modes = ["eager"] if args.no_inductor else ["eager", "inductor"]
+
+    out_dir = args.out_dir.resolve() if args.out_dir else None
+    json_out = args.json_out or ((out_dir or Path.cwd()) / "bench-results.json")
+    ctx.work = Path(tempfile.mkdtemp(prefix="foundry-bench-"))
+    try:
+        if out_dir:
+            ctx.compiled = out_dir / "compiled"
+            ctx.compiled.mkdir(parents=True, exist_ok=True)
+        else:
+            ctx.compiled = ctx.work / "compiled"
+        if args.no_compile:
+            version = None
+        else:
+            version = run([ctx.foundryc, "--version"], 60).stdout.strip()
+        ctx.stream = {} if args.compile_only else stream_add(ctx.work, ctx.threads)
+        models = [bench_model(ctx, n) for n in names]
+        if args.no_compile:
+            version = next((m["foundryc_version"] for m in models if m.get("foundryc_version")),
+                           "unknown")
+            version = f"foundryc {version}"
+        result = {
+            "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "machine": machine,
+            "foundryc_version": version,
+            "foundryc": None if args.no_compile else str(ctx.foundryc),
+            "foundryc_args": ctx.foundryc_args,
+            "foundry_run": str(ctx.foundry_run),
+            "prebuilt": str(args.prebuilt) if args.prebuilt else None,
+            "torch": torch_info,
+            "threads": ctx.threads,
+            "quick": args.quick,
+            "stream_add_gbps": ctx.stream,
+            "models": models,
+            "geomean": summarize(ctx, models),
+        }
+    finally:
+        shutil.rmtree(ctx.work, ignore_errors=True)
+    json_out.parent.mkdir(parents=True, exist_ok=True)
+    json_out.write_text(json.dumps(result, indent=1) + "\n")
+    print(report(ctx, result))
+    log(f"results in {json_out}" + (f", compiled models in {ctx.compiled}" if out_dir else ""))
+    failed = any(r.get("check", {}).get("pass") is False or "error" in r for r in models)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
