@@ -160,6 +160,8 @@ class Model:
         self._create = self._fn("create", ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(vp)])
         self._run = self._fn("run", ctypes.c_int, [vp, ctypes.POINTER(_Tensor), ctypes.c_size_t,
                                                   ctypes.POINTER(_Tensor), ctypes.c_size_t])
+        self._infer_shapes = self._fn("infer_shapes", ctypes.c_int, [ctypes.POINTER(_Tensor), ctypes.c_size_t,
+                                                                    ctypes.POINTER(_Tensor), ctypes.c_size_t])
         self._num_inputs = self._fn("num_inputs", ctypes.c_size_t, [])
         self._num_outputs = self._fn("num_outputs", ctypes.c_size_t, [])
         self._input_info = self._fn("input_info", ctypes.c_int, [ctypes.c_size_t, ctypes.POINTER(_TensorInfo)])
@@ -226,33 +228,23 @@ class Model:
             t.rank = a.ndim
             for d, n in enumerate(a.shape):
                 t.shape[d] = n
-        outs = []
+        # The outputs' shapes for these inputs (dynamic sizes are read from the input shapes).
         c_outputs = (_Tensor * max(1, len(self.outputs)))()
+        status = self._infer_shapes(c_inputs, len(arrays), c_outputs, len(self.outputs))
+        self._check(status, "%s_infer_shapes" % self.name)
+        outs = []
         for k, info in enumerate(self.outputs):
             if info.numpy_dtype is None:
                 raise FoundryError("output %d (%s): dtype %s has no NumPy type" % (k, info.name, info.dtype_name))
-            shape = tuple(m if s < 0 else s for s, m in zip(info.shape, info.max_shape))
-            out = np.empty(shape, dtype=info.numpy_dtype)
-            outs.append(out)
             t = c_outputs[k]
+            out = np.empty(tuple(t.shape[d] for d in range(t.rank)), dtype=info.numpy_dtype)
+            outs.append(out)
             t.data = out.ctypes.data if out.size else None
-            t.dtype = info.dtype
-            t.rank = len(shape)
-            for d, n in enumerate(shape):
-                t.shape[d] = n
         if self._handle is None:
             raise FoundryError("%s: the model was closed" % self.name)
         status = self._run(self._handle, c_inputs, len(arrays), c_outputs, len(self.outputs))
         self._check(status, "%s_run" % self.name)
-        results = []
-        for k, out in enumerate(outs):
-            t = c_outputs[k]
-            shape = tuple(t.shape[d] for d in range(t.rank))
-            if shape != out.shape:  # a dynamic output: its actual shape within the maximum
-                n = int(np.prod(shape)) if shape else 1
-                out = out.reshape(-1)[:n].reshape(shape)
-            results.append(out)
-        return results
+        return outs
 
     __call__ = run
 

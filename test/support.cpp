@@ -76,6 +76,7 @@ std::string python3() {
 }
 
 std::string foundryc_exe() { return FOUNDRYC_EXE; }
+std::string foundry_run_exe() { return FOUNDRY_RUN_EXE; }
 
 ProcResult run_process(const std::vector<std::string>& argv, int timeout_seconds) {
   ProcResult r;

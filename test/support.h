@@ -37,6 +37,7 @@ ProcResult run_process(const std::vector<std::string>& argv, int timeout_seconds
 // Without --cache-dir or --no-cache among args, a fresh per-process cache folder is passed.
 ProcResult run_foundryc(std::vector<std::string> args, int timeout_seconds = 300);
 std::string foundryc_exe();
+std::string foundry_run_exe();
 
 // A fresh directory $TMPDIR/<prefix>XXXXXX (or /tmp/...). Throws std::runtime_error on failure.
 std::string make_temp_dir(const std::string& prefix);

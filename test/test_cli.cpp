@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "foundry/frontend/frontend.h"
@@ -137,6 +138,64 @@ TEST_CASE("cli: the stages past the frontend", "[cli][fast]") {
   } else {
     CHECK(r.exit_code == 0);
   }
+}
+
+TEST_CASE("cli: stage progress only on a terminal", "[cli][fast]") {
+  TempDir tmp("foundry_cli_");
+  SECTION("stderr is a pipe: nothing but what was asked for") {
+    ProcResult r = run_foundryc({sample("pointwise"), "-o", tmp / "out"});
+    CHECK(r.exit_code == 0);
+    INFO("stderr: " << r.err);
+    CHECK(r.err.empty());
+    ProcResult v = run_foundryc({sample("pointwise"), "-o", tmp / "out", "-v"});
+    CHECK(v.exit_code == 0);
+    CHECK_THAT(v.err, Catch::Contains("running stage build"));
+    CHECK(v.err.find('\r') == std::string::npos);
+    CHECK(v.err.find('\x1b') == std::string::npos);
+    CHECK(v.err.find("[1/") == std::string::npos);
+  }
+  SECTION("stderr is a terminal (a pseudo-terminal from Python's pty module)") {
+    const std::string spawn =
+        "import os, pty, sys\n"
+        "try:\n    m, s = os.openpty(); os.close(m); os.close(s)\nexcept OSError:\n    sys.exit(77)\n"
+        "sys.exit(os.waitstatus_to_exitcode(pty.spawn(sys.argv[1:])))\n";
+    ProcResult r = run_process({python3(), "-c", spawn, foundryc_exe(), sample("pointwise"), "-o", tmp / "out",
+                                "--cache-dir", tmp / "cache"});
+    if (r.exit_code == 77) {
+      WARN("no pseudo-terminal here: the terminal side is not checked");
+      return;
+    }
+    INFO("output: " << r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.out, Catch::Contains("[1/6] frontend\r") && Catch::Contains("[6/6] build\r"));
+    CHECK_THAT(r.out, Catch::Contains("foundryc: wrote " + (tmp / "out") + " in "));
+    ProcResult q = run_process({python3(), "-c", spawn, foundryc_exe(), sample("pointwise"), "-o", tmp / "out",
+                                "--cache-dir", tmp / "cache", "-q"});
+    CHECK(q.exit_code == 0);
+    CHECK(q.out.empty());
+  }
+}
+
+TEST_CASE("cli: -v logs fusion decisions with reasons", "[cli][fast]") {
+  TempDir tmp("foundry_cli_");
+  ProcResult r = run_foundryc({sample("norm_softmax"), "-o", tmp / "out", "--stop-after=schedule", "-v"});
+  CHECK(r.exit_code == 0);
+  INFO("stderr: " << r.err);
+  // "fused node5, node6 (inlined: node4) into cpp_fused_..._1", "node3 not fused into cpp_fused_..._0: why"
+  const std::regex fused(R"(foundryc: info: fused node\d+(, node\d+)*( \(inlined: node\d+(, node\d+)*\))? into cpp_fused_\w+)");
+  const std::regex not_fused(R"(foundryc: info: node\d+ not fused into cpp_fused_\w+: \S.*)");
+  size_t n_fused = 0, n_not_fused = 0;
+  std::istringstream lines(r.err);
+  for (std::string line; std::getline(lines, line);) {
+    n_fused += std::regex_match(line, fused);
+    n_not_fused += std::regex_match(line, not_fused);
+  }
+  CHECK(n_fused >= 1);
+  CHECK(n_not_fused >= 1);
+  // Without -v, none of it.
+  ProcResult quiet = run_foundryc({sample("norm_softmax"), "-o", tmp / "out", "--stop-after=schedule"});
+  CHECK(quiet.exit_code == 0);
+  CHECK(quiet.err.empty());
 }
 
 TEST_CASE("cli: failures leave the previous output folder as it was", "[cli][fast]") {

@@ -48,7 +48,7 @@ void run_concurrently(const std::string& sample) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       try {
-        std::vector<foundry::NpyArray> outputs = model.allocate_outputs();
+        std::vector<foundry::NpyArray> outputs = model.allocate_outputs(inputs);
         for (int i = 0; i < kIterations; ++i) {
           if (t % 2 == 0) {
             model.run_into(inputs, outputs);

@@ -1,7 +1,7 @@
 // Deployment: reproducible output (two compiles of one model are byte-identical), --depfile,
 // the sample application in samples/app built with make and CMake (rebuilt only when the model
-// changes), find_package(foundry) with foundry_add_model, and the shared libraries a compiled
-// model.so needs.
+// changes), find_package(foundry) with foundry_add_model from a `cmake --install` of this build,
+// static linking (--emit=static), and the shared libraries a compiled model.so needs.
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <chrono>
@@ -9,6 +9,8 @@
 #include <map>
 #include <sstream>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "support.h"
 
@@ -65,6 +67,9 @@ void copy_tree(const fs::path& from, const fs::path& to) {
 }
 
 fs::file_time_type mtime(const fs::path& p) { return fs::last_write_time(p); }
+
+// The project's source folder (samples/ is in it): its cmake/ holds the CMake package.
+std::string source_dir() { return fs::path(samples_dir()).parent_path().string(); }
 
 }  // namespace
 
@@ -219,8 +224,10 @@ TEST_CASE("deploy: samples/app builds with CMake and reruns foundryc only when t
   TempDir tmp("foundry_app_cmake_");
   copy_tree(samples_dir() + "/app", tmp / "app");
   copy_tree(samples_dir() + "/mlp", tmp / "mlp");
+  // The copy is outside the source tree: foundry_DIR names the package files in it.
   ProcResult cfg = run_process({"cmake", "-G", "Ninja", "-S", tmp / "app", "-B", tmp / "build",
-                                "-DFOUNDRYC=" + foundryc_exe(), "-DFOUNDRYC_FLAGS=--cache-dir;" + (tmp / "cache")},
+                                "-Dfoundry_DIR=" + source_dir() + "/cmake", "-DFOUNDRYC=" + foundryc_exe(),
+                                "-DFOUNDRYC_FLAGS=--cache-dir;" + (tmp / "cache")},
                                300);
   INFO("cmake: " << cfg.out << cfg.err);
   REQUIRE(cfg.exit_code == 0);
@@ -241,18 +248,23 @@ TEST_CASE("deploy: samples/app builds with CMake and reruns foundryc only when t
 }
 
 TEST_CASE("deploy: find_package(foundry) and foundry_add_model from an installed layout", "[deploy]") {
-  // The layout an install would make (<prefix>/bin/foundryc, <prefix>/lib/cmake/foundry/*.cmake),
-  // built by hand until the project installs it.
+  // This build, installed as a user would: <prefix>/bin/foundryc, <prefix>/lib/cmake/foundry/*.cmake.
   TempDir tmp("foundry_package_");
-  fs::create_directories(tmp / "prefix/bin");
-  fs::create_directories(tmp / "prefix/lib/cmake/foundry");
-  fs::copy_file(foundryc_exe(), tmp / "prefix/bin/foundryc");
-  for (const char* f : {"foundry-config.cmake", "FoundryAddModel.cmake"})
-    fs::copy_file(samples_dir() + "/app/cmake/" + f, tmp / ("prefix/lib/cmake/foundry/" + std::string(f)));
+  ProcResult inst = run_process({"cmake", "--install", FOUNDRY_BINARY_DIR, "--prefix", tmp / "prefix"}, 300);
+  INFO("cmake --install: " << inst.out << inst.err);
+  REQUIRE(inst.exit_code == 0);
+  for (const char* f : {"bin/foundryc", "bin/foundry-run", "lib/cmake/foundry/foundry-config.cmake",
+                        "lib/cmake/foundry/foundry-config-version.cmake", "lib/cmake/foundry/FoundryAddModel.cmake"}) {
+    INFO(f);
+    CHECK(fs::is_regular_file(tmp / ("prefix/" + std::string(f))));
+  }
+  ProcResult version = run_process({tmp / "prefix/bin/foundryc", "--version"});
+  CHECK(version.exit_code == 0);
   fs::create_directories(tmp / "proj");
   fs::copy_file(samples_dir() + "/app/main.cpp", tmp / "proj/main.cpp");
   write_file(tmp / "proj/CMakeLists.txt",
-             "cmake_minimum_required(VERSION 3.20)\nproject(p LANGUAGES CXX)\nfind_package(foundry REQUIRED)\n"
+             "cmake_minimum_required(VERSION 3.20)\nproject(p LANGUAGES CXX)\n"
+             "find_package(foundry " FOUNDRY_VERSION " REQUIRED)\n"
              "message(STATUS \"FOUNDRYC=${FOUNDRYC}\")\n"
              "foundry_add_model(mlp " + samples_dir() + "/mlp/model.pt2 OPTIONS --cache-dir " + (tmp / "cache") + ")\n"
              "add_executable(app main.cpp)\ntarget_link_libraries(app PRIVATE mlp)\n");
@@ -269,6 +281,38 @@ TEST_CASE("deploy: find_package(foundry) and foundry_add_model from an installed
                                 samples_dir() + "/mlp/expected/0.npy"});
   INFO(run.out << run.err);
   CHECK(run.exit_code == 0);
+}
+
+TEST_CASE("deploy: --emit=static gives libmodel.a, which a program links statically", "[deploy]") {
+  TempDir tmp("foundry_static_");
+  const std::string mlp = samples_dir() + "/mlp";
+  compile({mlp + "/model.pt2", "-o", tmp / "out", "--name", "mlp", "--emit=static", "--cache-dir", tmp / "cache",
+           "--depfile", tmp / "model.d"});
+  REQUIRE(fs::is_regular_file(tmp / "out/libmodel.a"));
+  CHECK_FALSE(fs::exists(tmp / "out/model.so"));
+  CHECK_FALSE(fs::exists(tmp / "out/kernels.cpp"));  // no "source" in --emit
+  CHECK(depfile_words(read_file(tmp / "model.d")).front() == tmp / "out/libmodel.a:");
+  nlohmann::json manifest = nlohmann::json::parse(read_file(tmp / "out/manifest.json"));
+  REQUIRE(manifest.contains("link_flags"));
+  std::vector<std::string> link_flags = manifest["link_flags"];
+  CHECK(std::find(link_flags.begin(), link_flags.end(), "-fopenmp") != link_flags.end());
+
+  // samples/app/main.cpp, linked with the archive and the flags the manifest names: no model.so.
+  std::vector<std::string> link = {"g++", "-std=c++17", "-I", tmp / "out", samples_dir() + "/app/main.cpp",
+                                   tmp / "out/libmodel.a", "-o", tmp / "app"};
+  link.insert(link.end(), link_flags.begin(), link_flags.end());
+  ProcResult built = run_process(link, 300);
+  INFO("g++: " << joined(link) << "\n" << built.out << built.err);
+  REQUIRE(built.exit_code == 0);
+  ProcResult run = run_process({tmp / "app", tmp / "out", mlp + "/inputs/0.npy", mlp + "/expected/0.npy"});
+  INFO(run.out << run.err);
+  CHECK(run.exit_code == 0);
+  CHECK(run.out.find("PASS") != std::string::npos);
+
+  // Asking for both gives both, and the same archive (ar runs in deterministic mode).
+  compile({mlp + "/model.pt2", "-o", tmp / "again", "--name", "mlp", "--emit=static,so", "--cache-dir", tmp / "cache"});
+  CHECK(read_file(tmp / "again/libmodel.a") == read_file(tmp / "out/libmodel.a"));
+  CHECK(fs::is_regular_file(tmp / "again/model.so"));
 }
 
 TEST_CASE("deploy: model.so needs only the C++ runtime, libgomp, oneDNN and SLEEF", "[deploy][fast]") {

@@ -74,7 +74,10 @@ TEST_CASE("fusion: golden ir_post_fusion.txt and ir_pre_fusion.txt", "[fusion][f
   for (const Golden& g : {Golden{"pointwise", "ir_post_fusion.txt", "pointwise.ir_post_fusion.txt"},
                           Golden{"pointwise", "ir_pre_fusion.txt", "pointwise.ir_pre_fusion.txt"},
                           Golden{"norm_softmax", "ir_pre_fusion.txt", "norm_softmax.ir_pre_fusion.txt"},
-                          Golden{"norm_softmax", "ir_post_fusion.txt", "norm_softmax.ir_post_fusion.txt"}}) {
+                          Golden{"norm_softmax", "ir_post_fusion.txt", "norm_softmax.ir_post_fusion.txt"},
+                          // Dynamic batch: loop bounds, buffer sizes and arena offsets in s0.
+                          Golden{"mlp_dynamic", "ir_pre_fusion.txt", "mlp_dynamic.ir_pre_fusion.txt"},
+                          Golden{"mlp_dynamic", "ir_post_fusion.txt", "mlp_dynamic.ir_post_fusion.txt"}}) {
     std::string out = tmp / (g.model + "_out");
     ProcResult r = run_foundryc({samples_dir() + "/" + g.model + "/model.pt2", "-o", out, "--dump-ir",
                                  "--stop-after=schedule"});

@@ -30,7 +30,7 @@ struct BenchStats {
 
 BenchStats benchmark(const foundry::LoadedModel& model, const std::vector<foundry::NpyArray>& inputs, int runs,
                      int warmup) {
-  std::vector<foundry::NpyArray> outputs = model.allocate_outputs();
+  std::vector<foundry::NpyArray> outputs = model.allocate_outputs(inputs);
   for (int i = 0; i < warmup; ++i) model.run_into(inputs, outputs);
   std::vector<double> ms;
   for (int i = 0; i < runs; ++i) {

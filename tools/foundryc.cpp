@@ -2,7 +2,13 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -44,6 +50,37 @@ void setup_logging(int verbosity, bool quiet) {
   spdlog::set_default_logger(logger);
 }
 
+// Stage progress when stderr is a terminal: "[3/6] lower" rewritten in place, then one line with
+// the total time. Each progress line ends with '\r' rather than starting with it, so whatever
+// stderr prints next (a warning, a log line, the error: all start with "foundryc: ", longer than
+// any progress line) starts at column 0 and covers it. Pipes and CI logs get none of it.
+class Progress {
+ public:
+  explicit Progress(bool quiet) {
+    const char* term = std::getenv("TERM");
+    enabled_ = !quiet && isatty(STDERR_FILENO) && !(term && std::strcmp(term, "dumb") == 0);
+  }
+  void stage(size_t index, size_t count, std::string_view name) {
+    if (enabled_) std::cerr << "\x1b[K[" << index + 1 << "/" << count << "] " << name << "\r" << std::flush;
+  }
+  void done(const foundry::PipelineResult& result) {
+    if (!enabled_) return;
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    char time[32];
+    std::snprintf(time, sizeof time, "%.2f s", seconds);
+    std::cerr << "\x1b[Kfoundryc: wrote " << result.output_dir << " in " << time
+              << (result.cache_hit ? " (compiled code from the cache)" : "") << std::endl;
+  }
+  // Before an error message: no progress text left on its line.
+  void clear() {
+    if (enabled_) std::cerr << "\x1b[K" << std::flush;
+  }
+
+ private:
+  bool enabled_ = false;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
 // --interpret: runs the unfused loop IR with the reference evaluator and compares its outputs.
 int interpret(const std::string& input, const std::string& inputs_dir, const std::string& expected_dir) {
   foundry::Graph graph = foundry::load_model(input);
@@ -82,9 +119,11 @@ int main(int argc, char** argv) {
 
   app.add_option("INPUT", input, "a .pt2 archive, an extracted archive folder, or a models/model.json");
   app.add_option("-o,--output", output_dir, "output folder (default: <input stem>_out beside the input)");
-  app.add_option("--emit", emit, "what to produce: source, so (comma-separated)")
+  app.add_option("--emit", emit,
+                 "what to produce (comma-separated): source (the C++ sources), so (model.so), "
+                 "static (libmodel.a, for static linking: see manifest.json's link_flags)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"source", "so"}))
+      ->check(CLI::IsMember({"source", "so", "static"}))
       ->default_str("source,so");
   app.add_option("--stop-after", stop_after, "stop after this stage")
       ->check(CLI::IsMember(foundry::stage_names()));
@@ -97,7 +136,7 @@ int main(int argc, char** argv) {
   bool no_fusion = false, no_cache = false, interpret_only = false;
   app.add_option("--name", name, "C symbol prefix of the model's API (default: from the input file name)");
   app.add_flag("--no-fusion", no_fusion, "one kernel per IR node, nothing inlined (for differential testing)");
-  app.add_option("--cxx", cxx, "C++ compiler for model.so (default: clang++, then $CXX, then g++)");
+  app.add_option("--cxx", cxx, "C++ compiler for model.so (default: g++, then $CXX, then clang++)");
   app.add_option("--cache-dir", cache_dir, "compile cache folder (default: ~/.cache/foundry)");
   app.add_flag("--no-cache", no_cache, "neither read nor write the compile cache");
   app.add_option("--target", target, "instruction set of the generated code")
@@ -106,6 +145,11 @@ int main(int argc, char** argv) {
                "run the model with the reference evaluator instead of compiling it (with --inputs)");
   app.add_option("--inputs", inputs_dir, "with --interpret: folder of inputs 0.npy, 1.npy, ...");
   app.add_option("--expected", expected_dir, "with --interpret: folder of expected outputs to compare with");
+  int threads = 0;
+  app.add_option("--threads", threads,
+                 "threads of the generated code: 0 (default) every core, or FOUNDRY_NUM_THREADS at run time; "
+                 "1 no parallel loops at all")
+      ->check(CLI::NonNegativeNumber);
   std::string depfile;
   app.add_option("--depfile", depfile,
                  "also write a Make/Ninja depfile: OUTDIR/model.so (or manifest.json) and the input files it depends on");
@@ -123,6 +167,7 @@ int main(int argc, char** argv) {
     return usage_error(e.what());
   }
 
+  Progress progress(quiet);
   try {
     if (list_ops) {
       for (const foundry::OpInfo& op : foundry::all_ops()) std::cout << op.schema.text << "\n";
@@ -141,6 +186,7 @@ int main(int argc, char** argv) {
     opts.fusion = !no_fusion;
     opts.cxx = cxx;
     opts.cache_dir = cache_dir;
+    opts.threads = threads;
     opts.use_cache = !no_cache;
     // --target names an ISA level; -march takes a CPU: the oldest one with that level.
     opts.target = target == "avx2" ? "haswell" : target == "avx512" ? "skylake-avx512" : target == "generic" ? "x86-64" : target;
@@ -148,23 +194,30 @@ int main(int argc, char** argv) {
     opts.output_dir = output_dir;
     opts.emit_source = std::find(emit.begin(), emit.end(), "source") != emit.end();
     opts.emit_so = std::find(emit.begin(), emit.end(), "so") != emit.end();
+    opts.emit_static = std::find(emit.begin(), emit.end(), "static") != emit.end();
     if (!stop_after.empty()) opts.stop_after = foundry::stage_from_name(stop_after);
     opts.dump_ir = dump_ir;
     opts.depfile = depfile;
     if (time_passes) opts.timing_out = &std::cerr;
+    opts.on_stage = [&](size_t index, size_t count, std::string_view stage) { progress.stage(index, count, stage); };
     foundry::PipelineResult result = foundry::run_pipeline(opts);
+    progress.done(result);
     spdlog::info("wrote {}", result.output_dir);
     return 0;
   } catch (const foundry::UserError& e) {
+    progress.clear();
     print_error(e.what());
     return 1;
   } catch (const foundry::InternalError& e) {
+    progress.clear();
     print_error(std::string("internal error (this is a foundryc bug): ") + e.what());
     return 3;
   } catch (const std::exception& e) {
+    progress.clear();
     print_error(std::string("internal error (this is a foundryc bug): ") + e.what());
     return 3;
   } catch (...) {
+    progress.clear();
     print_error("internal error (this is a foundryc bug): unknown exception");
     return 3;
   }

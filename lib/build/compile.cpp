@@ -51,8 +51,10 @@ std::vector<std::string> compile_flags(const CompileOptions& options) {
   // -fwrapv: integer overflow wraps as in PyTorch's kernels instead of being undefined.
   // -fno-math-errno: math functions need not set errno (results are unchanged).
   // -fvisibility=hidden: only the C API is exported, so two models link into one program.
+  // -fopenmp: parallel loops and `omp simd` lanes (GCC's runtime, libgomp, is the one oneDNN
+  // uses: one thread pool per process).
   std::vector<std::string> flags = {"-std=c++17", "-O3", "-fPIC", "-fwrapv", "-fno-math-errno",
-                                    "-fvisibility=hidden", "-fno-plt"};
+                                    "-fvisibility=hidden", "-fno-plt", "-fopenmp"};
   if (!options.target.empty() && options.target != "generic") flags.push_back("-march=" + options.target);
   return flags;
 }
@@ -62,6 +64,18 @@ void atomic_copy(const fs::path& from, const fs::path& to) {
   tmp += ".tmp." + std::to_string(getpid());
   fs::copy_file(from, tmp, fs::copy_options::overwrite_existing);
   fs::rename(tmp, to);
+}
+
+// `ar` with the D modifier: zero timestamps and owners, so that two compiles of one model give
+// the same bytes.
+void archive(const std::vector<std::string>& objects, const fs::path& to) {
+  std::error_code ec;
+  fs::remove(to, ec);  // `ar r` would add to an old archive
+  std::vector<std::string> argv = {"ar", "rcsD", to.string()};
+  argv.insert(argv.end(), objects.begin(), objects.end());
+  ProcessResult r = run_program(argv);
+  if (r.exit_code == 127) throw UserError("`ar` was not found: install binutils to build " + to.string());
+  if (r.exit_code != 0) throw UserError("archiving " + to.string() + " failed:\n" + r.output);
 }
 
 }  // namespace
@@ -87,10 +101,12 @@ std::string find_compiler(const std::string& requested) {
     if (!on_path(requested)) throw UserError("the C++ compiler '" + requested + "' was not found");
     return requested;
   }
-  if (on_path("clang++")) return "clang++";
-  if (const char* env = std::getenv("CXX"); env && *env && on_path(env)) return env;
+  // g++ first: its OpenMP runtime (libgomp) is oneDNN's, and with glibc's vector math it
+  // vectorizes the loops that call exp, log, tanh, erf...
   if (on_path("g++")) return "g++";
-  throw UserError("no C++ compiler found (tried clang++, $CXX, g++); install clang or pass --cxx");
+  if (const char* env = std::getenv("CXX"); env && *env && on_path(env)) return env;
+  if (on_path("clang++")) return "clang++";
+  throw UserError("no C++ compiler found (tried g++, $CXX, clang++); install g++ or pass --cxx");
 }
 
 std::string default_cache_dir() {
@@ -120,11 +136,19 @@ CompileResult compile_model(const std::string& dir, const CompileOptions& option
     key_parts.push_back(read_all(p));
   }
   result.key = hash_hex(key_parts);
+  // The libraries the objects need: model.so records them, a program linking libmodel.a names
+  // them. -fopenmp links libgomp; externs.cpp calls oneDNN.
+  result.link_flags = {"-fopenmp"};
+  if (uses_dnnl) result.link_flags.push_back("-ldnnl");
 
+  // What to build, and where each one is cached (under the same key: same sources and flags).
   fs::path cache = options.cache_dir.empty() ? default_cache_dir() : options.cache_dir;
-  fs::path entry = cache / result.key.substr(0, 2) / (result.key + ".so");
-  if (options.use_cache && fs::exists(entry)) {
-    atomic_copy(entry, out / "model.so");
+  std::vector<std::pair<fs::path, fs::path>> products;  // (output, cache entry)
+  if (options.shared) products.push_back({out / "model.so", cache / result.key.substr(0, 2) / (result.key + ".so")});
+  if (options.static_archive)
+    products.push_back({out / "libmodel.a", cache / result.key.substr(0, 2) / (result.key + ".a")});
+  if (options.use_cache && std::all_of(products.begin(), products.end(), [](const auto& p) { return fs::exists(p.second); })) {
+    for (const auto& [file, entry] : products) atomic_copy(entry, file);
     result.cache_hit = true;
     return result;
   }
@@ -141,19 +165,24 @@ CompileResult compile_model(const std::string& dir, const CompileOptions& option
     if (done[i].exit_code != 0)
       throw UserError("the C++ compiler failed on " + (out / sources[i]).string() + " (exit " +
                       std::to_string(done[i].exit_code) + "):\n" + done[i].output);
-  std::vector<std::string> link = {result.compiler, "-shared", "-o", (out / "model.so").string()};
-  for (const auto& src : sources) link.push_back((out / (src + ".o")).string());
-  if (uses_dnnl) link.push_back("-ldnnl");
-  ProcessResult linked = run_program(link);
-  if (linked.exit_code != 0) throw UserError("linking " + (out / "model.so").string() + " failed:\n" + linked.output);
-  for (const auto& src : sources) fs::remove(out / (src + ".o"));
+  std::vector<std::string> objects;
+  for (const auto& src : sources) objects.push_back((out / (src + ".o")).string());
+  if (options.shared) {
+    std::vector<std::string> link = {result.compiler, "-shared", "-o", (out / "model.so").string()};
+    link.insert(link.end(), objects.begin(), objects.end());
+    link.insert(link.end(), result.link_flags.begin(), result.link_flags.end());
+    ProcessResult linked = run_program(link);
+    if (linked.exit_code != 0) throw UserError("linking " + (out / "model.so").string() + " failed:\n" + linked.output);
+  }
+  if (options.static_archive) archive(objects, out / "libmodel.a");
+  for (const auto& o : objects) fs::remove(o);
 
   if (options.use_cache) {
     std::error_code ec;
-    fs::create_directories(entry.parent_path(), ec);
+    fs::create_directories(cache / result.key.substr(0, 2), ec);
     if (!ec) {
       try {
-        atomic_copy(out / "model.so", entry);
+        for (const auto& [file, entry] : products) atomic_copy(file, entry);
       } catch (const fs::filesystem_error&) {
         // An unwritable cache is not an error: the model is built.
       }

@@ -71,27 +71,56 @@ struct Block {
   std::vector<std::string> pre, lines, post;
   ir::Index ranges;  // the loop's ranges
   std::vector<std::string> vars;
+  std::vector<std::pair<std::string, ReduceOp>> accumulators;  // of a reduction loop
+  int nested = 0;  // loops opened inside this one
+};
+
+// How a kernel's outer loop nest runs: threads over the leading `parallel_dims` loops (under a
+// runtime condition when `condition` is not empty), and SIMD lanes over the innermost loop.
+struct LoopPlan {
+  size_t parallel_dims = 0;
+  std::string condition;  // e.g. "(128 * s0) >= 32768"
+  bool simd_inner = false;
 };
 
 class CppEmitter final : public ir::Ops {
  public:
-  CppEmitter(const std::map<const ir::Buffer*, std::string>& ptrs, ir::SymbolExtents extents)
-      : ptrs_(ptrs), extents_(std::move(extents)) {
+  CppEmitter(const std::map<const ir::Buffer*, std::string>& ptrs, ir::SymbolExtents extents, int threads = 0)
+      : ptrs_(ptrs), extents_(std::move(extents)), threads_(threads) {
     blocks_.emplace_back();
   }
 
   void open_block(const ir::Index& ranges, const std::vector<std::string>& vars) {
-    blocks_.push_back(Block{{}, {}, {}, ranges, vars});
+    if (blocks_.size() > 1) ++blocks_.back().nested;
+    blocks_.push_back(Block{{}, {}, {}, ranges, vars, {}, 0});
     for (size_t d = 0; d < vars.size(); ++d) extents_[vars[d]] = ranges[d];
   }
+  // Loops nested in the kernel's outer loop nest (reductions, inner members) so far.
+  int nested_in_outer() const { return blocks_.size() > 1 ? blocks_[1].nested : 0; }
+
   // Closes the innermost loop and writes it, with its accumulators, into the enclosing block.
-  void close_block() {
+  // The kernel's outer loop nest follows `plan`; a reduction loop whose accumulators are all sums
+  // or products gets SIMD lanes (each lane accumulates a partial result, combined once at the end).
+  void close_block(const LoopPlan* plan = nullptr) {
     Block b = std::move(blocks_.back());
     blocks_.pop_back();
     std::vector<std::string>& out = blocks_.back().lines;
     out.insert(out.end(), b.pre.begin(), b.pre.end());
     std::string indent;
+    // Kernel errors are thread-local: a parallel loop that may report one collects the workers'.
+    bool collect_errors = plan && plan->parallel_dims > 0 && may_fail(b.lines);
+    if (collect_errors) {
+      out.push_back("int errors = 0;");
+      out.push_back(parallel_clause(*plan, "#pragma omp parallel") + " reduction(|:errors)");
+      out.push_back("{");
+      indent = "  ";
+      out.push_back(indent + "const int saved_error = foundry_rt::kernel_error;");
+      out.push_back(indent + "foundry_rt::kernel_error = 0;");
+    }
     for (size_t d = 0; d < b.vars.size(); ++d) {
+      std::string pragma = loop_pragma(b, d, plan);
+      if (collect_errors && d == 0) pragma.replace(0, std::string("#pragma omp parallel for").size(), "#pragma omp for");
+      if (!pragma.empty()) out.push_back(indent + pragma);
       out.push_back(indent + "for (int64_t " + b.vars[d] + " = 0; " + b.vars[d] + " < " + idx(b.ranges[d]) + "; ++" +
                     b.vars[d] + ") {");
       indent += "  ";
@@ -101,10 +130,18 @@ class CppEmitter final : public ir::Ops {
       indent.resize(indent.size() - 2);
       out.push_back(indent + "}");
     }
+    if (collect_errors) {
+      out.push_back("  errors |= foundry_rt::kernel_error;");
+      out.push_back("  foundry_rt::kernel_error = saved_error;");
+      out.push_back("}");
+      out.push_back("if (errors) foundry_rt::fail(errors);");
+    }
     out.insert(out.end(), b.post.begin(), b.post.end());
     for (const auto& v : b.vars) extents_.erase(v);
   }
   const std::vector<std::string>& lines() const { return blocks_.front().lines; }
+  // The dynamic sizes (s0, ...) the emitted code mentions: the kernel takes them as parameters.
+  const std::set<std::string>& size_symbols() const { return size_symbols_; }
 
   Val load(const ir::Buffer& buf, const Expr& index) override {
     std::string access = ptr(buf) + "[" + idx(index) + "]";
@@ -159,6 +196,7 @@ class CppEmitter final : public ir::Ops {
     // float32 sums and products accumulate in double: well within tolerance of PyTorch's
     // cascade sums, and deterministic.
     std::string acc_type = (fl && (op == ReduceOp::Sum || op == ReduceOp::Prod)) ? "double" : vt;
+    block().accumulators.push_back({acc, op});
     switch (op) {
       case ReduceOp::Sum:
         block().pre.push_back(acc_type + " " + acc + " = 0;");
@@ -209,9 +247,50 @@ class CppEmitter final : public ir::Ops {
  private:
   const std::map<const ir::Buffer*, std::string>& ptrs_;
   ir::SymbolExtents extents_;
+  std::set<std::string> size_symbols_;
+  int threads_ = 0;  // the compile-time default thread count (0: decided at run time)
   int next_ = 0, indirect_ = 0, accumulators_ = 0;
 
   static std::string name(Val v) { return "tmp" + std::to_string(v.id); }
+
+  // Whether the statements call a runtime helper that can report a kernel error.
+  static bool may_fail(const std::vector<std::string>& lines) {
+    static const char* kHelpers[] = {"checked_index(", "div_trunc<", "floordiv_int<", "mod_int<", "fmod_int<"};
+    for (const auto& l : lines)
+      for (const char* h : kHelpers)
+        if (l.find(h) != std::string::npos) return true;
+    return false;
+  }
+
+  std::string parallel_clause(const LoopPlan& plan, std::string head) const {
+    head += " num_threads(foundry_rt::num_threads(" + std::to_string(threads_) + "))";
+    if (!plan.condition.empty()) head += " if(" + plan.condition + ")";
+    return head;
+  }
+
+  std::string loop_pragma(const Block& b, size_t d, const LoopPlan* plan) {
+    size_t last = b.vars.size() - 1;
+    if (plan) {
+      bool simd = plan->simd_inner && d == last;
+      if (d == 0 && plan->parallel_dims > 0) {
+        std::string p = "#pragma omp parallel for";
+        if (simd && plan->parallel_dims == 1) p += " simd";
+        if (plan->parallel_dims > 1) p += " collapse(" + std::to_string(plan->parallel_dims) + ")";
+        return parallel_clause(*plan, p);
+      }
+      if (simd && !(plan->parallel_dims == 1 && d == 0)) return "#pragma omp simd";
+      return "";
+    }
+    if (d != last || b.accumulators.empty() || b.nested) return "";
+    std::string op, vars;
+    for (const auto& [acc, rop] : b.accumulators) {
+      std::string o = rop == ReduceOp::Sum ? "+" : rop == ReduceOp::Prod ? "*" : "";
+      if (o.empty() || (!op.empty() && o != op)) return "";
+      op = o;
+      vars += (vars.empty() ? "" : ", ") + acc;
+    }
+    return "#pragma omp simd reduction(" + op + ":" + vars + ")";
+  }
   std::vector<Block> blocks_;
   Block& block() { return blocks_.back(); }
 
@@ -220,7 +299,11 @@ class CppEmitter final : public ir::Ops {
     FOUNDRY_CHECK(it != ptrs_.end(), "kernel touches buffer " + buf.name + " that is not among its arguments");
     return it->second;
   }
-  std::string idx(const Expr& e) const { return cpp_index(e, extents_); }
+  std::string idx(const Expr& e) {
+    for (const std::string& s : ir::free_symbols(e))
+      if (ir::is_size_symbol(s)) size_symbols_.insert(s);
+    return cpp_index(e, extents_);
+  }
   void emit(const std::string& line) { block().lines.push_back(line); }
   // 16-bit floats are computed in float and rounded after every operation, as PyTorch does.
   static std::string round(DType t, const std::string& e) {
@@ -363,22 +446,26 @@ class CppVisitor final : public sched::KernelVisitor {
   CppEmitter& emitter_;
 };
 
-std::vector<KernelArg> kernel_args(const sched::Kernel& kernel, const sched::Schedule& schedule) {
+ir::Accesses kernel_accesses(const sched::Kernel& kernel, const sched::Schedule& schedule) {
   class Recorder final : public sched::KernelVisitor {
    public:
     ir::RecordingOps ops_;
     ir::Ops& ops() override { return ops_; }
   } recorder;
   sched::walk_kernel(kernel, schedule, recorder);
+  return recorder.ops_.accesses;
+}
+
+std::vector<KernelArg> kernel_args(const ir::Accesses& accesses) {
   std::vector<KernelArg> args;
   auto find = [&](const ir::Buffer* b) -> KernelArg* {
     for (auto& a : args)
       if (a.buffer == b) return &a;
     return nullptr;
   };
-  for (const auto& r : recorder.ops_.accesses.reads)
+  for (const auto& r : accesses.reads)
     if (!find(r.buffer)) args.push_back({r.buffer, false, ""});
-  for (const auto& w : recorder.ops_.accesses.writes) {
+  for (const auto& w : accesses.writes) {
     if (KernelArg* a = find(w.buffer)) a->written = true;
     else args.push_back({w.buffer, true, ""});
   }
@@ -402,12 +489,58 @@ std::string origin_comment(const sched::Kernel& kernel) {
   return out;
 }
 
+
+// Iterations of the outer loops may run on different threads and SIMD lanes only when they are
+// independent: plain stores (no scatter-add, no indirect positions), no buffer both read and
+// written. Threads take the leading loops that every store's position depends on.
+LoopPlan plan_loops(const sched::Kernel& kernel, const ir::Accesses& acc, const std::vector<std::string>& outer,
+                    bool nested, const KernelOptions& options) {
+  LoopPlan plan;
+  std::set<const ir::Buffer*> written;
+  for (const auto& w : acc.writes) {
+    if (w.mode != ir::StoreMode::Set) return plan;
+    for (const std::string& s : ir::free_symbols(w.index))
+      if (s.rfind("ind", 0) == 0) return plan;
+    written.insert(w.buffer);
+  }
+  for (const auto& r : acc.reads)
+    if (written.count(r.buffer)) return plan;
+  if (outer.empty()) return plan;
+  plan.simd_inner = !nested;
+  if (options.threads == 1) return plan;
+  size_t dims = nested ? outer.size() : std::max<size_t>(1, outer.size() - 1);
+  size_t usable = 0;
+  for (; usable < dims; ++usable) {
+    bool distinct = true;  // every store position depends on this loop (or it has one iteration)
+    for (const auto& w : acc.writes)
+      distinct = distinct && (kernel.ranges[usable].is_const(1) || ir::free_symbols(w.index).count(outer[usable]));
+    if (!distinct) break;
+  }
+  if (usable == 0) return plan;
+  // The work of one run: outer iterations times the largest reduction each of them does.
+  Expr work = 1;
+  for (const auto& r : kernel.ranges) work = work * r;
+  Expr inner = 1;
+  for (const auto& m : kernel.members) {
+    Expr n = 1;
+    for (const auto& r : m.node->reduction_ranges) n = n * r;
+    if (n.is_const() && (!inner.is_const() || n.const_value() > inner.const_value())) inner = n;
+    else if (!n.is_const()) inner = n;
+  }
+  work = work * inner;
+  if (work.is_const() && work.const_value() < options.min_parallel_work) return plan;
+  plan.parallel_dims = usable;
+  if (!work.is_const()) plan.condition = cpp_index(work, {}) + " >= " + std::to_string(options.min_parallel_work);
+  return plan;
+}
+
 }  // namespace
 
-EmittedKernel emit_kernel(const sched::Kernel& kernel, const sched::Schedule& schedule) {
+EmittedKernel emit_kernel(const sched::Kernel& kernel, const sched::Schedule& schedule, const KernelOptions& options) {
   EmittedKernel k;
   k.name = kernel.name;
-  k.args = kernel_args(kernel, schedule);
+  ir::Accesses accesses = kernel_accesses(kernel, schedule);
+  k.args = kernel_args(accesses);
   std::map<const ir::Buffer*, std::string> ptrs;
   std::string params;
   for (const auto& a : k.args) {
@@ -415,14 +548,19 @@ EmittedKernel emit_kernel(const sched::Kernel& kernel, const sched::Schedule& sc
     params += (params.empty() ? "" : ", ") + std::string(a.written ? "" : "const ") + storage_type(a.buffer->dtype) +
               "* __restrict__ " + a.name;
   }
-  k.declaration = "void " + k.name + "(" + params + ")";
 
-  CppEmitter emitter(ptrs, {});
+  CppEmitter emitter(ptrs, {}, options.threads);
   std::vector<std::string> outer = sched::kernel_loop_vars(kernel);
   emitter.open_block(kernel.ranges, outer);
   CppVisitor visitor(emitter);
   sched::walk_kernel(kernel, schedule, visitor);
-  emitter.close_block();
+  LoopPlan plan = plan_loops(kernel, accesses, outer, emitter.nested_in_outer() > 0, options);
+  emitter.close_block(&plan);
+  for (const std::string& s : emitter.size_symbols()) {
+    k.size_params.push_back(s);
+    params += (params.empty() ? "" : ", ") + std::string("int64_t ") + s;
+  }
+  k.declaration = "void " + k.name + "(" + params + ")";
 
   std::ostringstream out;
   out << "// " << k.name << ": " << origin_comment(kernel) << "\n" << k.declaration << " {\n";

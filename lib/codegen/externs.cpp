@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
+#include <set>
 #include <sstream>
+
+#include "foundry/codegen/cpp_expr.h"
 
 #include "foundry/support/error.h"
 
@@ -23,13 +27,41 @@ std::string int_list(const std::vector<int64_t>& v) {
   return s + "}";
 }
 
+std::string expr_list(const std::vector<ir::Expr>& v) {
+  std::string s = "{";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + cpp_index(v[i], {});
+  return s + "}";
+}
+
+std::set<std::string> size_symbols_of(const std::vector<ir::Expr>& exprs) {
+  std::set<std::string> out;
+  for (const auto& e : exprs)
+    for (const auto& s : ir::free_symbols(e))
+      if (ir::is_size_symbol(s)) out.insert(s);
+  return out;
+}
+
 namespace {
+
+bool all_const(const std::vector<ir::Expr>& v) {
+  return std::all_of(v.begin(), v.end(), [](const ir::Expr& e) { return e.is_const(); });
+}
+
+// Declares an int64_t array (static when its values are compile-time constants); returns its name.
+std::string array_decl(const std::string& prefix, const std::vector<ir::Expr>& values, std::ostringstream& decls,
+                       int& counter) {
+  std::string name = prefix + std::to_string(counter++);
+  decls << "  " << (all_const(values) ? "static const" : "const") << " int64_t " << name << "[] = "
+        << expr_list(values) << ";\n";
+  return name;
+}
+
+std::vector<ir::Expr> exprs_of(const std::vector<int64_t>& v) { return {v.begin(), v.end()}; }
 
 std::string strided_arg(const ir::ExternCall::Operand& op, const std::string& ptr, std::ostringstream& decls,
                         int& counter, const std::string& type) {
-  std::string s = "strides" + std::to_string(counter++);
-  decls << "  static const int64_t " << s << "[] = " << int_list(op.strides) << ";\n";
-  return "foundry_rt::Strided<" + type + ">{" + ptr + ", " + s + ", " + std::to_string(op.offset) + "}";
+  std::string s = array_decl("strides", op.strides, decls, counter);
+  return "foundry_rt::Strided<" + type + ">{" + ptr + ", " + s + ", " + cpp_index(op.offset, {}) + "}";
 }
 
 // The portable-loop call of one extern kernel over the given buffer pointers.
@@ -41,15 +73,16 @@ std::string extern_call(const ir::LoopNode& node, const std::map<const ir::Buffe
     throw UserError("extern kernel " + call.kind + " on " + std::string(dtype_name(node.output->dtype)) +
                     " is not supported by the C++ backend");
   std::ostringstream decls, out;
-  std::vector<int64_t> out_shape = static_shape(*node.output);
+  const std::vector<ir::Expr>& out_shape = node.output->sizes;
   const std::string& dst = ptrs.at(node.output);
   auto ptr = [&](const ir::ExternCall::Operand& op) { return ptrs.at(op.buffer); };
+  auto num = [](const ir::Expr& e) { return cpp_index(e, {}); };
   if (call.kind == "mm" || call.kind == "bmm" || call.kind == "addmm") {
     bool batched = call.kind == "bmm", bias = call.kind == "addmm";
     const auto& a = call.inputs[bias ? 1 : 0];
     const auto& b = call.inputs[bias ? 2 : 1];
-    int64_t batch = batched ? out_shape[0] : 1, M = out_shape[batched], N = out_shape[batched + 1];
-    int64_t K = a.sizes.back();
+    ir::Expr batch = batched ? out_shape[0] : ir::Expr(1), M = out_shape[batched], N = out_shape[batched + 1];
+    ir::Expr K = a.sizes.back();
     std::string a_arg = strided_arg(a, ptr(a), decls, counter, type);
     std::string b_arg = strided_arg(b, ptr(b), decls, counter, type);
     std::string bias_decl = "nullptr";
@@ -64,9 +97,9 @@ std::string extern_call(const ir::LoopNode& node, const std::map<const ir::Buffe
       std::snprintf(buf, sizeof buf, "%.17g", call.float_params.count(key) ? call.float_params.at(key) : 1.0);
       return std::string(buf);
     };
-    out << decls.str() << "  foundry_rt::matmul<" << type << ">(" << batch << ", " << M << ", " << N << ", " << K
-        << ", " << a_arg << ", " << b_arg << ", " << bias_decl << ", " << param("alpha") << ", " << param("beta")
-        << ", " << (batched ? "true" : "false") << ", " << dst << ");\n";
+    out << decls.str() << "  foundry_rt::matmul<" << type << ">(" << num(batch) << ", " << num(M) << ", " << num(N)
+        << ", " << num(K) << ", " << a_arg << ", " << b_arg << ", " << bias_decl << ", " << param("alpha") << ", "
+        << param("beta") << ", " << (batched ? "true" : "false") << ", " << dst << ");\n";
     return out.str();
   }
   if (call.kind == "convolution") {
@@ -76,30 +109,26 @@ std::string extern_call(const ir::LoopNode& node, const std::map<const ir::Buffe
     const auto& bias = call.inputs[2];
     size_t spatial = x.sizes.size() - 2;
     if (spatial < 1 || spatial > 3) throw UserError("convolution with " + std::to_string(spatial) + " spatial dims is not supported");
-    auto to3d = [&](std::vector<int64_t> v, int64_t fill, size_t lead) {
-      v.insert(v.begin() + static_cast<std::ptrdiff_t>(lead), 3 - spatial, fill);
+    auto to3d = [&](std::vector<ir::Expr> v, int64_t fill, size_t lead) {
+      v.insert(v.begin() + static_cast<std::ptrdiff_t>(lead), 3 - spatial, ir::Expr(fill));
       return v;
     };
-    auto arr = [&](const std::vector<int64_t>& v) {
-      std::string name = "params" + std::to_string(counter++);
-      decls << "  static const int64_t " << name << "[] = " << int_list(v) << ";\n";
-      return name;
-    };
+    auto arr = [&](const std::vector<ir::Expr>& v) { return array_decl("params", v, decls, counter); };
     std::string xs = arr(to3d(x.sizes, 1, 2)), ws = arr(to3d(w.sizes, 1, 2)), os = arr(to3d(out_shape, 1, 2));
     std::string xst = arr(to3d(x.strides, 0, 2)), wst = arr(to3d(w.strides, 0, 2));
-    std::string st = arr(to3d(call.int_params.at("stride"), 1, 0)), pad = arr(to3d(call.int_params.at("padding"), 0, 0)),
-                dil = arr(to3d(call.int_params.at("dilation"), 1, 0));
+    std::string st = arr(to3d(exprs_of(call.int_params.at("stride")), 1, 0)),
+                pad = arr(to3d(exprs_of(call.int_params.at("padding")), 0, 0)),
+                dil = arr(to3d(exprs_of(call.int_params.at("dilation")), 1, 0));
     std::string bias_ptr = bias.buffer ? ptrs.at(bias.buffer) : "nullptr";
-    int64_t bias_stride = bias.buffer ? bias.strides[0] : 0, bias_off = bias.buffer ? bias.offset : 0;
+    std::string bias_stride = bias.buffer ? num(bias.strides[0]) : "0", bias_off = bias.buffer ? num(bias.offset) : "0";
     out << decls.str() << "  foundry_rt::conv3d<" << type << ">(" << xs << ", " << ws << ", " << os << ", " << ptr(x)
-        << ", " << xst << ", " << x.offset << ", " << ptr(w) << ", " << wst << ", " << w.offset << ", " << bias_ptr
-        << ", " << bias_stride << ", " << bias_off << ", " << st << ", " << pad << ", " << dil << ", "
+        << ", " << xst << ", " << num(x.offset) << ", " << ptr(w) << ", " << wst << ", " << num(w.offset) << ", "
+        << bias_ptr << ", " << bias_stride << ", " << bias_off << ", " << st << ", " << pad << ", " << dil << ", "
         << call.int_params.at("groups")[0] << ", " << dst << ");\n";
     return out.str();
   }
   throw UserError("extern kernel " + call.kind + " is not supported by the C++ backend");
 }
-
 
 std::string double_text(double v) {
   char buf[40];
@@ -109,13 +138,41 @@ std::string double_text(double v) {
 
 // The oneDNN build statement of one extern call (into state member `member`), or "" when the call
 // has no oneDNN form here (other dtypes, alpha/beta other than 1).
+// The dynamic row count of a 2-d matrix product whose other sizes are static (oneDNN builds it
+// with a runtime dimension); nullopt otherwise.
+std::optional<ir::Expr> dynamic_rows(const ir::LoopNode& node) {
+  if (node.call.kind != "mm" && node.call.kind != "addmm") return std::nullopt;
+  const auto& out = node.output->sizes;
+  if (out.size() != 2 || out[0].is_const() || !out[1].is_const()) return std::nullopt;
+  return out[0];
+}
+
+// Sizes as a oneDNN dims list: `rows` (if any) becomes DNNL_RUNTIME_DIM_VAL.
+std::string dnnl_dims(const std::vector<ir::Expr>& v, const std::optional<ir::Expr>& rows) {
+  std::string s = "{";
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i ? ", " : "") + (rows && v[i] == *rows ? std::string("DNNL_RUNTIME_DIM_VAL") : cpp_index(v[i], {}));
+  return s + "}";
+}
+
 std::string dnnl_build(const ir::LoopNode& node, const std::string& member, const WeightsLayout& weights) {
   const ir::ExternCall& call = node.call;
   if (node.output->dtype != DType::Float32) return "";
-  std::vector<int64_t> out = static_shape(*node.output);
+  // oneDNN primitives are built once, at creation: static shapes, or a matrix product whose row
+  // count alone is dynamic.
+  std::optional<ir::Expr> rows = dynamic_rows(node);
+  auto fixed = [&](const std::vector<ir::Expr>& v) {
+    return std::all_of(v.begin(), v.end(), [&](const ir::Expr& e) { return e.is_const() || (rows && e == *rows); });
+  };
+  if (!fixed(node.output->sizes)) return "";
+  for (const auto& op : call.inputs)
+    if (op.buffer && (!fixed(op.sizes) || !all_const(op.strides) || !op.offset.is_const())) return "";
+  std::string out = dnnl_dims(node.output->sizes, rows);
   // Empty tensors go to the portable loops (oneDNN rejects or mishandles zero-size dims).
-  auto empty = [](const std::vector<int64_t>& v) { return std::find(v.begin(), v.end(), 0) != v.end(); };
-  if (empty(out)) return "";
+  auto empty = [](const std::vector<ir::Expr>& v) {
+    return std::any_of(v.begin(), v.end(), [](const ir::Expr& e) { return e.is_const(0); });
+  };
+  if (empty(node.output->sizes)) return "";
   for (const auto& op : call.inputs)
     if (op.buffer && empty(op.sizes)) return "";
   std::ostringstream b;
@@ -126,10 +183,10 @@ std::string dnnl_build(const ir::LoopNode& node, const std::string& member, cons
     std::string wdata = "nullptr";
     if (w.buffer->kind == ir::BufferKind::Constant)
       wdata = "reinterpret_cast<const float*>(weights + " + std::to_string(weights.offset_of.at(w.buffer)) + ") + " +
-              std::to_string(w.offset);
-    b << "  s->" << member << ".build(" << int_list(x.sizes) << ", " << int_list(x.strides) << ", " << int_list(w.sizes)
-      << ", " << int_list(w.strides) << ", " << int_list(out) << ", " << call.int_params.at("groups")[0] << ", "
-      << (bias.buffer ? "true" : "false") << ", " << (bias.buffer ? bias.strides[0] : 0) << ", "
+              cpp_index(w.offset, {});
+    b << "  s->" << member << ".build(" << expr_list(x.sizes) << ", " << expr_list(x.strides) << ", " << expr_list(w.sizes)
+      << ", " << expr_list(w.strides) << ", " << out << ", " << call.int_params.at("groups")[0] << ", "
+      << (bias.buffer ? "true" : "false") << ", " << (bias.buffer ? cpp_index(bias.strides[0], {}) : "0") << ", "
       << int_list(call.int_params.at("stride")) << ", " << int_list(call.int_params.at("padding")) << ", "
       << int_list(call.int_params.at("dilation")) << ", " << wdata << ");\n";
     return b.str();
@@ -139,15 +196,15 @@ std::string dnnl_build(const ir::LoopNode& node, const std::string& member, cons
   if (param("alpha") != 1.0 || (bias && param("beta") != 1.0)) return "";
   const auto& a = call.inputs[bias ? 1 : 0];
   const auto& m = call.inputs[bias ? 2 : 1];
-  b << "  s->" << member << ".build(" << int_list(a.sizes) << ", " << int_list(a.strides) << ", " << int_list(m.sizes)
-    << ", " << int_list(m.strides) << ", " << int_list(out) << ", " << (bias ? "true" : "false") << ", ";
+  b << "  s->" << member << ".build(" << dnnl_dims(a.sizes, rows) << ", " << expr_list(a.strides) << ", "
+    << expr_list(m.sizes) << ", " << expr_list(m.strides) << ", " << out << ", " << (bias ? "true" : "false") << ", ";
   if (bias) {
     // oneDNN broadcasts a bias over dims of size 1: stride-0 dims become size 1.
     const auto& op = call.inputs[0];
-    std::vector<int64_t> sizes = op.sizes, strides = op.strides;
+    std::vector<ir::Expr> sizes = op.sizes;
     for (size_t d = 0; d < sizes.size(); ++d)
-      if (strides[d] == 0) sizes[d] = 1;
-    b << int_list(sizes) << ", " << int_list(strides);
+      if (op.strides[d].is_const(0)) sizes[d] = 1;
+    b << dnnl_dims(sizes, rows) << ", " << expr_list(op.strides);
   } else {
     b << "{}, {}";
   }
@@ -181,7 +238,19 @@ ExternsSource generate_externs(const ir::LoopProgram& program, const sched::Sche
     }
     local[node.output] = "out";
     signature += ", " + storage_type(node.output->dtype) + "* out";
-    call += ", " + wrapper_ptrs.at(node.output) + ");\n";
+    call += ", " + wrapper_ptrs.at(node.output);
+    // Dynamic sizes the call's shapes depend on, passed by value (the wrapper has them in scope).
+    std::vector<ir::Expr> shapes = node.output->sizes;
+    for (const auto& op : node.call.inputs) {
+      shapes.insert(shapes.end(), op.sizes.begin(), op.sizes.end());
+      shapes.insert(shapes.end(), op.strides.begin(), op.strides.end());
+      shapes.push_back(op.offset);
+    }
+    for (const std::string& sym : size_symbols_of(shapes)) {
+      signature += ", int64_t " + sym;
+      call += ", " + sym;
+    }
+    call += ");\n";
     out.calls.push_back(call);
     decls << "void " << fn << "(const State* s" << signature << ");\n";
 
@@ -195,20 +264,22 @@ ExternsSource generate_externs(const ir::LoopProgram& program, const sched::Sche
       builds << build;
       std::string a, w, bias = "nullptr";
       if (node.call.kind == "convolution") {
-        a = local[node.call.inputs[0].buffer] + " + " + std::to_string(node.call.inputs[0].offset);
-        w = local[node.call.inputs[1].buffer] + " + " + std::to_string(node.call.inputs[1].offset);
+        a = local[node.call.inputs[0].buffer] + " + " + cpp_index(node.call.inputs[0].offset, {});
+        w = local[node.call.inputs[1].buffer] + " + " + cpp_index(node.call.inputs[1].offset, {});
         if (node.call.inputs[2].buffer)
-          bias = local[node.call.inputs[2].buffer] + " + " + std::to_string(node.call.inputs[2].offset);
+          bias = local[node.call.inputs[2].buffer] + " + " + cpp_index(node.call.inputs[2].offset, {});
       } else {
         bool has_bias = node.call.kind == "addmm";
         const auto& x = node.call.inputs[has_bias ? 1 : 0];
         const auto& m = node.call.inputs[has_bias ? 2 : 1];
-        a = local[x.buffer] + " + " + std::to_string(x.offset);
-        w = local[m.buffer] + " + " + std::to_string(m.offset);
-        if (has_bias) bias = local[node.call.inputs[0].buffer] + " + " + std::to_string(node.call.inputs[0].offset);
+        a = local[x.buffer] + " + " + cpp_index(x.offset, {});
+        w = local[m.buffer] + " + " + cpp_index(m.offset, {});
+        if (has_bias) bias = local[node.call.inputs[0].buffer] + " + " + cpp_index(node.call.inputs[0].offset, {});
       }
+      std::optional<ir::Expr> rows = dynamic_rows(node);
+      std::string rows_arg = rows ? ", " + cpp_index(*rows, {}) : "";
       functions << "  if (s->" << member << ".ok) {\n    try {\n      s->" << member << ".run(" << a << ", " << w
-                << ", " << bias << ", out);\n      return;\n    } catch (const dnnl::error&) {\n    }\n  }\n";
+                << ", " << bias << ", out" << rows_arg << ");\n      return;\n    } catch (const dnnl::error&) {\n    }\n  }\n";
     }
     functions << fallback << "}\n\n";
   }

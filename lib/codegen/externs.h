@@ -2,6 +2,7 @@
 // creation, with the portable loops of foundry_externs.h as the fallback.
 #pragma once
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,5 +22,8 @@ ExternsSource generate_externs(const ir::LoopProgram& program, const sched::Sche
 
 std::vector<int64_t> static_shape(const ir::Buffer& buf);
 std::string int_list(const std::vector<int64_t>& v);
+std::string expr_list(const std::vector<ir::Expr>& v);
+// The dynamic sizes (s0, ...) that the expressions mention, in name order.
+std::set<std::string> size_symbols_of(const std::vector<ir::Expr>& exprs);
 
 }  // namespace foundry::codegen

@@ -132,7 +132,9 @@ void run_passes(const PipelineOptions& opts, PipelineState& state, const StageCo
 }
 
 void run_lower(const PipelineOptions&, PipelineState& state, const StageContext& ctx) {
-  state.program = lower::lower_graph(*state.graph);
+  lower::LowerOptions options;
+  options.dynamic_shapes = true;
+  state.program = lower::lower_graph(*state.graph, options);
   ctx.dump("ir_pre_fusion.txt", ir::print_program(*state.program));
 }
 
@@ -142,8 +144,8 @@ void run_schedule(const PipelineOptions& opts, PipelineState& state, const Stage
   state.schedule = sched::schedule_program(*state.program, options);
   ctx.dump("ir_post_fusion.txt", sched::print_schedule(*state.schedule));
   if (opts.timing_out)
-    *opts.timing_out << "foundryc: peak intermediate memory: " << state.schedule->plan.arena_bytes << " bytes ("
-                     << state.schedule->plan.unplanned_bytes << " without reuse)\n";
+    *opts.timing_out << "foundryc: peak intermediate memory: " << ir::to_string(state.schedule->plan.arena_bytes)
+                     << " bytes (" << ir::to_string(state.schedule->plan.unplanned_bytes) << " without reuse)\n";
 }
 
 std::string model_name(const PipelineOptions& opts) {
@@ -200,14 +202,16 @@ nlohmann::json manifest(const PipelineOptions& opts, const PipelineState& state)
       {"kernels", kernels},
       {"bytes_moved", bytes_moved},
       {"fusion", opts.fusion},
-      {"peak_intermediate_bytes", schedule.plan.arena_bytes},
+      {"peak_intermediate_bytes", ir::value_at_hints(schedule.plan.arena_bytes, schedule.size_symbols)},
       {"weights_bytes", state.model->weights.total_bytes},
   };
   return m;
 }
 
 void run_codegen(const PipelineOptions& opts, PipelineState& state, const StageContext& ctx) {
-  state.model = codegen::generate_model(*state.program, *state.schedule, model_name(opts));
+  codegen::KernelOptions kernel_options;
+  kernel_options.threads = opts.threads;
+  state.model = codegen::generate_model(*state.program, *state.schedule, model_name(opts), kernel_options);
   codegen::write_model_files(*state.model, ctx.work_dir.string());
   ctx.write_file("manifest.json", manifest(opts, state).dump(2) + "\n");
 }
@@ -218,12 +222,15 @@ void run_build(const PipelineOptions& opts, PipelineState& state, const StageCon
   options.cache_dir = opts.cache_dir;
   options.use_cache = opts.use_cache;
   options.target = opts.target;
+  options.shared = !opts.emit_static || opts.emit_so;  // --emit=source --stop-after=build still builds model.so
+  options.static_archive = opts.emit_static;
   build::CompileResult r = build::compile_model(ctx.work_dir.string(), options);
   state.cache_hit = r.cache_hit;
   nlohmann::json m = manifest(opts, state);
   m["compiler"] = r.compiler;
   m["compile_flags"] = r.flags;
   m["hash"] = r.key;
+  if (opts.emit_static) m["link_flags"] = r.link_flags;  // what a program linking libmodel.a adds
   ctx.write_file("manifest.json", m.dump(2) + "\n");
   if (!opts.emit_source)
     for (const char* f : {"kernels.cpp", "wrapper.cpp", "externs.cpp"}) fs::remove(ctx.work_dir / f);
@@ -396,7 +403,8 @@ std::vector<std::string> depfile_inputs(const std::string& input, const fs::path
 
 // Writes "TARGET: INPUTS..." to opts.depfile (through a temporary file and a rename).
 void write_depfile(const PipelineOptions& opts, const fs::path& out_dir, Stage last) {
-  const char* target = last >= Stage::Build ? "model.so" : last >= Stage::Codegen ? "manifest.json" : kMarker;
+  const char* built = opts.emit_static && !opts.emit_so ? "libmodel.a" : "model.so";
+  const char* target = last >= Stage::Build ? built : last >= Stage::Codegen ? "manifest.json" : kMarker;
   std::string text = depfile_escape((out_dir / target).string()) + ":";
   for (const auto& f : depfile_inputs(opts.input, out_dir)) text += " \\\n  " + depfile_escape(f);
   text += "\n";
@@ -425,7 +433,7 @@ PipelineResult run_pipeline(const PipelineOptions& opts) {
                     " must name a folder of its own (foundryc replaces it as a whole)");
   result.output_dir = out_dir.string();
 
-  Stage last = opts.stop_after ? *opts.stop_after : opts.emit_so ? Stage::Build : Stage::Codegen;
+  Stage last = opts.stop_after ? *opts.stop_after : opts.emit_so || opts.emit_static ? Stage::Build : Stage::Codegen;
   WorkDir work(out_dir);
   StageContext ctx{work.path(), opts.dump_ir};
   PipelineState state;
@@ -435,6 +443,7 @@ PipelineResult run_pipeline(const PipelineOptions& opts) {
       Stage stage = kStageNames[i].stage;
       std::string name(stage_name(stage));
       if (!kStageFns[i]) throw UserError("stage " + name + " is not implemented yet");
+      if (opts.on_stage) opts.on_stage(i, static_cast<size_t>(last) + 1, name);
       spdlog::info("running stage {}", name);
       auto t0 = std::chrono::steady_clock::now();
       kStageFns[i](opts, state, ctx);

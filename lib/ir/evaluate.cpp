@@ -511,7 +511,21 @@ void run_loops(const LoopNode& node, EvalOps& ops) {
 
 // --- extern kernels as plain loops --------------------------------------------------------------
 
-double operand_at(const std::unordered_map<const Buffer*, Storage>& memory, const ExternCall::Operand& op,
+// An extern operand with its (static) sizes, strides and offset as numbers.
+struct StaticOperand {
+  const Buffer* buffer = nullptr;
+  std::vector<int64_t> sizes, strides;
+  int64_t offset = 0;
+};
+
+StaticOperand static_operand(const ExternCall::Operand& op) {
+  StaticOperand s{op.buffer, const_sizes(op.sizes, "extern operand sizes"),
+                  const_sizes(op.strides, "extern operand strides"), 0};
+  s.offset = const_sizes({op.offset}, "extern operand offset")[0];
+  return s;
+}
+
+double operand_at(const std::unordered_map<const Buffer*, Storage>& memory, const StaticOperand& op,
                   const std::vector<int64_t>& idx) {
   int64_t pos = op.offset;
   for (size_t d = 0; d < idx.size(); ++d) pos += idx[d] * op.strides[d];
@@ -524,8 +538,9 @@ void run_matmul(const ExternCall& call, Storage& out, const std::unordered_map<c
   // mm: [M,K]x[K,N]; bmm: [B,M,K]x[B,K,N]; addmm: bias + alpha*(mat1 x mat2) with beta.
   bool batched = call.kind == "bmm";
   bool has_bias = call.kind == "addmm";
-  const auto& a = call.inputs[has_bias ? 1 : 0];
-  const auto& b = call.inputs[has_bias ? 2 : 1];
+  const StaticOperand a = static_operand(call.inputs[has_bias ? 1 : 0]);
+  const StaticOperand b = static_operand(call.inputs[has_bias ? 2 : 1]);
+  const StaticOperand bias = has_bias ? static_operand(call.inputs[0]) : StaticOperand{};
   int64_t B = batched ? out_sizes[0] : 1, M = out_sizes[batched], N = out_sizes[batched + 1];
   int64_t K = a.sizes.back();
   double alpha = call.float_params.count("alpha") ? call.float_params.at("alpha") : 1.0;
@@ -541,7 +556,6 @@ void run_matmul(const ExternCall& call, Storage& out, const std::unordered_map<c
         }
         double v = alpha * acc;
         if (has_bias) {
-          const auto& bias = call.inputs[0];
           std::vector<int64_t> bidx;
           // The bias is broadcast to [M, N] by the lowering (sizes given per output dim).
           bidx = {m, n};
@@ -553,9 +567,9 @@ void run_matmul(const ExternCall& call, Storage& out, const std::unordered_map<c
 
 void run_convolution(const ExternCall& call, Storage& out, const std::unordered_map<const Buffer*, Storage>& memory,
                      const std::vector<int64_t>& out_sizes) {
-  const auto& x = call.inputs[0];
-  const auto& w = call.inputs[1];
-  const auto& bias = call.inputs[2];
+  const StaticOperand x = static_operand(call.inputs[0]);
+  const StaticOperand w = static_operand(call.inputs[1]);
+  const StaticOperand bias = call.inputs[2].buffer ? static_operand(call.inputs[2]) : StaticOperand{};
   const auto& stride = call.int_params.at("stride");
   const auto& padding = call.int_params.at("padding");
   const auto& dilation = call.int_params.at("dilation");

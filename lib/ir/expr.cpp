@@ -1155,6 +1155,8 @@ int64_t evaluate(const Expr& e, const std::function<int64_t(const std::string&)>
   return 0;
 }
 
+bool is_size_symbol(const std::string& name) { return is_dynamic_size_name(name); }
+
 std::set<std::string> free_symbols(const Expr& e) {
   std::set<std::string> out;
   collect_symbols(e, out);

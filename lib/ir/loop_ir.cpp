@@ -27,6 +27,14 @@ std::vector<Expr> contiguous_strides(const std::vector<Expr>& sizes) {
   return strides;
 }
 
+int64_t value_at_hints(const Expr& e, const std::vector<SizeSymbol>& symbols) {
+  return evaluate(e, [&](const std::string& name) -> int64_t {
+    for (const SizeSymbol& s : symbols)
+      if (s.name == name) return s.hint;
+    throw InternalError("value_at_hints: unknown symbol " + name);
+  });
+}
+
 Expr ravel_index(const Index& idx, const std::vector<Expr>& sizes) {
   Expr flat = 0;
   for (size_t d = 0; d < idx.size(); ++d) flat = flat * sizes[d] + idx[d];

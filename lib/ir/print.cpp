@@ -54,10 +54,7 @@ std::string extern_line(const ExternCall& call) {
       continue;
     }
     out += op.buffer->name + " sizes [";
-    for (size_t d = 0; d < op.sizes.size(); ++d) out += (d ? ", " : "") + std::to_string(op.sizes[d]);
-    out += "] strides [";
-    for (size_t d = 0; d < op.strides.size(); ++d) out += (d ? ", " : "") + std::to_string(op.strides[d]);
-    out += "] offset " + std::to_string(op.offset);
+    out += join_exprs(op.sizes) + "] strides [" + join_exprs(op.strides) + "] offset " + to_string(op.offset);
   }
   out += ")";
   for (const auto& [key, values] : call.int_params) {

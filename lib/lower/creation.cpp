@@ -31,7 +31,7 @@ TensorRef filled(const ir::Scalar& value, std::vector<Expr> sizes) {
 }  // namespace
 
 Outs lower_full(LoweringContext& ctx, const Node& node) {
-  return {filled(scalar_of(ctx, node.arg("fill_value"), out_dtype(node)), out_sizes(node))};
+  return {filled(scalar_of(ctx, node.arg("fill_value"), out_dtype(node)), out_sizes(ctx, node))};
 }
 
 Outs lower_full_like(LoweringContext& ctx, const Node& node) {
@@ -43,15 +43,15 @@ Outs lower_scalar_tensor(LoweringContext& ctx, const Node& node) {
   return {filled(scalar_of(ctx, node.arg("s"), out_dtype(node)), {})};
 }
 
-Outs lower_empty(LoweringContext&, const Node& node) {
+Outs lower_empty(LoweringContext& ctx, const Node& node) {
   // The values are undefined in ATen; zeros keep runs deterministic.
   DType t = out_dtype(node);
-  return {filled(ir::Scalar::of(0, t), out_sizes(node))};
+  return {filled(ir::Scalar::of(0, t), out_sizes(ctx, node))};
 }
 
 Outs lower_arange(LoweringContext& ctx, const Node& node) {
   DType t = out_dtype(node);
-  std::vector<Expr> sizes = out_sizes(node);
+  std::vector<Expr> sizes = out_sizes(ctx, node);
   const Arg& start = node.arg("start");
   const Arg& step = node.arg("step");
   if (!start.is_number() || !step.is_number()) ctx.fail("arange: start and step must be numbers");

@@ -243,7 +243,7 @@ Outs lower_index_select(LoweringContext& ctx, const Node& node) {
   Loader load_self = self.load, load_index = index.load;
   std::vector<Expr> self_sizes = self.sizes;
   size_t index_rank = index.rank();
-  std::vector<Expr> sizes = out_sizes(node);
+  std::vector<Expr> sizes = out_sizes(ctx, node);
   return {LoweringContext::pointwise(self.dtype, sizes, [=](Ops& ops, const Index& idx) {
     Index at = index_rank == 0 ? Index{} : Index{rank == 0 ? Expr(0) : idx[dim]};
     Expr i = indirect_at(ops, load_index, at, rank == 0 ? Expr(1) : self_sizes[dim]);
@@ -273,7 +273,7 @@ Outs lower_embedding(LoweringContext& ctx, const Node& node) {
 Outs lower_index_tensor(LoweringContext& ctx, const Node& node) {
   TensorRef self = ctx.tensor(node.arg("self"));
   AdvancedIndex plan = plan_advanced_index(ctx, self, index_list(ctx, node, "indices", self.rank()));
-  if (plan.result_sizes != out_sizes(node)) ctx.fail("advanced indexing: unexpected result shape");
+  if (plan.result_sizes != out_sizes(ctx, node)) ctx.fail("advanced indexing: unexpected result shape");
   Loader load_self = self.load;
   return {LoweringContext::pointwise(self.dtype, plan.result_sizes, [plan, load_self](Ops& ops, const Index& idx) {
     return load_self(ops, plan.self_index(ops, idx));

@@ -2,9 +2,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <optional>
 #include <set>
 
 #include "foundry/ir/record.h"
+#include "foundry/lower/symbols.h"
 #include "foundry/ops/registry.h"
 #include "foundry/support/error.h"
 #include "lower/lowerings.h"
@@ -14,7 +17,7 @@ namespace foundry::lower {
 std::vector<int64_t> TensorRef::static_sizes() const {
   std::vector<int64_t> out;
   for (const Expr& e : sizes) {
-    if (!e.is_const()) throw UserError("symbolic size " + ir::to_string(e) + " is not supported here");
+    if (!e.is_const()) throw DynamicShapeUnsupported("needs static sizes, and size " + ir::to_string(e) + " is dynamic");
     out.push_back(e.const_value());
   }
   return out;
@@ -136,73 +139,86 @@ TensorRef LoweringContext::extern_call(ir::ExternCall call, DType dtype, std::ve
   return buffer_ref(out);
 }
 
+namespace {
+
+// True when `e` involves no loop variable (only constants and dynamic sizes).
+bool loop_invariant(const Expr& e) {
+  for (const std::string& s : ir::free_symbols(e))
+    if (!ir::is_size_symbol(s)) return false;
+  return true;
+}
+
+// The single buffer read by `ref`'s loader and the index it reads, if it reads exactly one.
+std::optional<std::pair<const ir::Buffer*, Expr>> single_load(const TensorRef& ref) {
+  ir::LoopNode node;
+  node.kind = ir::NodeKind::Pointwise;
+  node.ranges = ref.sizes;
+  ir::Buffer dummy;
+  dummy.name = "probe";
+  node.output = &dummy;
+  Loader load = ref.load;
+  node.body = [&](Ops& ops, const Index& idx, const Index&) { load(ops, idx); };
+  ir::Accesses acc = ir::record_accesses(node);
+  if (acc.reads.size() != 1) return std::nullopt;
+  return std::make_pair(acc.reads[0].buffer, acc.reads[0].index);
+}
+
+// The strided view of `index` over loop variables i0..i{rank-1}, when it is exactly affine.
+bool affine_view(const Expr& index, size_t rank, ir::ExternCall::Operand& op) {
+  std::map<std::string, Expr> zero;
+  for (size_t d = 0; d < rank; ++d) zero[ir::loop_var(static_cast<int>(d))] = Expr(0);
+  op.offset = ir::simplify(ir::substitute(index, zero), {});
+  if (!loop_invariant(op.offset)) return false;
+  op.strides.clear();
+  for (size_t d = 0; d < rank; ++d) {
+    auto coeff = ir::affine_coefficient(index, ir::loop_var(static_cast<int>(d)));
+    if (!coeff || !loop_invariant(*coeff)) return false;
+    op.strides.push_back(*coeff);
+  }
+  // The affine form must reproduce the index exactly (no floordiv/mod hidden elsewhere).
+  Expr rebuilt = op.offset;
+  for (size_t d = 0; d < rank; ++d) rebuilt = rebuilt + Expr::sym(ir::loop_var(static_cast<int>(d))) * op.strides[d];
+  return rebuilt == index;
+}
+
+// Row-major strides of `sizes`; a size-1 dim gets its contiguous value too, because its stride
+// is arbitrary and libraries only recognize plain layouts.
+// (A zero-size dim counts as 1, so that strides stay nonzero.)
+std::vector<Expr> plain_strides(const std::vector<Expr>& sizes) {
+  std::vector<Expr> strides(sizes.size());
+  Expr running = 1;
+  for (size_t d = sizes.size(); d-- > 0;) {
+    strides[d] = running;
+    running = running * (sizes[d].is_const(0) ? Expr(1) : sizes[d]);
+  }
+  return strides;
+}
+
+}  // namespace
+
 ir::ExternCall::Operand LoweringContext::strided_operand(const TensorRef& ref) {
   // Run the loader symbolically: an affine single load of one buffer is a strided view of it.
-  std::vector<int64_t> sizes = ref.static_sizes();
-  ir::LoopNode probe;
-  probe.ranges = ref.sizes;
-  probe.output = nullptr;
-  const ir::Buffer* loaded = nullptr;
-  Expr index;
-  int loads = 0;
-  {
-    ir::LoopNode node;
-    node.kind = ir::NodeKind::Pointwise;
-    node.ranges = ref.sizes;
-    Loader load = ref.load;
-    ir::Buffer dummy;
-    dummy.name = "probe";
-    node.output = &dummy;
-    node.body = [&](Ops& ops, const Index& idx, const Index&) { load(ops, idx); };
-    ir::Accesses acc = ir::record_accesses(node);
-    loads = static_cast<int>(acc.reads.size());
-    if (loads == 1) {
-      loaded = acc.reads[0].buffer;
-      index = acc.reads[0].index;
-    }
-  }
   ir::ExternCall::Operand op;
-  op.sizes = sizes;
-  bool affine = loads == 1 && loaded->dtype == ref.dtype;
-  if (affine) {
-    ir::SymbolExtents none;
-    std::map<std::string, Expr> zero;
-    for (size_t d = 0; d < sizes.size(); ++d) zero[ir::loop_var(static_cast<int>(d))] = Expr(0);
-    Expr base = ir::simplify(ir::substitute(index, zero), none);
-    affine = base.is_const();
-    if (affine) op.offset = base.const_value();
-    for (size_t d = 0; affine && d < sizes.size(); ++d) {
-      auto coeff = ir::affine_coefficient(index, ir::loop_var(static_cast<int>(d)));
-      affine = coeff && coeff->is_const();
-      if (affine) op.strides.push_back(coeff->const_value());
-    }
-    // The affine form must reproduce the index exactly (no floordiv/mod hidden elsewhere).
-    if (affine) {
-      Expr rebuilt = op.offset;
-      for (size_t d = 0; d < sizes.size(); ++d)
-        rebuilt = rebuilt + Expr::sym(ir::loop_var(static_cast<int>(d))) * op.strides[d];
-      affine = rebuilt == index;
-    }
-  }
-  if (affine) {
-    // A size-1 dim's stride is arbitrary (its index is always 0, and simplification drops it);
-    // give it the contiguous value so that libraries recognize plain layouts.
-    for (size_t d = sizes.size(); d-- > 0;)
-      if (sizes[d] == 1) op.strides[d] = d + 1 < sizes.size() ? op.strides[d + 1] * std::max<int64_t>(sizes[d + 1], 1) : 1;
-    op.buffer = loaded;
+  op.sizes = ref.sizes;
+  auto load = single_load(ref);
+  if (load && load->first->dtype == ref.dtype && affine_view(load->second, ref.rank(), op)) {
+    std::vector<Expr> plain = plain_strides(op.sizes);
+    for (size_t d = 0; d < op.sizes.size(); ++d)
+      if (op.sizes[d].is_const(1)) op.strides[d] = plain[d];
+    op.buffer = load->first;
     return op;
   }
-  TensorRef copy = realize(ref);
-  op.buffer = copy.buffer;
-  op.strides.clear();
-  int64_t stride = 1;
-  op.strides.resize(sizes.size());
-  for (size_t d = sizes.size(); d-- > 0;) {
-    op.strides[d] = stride;
-    stride *= sizes[d];
-  }
-  op.offset = 0;
+  op.buffer = realize(ref).buffer;
+  op.strides = plain_strides(op.sizes);
+  op.offset = Expr(0);
   return op;
+}
+
+std::vector<Expr> LoweringContext::recorded_sizes(const TensorType& type) { return symbols_.sizes(type); }
+
+void LoweringContext::need_static_sizes() const {
+  throw DynamicShapeUnsupported("node " + (node ? node->name + " (aten." + node->target + ")" : std::string("?")) +
+                                ": this lowering needs static sizes");
 }
 
 void LoweringContext::fail(const std::string& message) const {
@@ -245,16 +261,15 @@ void bind_inputs(const Graph& graph, LoweringContext& ctx, ir::LoopProgram& prog
   int user_index = 0;
   for (const GraphInput& in : graph.inputs) {
     const TensorType& t = in.value->type;
-    if (t.has_symbolic_sizes())
-      spdlog::warn("input {} has symbolic sizes; specializing to the recorded sizes", in.value->name);
     if (in.kind == InputKind::User) {
-      ir::Buffer* buf = program.new_buffer(ir::BufferKind::Input, t.dtype, static_exprs(t.sizes));
+      ir::Buffer* buf = program.new_buffer(ir::BufferKind::Input, t.dtype, ctx.recorded_sizes(t));
       buf->input_index = user_index++;
       program.inputs.push_back(buf);
       program.input_names.push_back(in.value->name);
       ctx.bind(in.value, buffer_ref(buf));
       continue;
     }
+    if (t.has_symbolic_sizes()) throw DynamicShapeUnsupported("weight " + in.value->name + " has a dynamic size");
     ir::Buffer* buf = program.new_buffer(ir::BufferKind::Constant, t.dtype, static_exprs(t.sizes));
     std::vector<int64_t> strides = t.strides.empty() ? t.contiguous_strides() : t.strides;
     buf->strides = static_exprs(strides);
@@ -271,10 +286,48 @@ bool has_users(const Graph& graph, const Value* v) {
   return !graph.users(v).empty();
 }
 
-void lower_node(const Graph& graph, const Node& node, LoweringContext& ctx) {
+std::string sizes_text(const std::vector<Expr>& sizes) {
+  std::string out = "[";
+  for (size_t d = 0; d < sizes.size(); ++d) out += (d ? ", " : "") + ir::to_string(sizes[d]);
+  return out + "]";
+}
+
+bool is_static(const std::vector<Expr>& sizes) {
+  return std::all_of(sizes.begin(), sizes.end(), [](const Expr& e) { return e.is_const(); });
+}
+
+// With dynamic sizes, a lowering's result must have exactly the recorded (symbolic) sizes.
+// Passes that rebuild nodes (decompositions) record the sizes at the export hints: a node whose
+// inputs are dynamic but whose recorded output is static cannot be trusted to be dynamic.
+void check_dynamic_sizes(LoweringContext& ctx, const Node& node, const Value* v, const TensorRef& ref) {
+  std::vector<Expr> recorded = ctx.recorded_sizes(v->type);
+  if (ref.sizes != recorded)
+    throw DynamicShapeUnsupported("node " + node.name + " (aten." + node.target + "): sizes " + sizes_text(ref.sizes) +
+                                  " where the archive records " + sizes_text(recorded));
+  if (!is_static(recorded)) return;
+  std::vector<const Value*> inputs;
+  for (const Arg& a : node.args) {
+    if (a.tensor) inputs.push_back(a.tensor);
+    for (const Value* t : a.tensors)
+      if (t) inputs.push_back(t);
+  }
+  for (const Value* in : inputs)
+    if (in->is_tensor && in->type.has_symbolic_sizes())
+      throw DynamicShapeUnsupported("node " + node.name + " (aten." + node.target +
+                                    "): a static result from dynamic inputs");
+}
+
+void lower_node(const Graph& graph, const Node& node, LoweringContext& ctx, bool dynamic) {
   const Lowering* lowering = find_lowering(node.target);
   if (!node.op || !lowering) ctx.fail("unsupported op: no lowering for aten." + node.target);
-  std::vector<TensorRef> outs = lowering->fn(ctx, node);
+  std::vector<TensorRef> outs;
+  try {
+    outs = lowering->fn(ctx, node);
+  } catch (const DynamicShapeUnsupported& e) {
+    std::string what = e.what();
+    if (what.rfind("node ", 0) == 0) throw;
+    throw DynamicShapeUnsupported("node " + node.name + " (aten." + node.target + "): " + what);
+  }
   if (outs.size() != node.outputs.size())
     throw InternalError("lowering of " + node.target + " returned " + std::to_string(outs.size()) +
                         " outputs, the node has " + std::to_string(node.outputs.size()));
@@ -289,6 +342,7 @@ void lower_node(const Graph& graph, const Node& node, LoweringContext& ctx) {
     if (ref.dtype != v->type.dtype)
       throw InternalError("lowering of " + node.target + " produced " + std::string(dtype_name(ref.dtype)) +
                           ", the graph records " + std::string(dtype_name(v->type.dtype)));
+    if (dynamic) check_dynamic_sizes(ctx, node, v, ref);
     ctx.bind(v, lowering->is_view ? ref : ctx.realize(ref));
   }
 }
@@ -314,18 +368,41 @@ void bind_outputs(const Graph& graph, LoweringContext& ctx, ir::LoopProgram& pro
   }
 }
 
-}  // namespace
 
-ir::LoopProgram lower_graph(const Graph& graph) {
+ir::LoopProgram lower_with(const Graph& graph, bool dynamic) {
   ir::LoopProgram program;
-  LoweringContext ctx(program);
+  SymbolTable symbols(graph, !dynamic);
+  LoweringContext ctx(program, symbols);
   bind_inputs(graph, ctx, program);
   for (const auto& node : graph.nodes) {
     ctx.node = node.get();
-    lower_node(graph, *node, ctx);
+    lower_node(graph, *node, ctx, dynamic);
   }
   bind_outputs(graph, ctx, program);
+  program.size_symbols = symbols.symbols();
   return program;
+}
+
+bool has_dynamic_sizes(const Graph& graph) {
+  for (const GraphInput& in : graph.inputs)
+    if (in.value->type.has_symbolic_sizes()) return true;
+  return false;
+}
+
+}  // namespace
+
+ir::LoopProgram lower_graph(const Graph& graph, const LowerOptions& options) {
+  if (!has_dynamic_sizes(graph)) return lower_with(graph, false);
+  if (options.dynamic_shapes) {
+    try {
+      return lower_with(graph, true);
+    } catch (const DynamicShapeUnsupported& e) {
+      spdlog::warn("{}; compiling for the sizes recorded at export instead (no dynamic shapes)", e.what());
+    }
+  } else {
+    spdlog::warn("the inputs have dynamic sizes; specializing to the sizes recorded at export");
+  }
+  return lower_with(graph, false);
 }
 
 }  // namespace foundry::lower

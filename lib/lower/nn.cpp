@@ -65,15 +65,14 @@ std::vector<int64_t> spatial_arg(LoweringContext& ctx, const Node& node, const s
 }
 
 std::vector<int64_t> static_sizes_of(LoweringContext& ctx, const TensorRef& ref) {
-  for (const Expr& e : ref.sizes)
-    if (!e.is_const()) ctx.fail("symbolic sizes are not supported by this op");
+  (void)ctx;
   return ref.static_sizes();
 }
 
 std::vector<int64_t> static_out_sizes(LoweringContext& ctx, const Node& node, size_t k = 0) {
   std::vector<int64_t> out;
-  for (const Expr& e : out_sizes(node, k)) {
-    if (!e.is_const()) ctx.fail("symbolic sizes are not supported by this op");
+  for (const Expr& e : out_sizes(ctx, node, k)) {
+    if (!e.is_const()) ctx.need_static_sizes();
     out.push_back(e.const_value());
   }
   return out;
@@ -141,13 +140,35 @@ TensorRef scaled(const TensorRef& x, double factor) {
   return map1(x, t, t, [f](Ops& ops, Val v) { return ops.mul(v, ops.constant(f)); });
 }
 
+// A batched operand [B, M, K] whose batch is the outermost dim in memory and whose matrices are
+// row- or column-major. Other views (e.g. attention heads sliced out of [T, B*H, D] projections)
+// would make oneDNN fall back to its reference kernel, far slower than copying them first.
+bool plain_batched_layout(const ir::ExternCall::Operand& op) {
+  if (op.sizes.size() != 3) return true;
+  for (const Expr& e : op.sizes)
+    if (!e.is_const()) return true;  // dynamic: the portable loops take it as it is
+  int64_t M = op.sizes[1].const_value(), K = op.sizes[2].const_value();
+  auto stride = [&](int d) { return op.strides[d].is_const() ? op.strides[d].const_value() : -1; };
+  bool matrix = (stride(1) == K && stride(2) == 1) || (stride(1) == 1 && stride(2) == M);
+  return matrix && (op.sizes[0].is_const(1) || stride(0) >= M * K);
+}
+
+ir::ExternCall::Operand batched_operand(LoweringContext& ctx, const TensorRef& ref) {
+  ir::ExternCall::Operand op = ctx.strided_operand(ref);
+  if (plain_batched_layout(op)) return op;
+  TensorRef copy = ref;
+  copy.buffer = nullptr;  // a contiguous copy, even of a buffer's own (strided) view
+  return ctx.strided_operand(ctx.realize(copy));
+}
+
 TensorRef matmul(LoweringContext& ctx, const TensorRef& a, const TensorRef& b, DType dtype, std::vector<Expr> sizes,
                  bool batched) {
   if (dtype != DType::Float32 || a.dtype != dtype || b.dtype != dtype)
     return matmul_reduction(ctx, a, b, dtype, std::move(sizes));
   ir::ExternCall call;
   call.kind = batched ? "bmm" : "mm";
-  call.inputs = {ctx.strided_operand(a), ctx.strided_operand(b)};
+  call.inputs = batched ? std::vector<ir::ExternCall::Operand>{batched_operand(ctx, a), batched_operand(ctx, b)}
+                        : std::vector<ir::ExternCall::Operand>{ctx.strided_operand(a), ctx.strided_operand(b)};
   return ctx.extern_call(std::move(call), dtype, std::move(sizes));
 }
 
@@ -426,13 +447,13 @@ Outs lower_max_pool(LoweringContext& ctx, const Node& node) {
 Outs lower_mm(LoweringContext& ctx, const Node& node) {
   TensorRef a = ctx.tensor(node.arg("self")), b = ctx.tensor(node.arg("mat2"));
   if (a.rank() != 2 || b.rank() != 2) ctx.fail("mm expects 2-d operands");
-  return {matmul(ctx, a, b, out_dtype(node), out_sizes(node), false)};
+  return {matmul(ctx, a, b, out_dtype(node), out_sizes(ctx, node), false)};
 }
 
 Outs lower_bmm(LoweringContext& ctx, const Node& node) {
   TensorRef a = ctx.tensor(node.arg("self")), b = ctx.tensor(node.arg("mat2"));
   if (a.rank() != 3 || b.rank() != 3) ctx.fail("bmm expects 3-d operands");
-  return {matmul(ctx, a, b, out_dtype(node), out_sizes(node), true)};
+  return {matmul(ctx, a, b, out_dtype(node), out_sizes(ctx, node), true)};
 }
 
 Outs lower_addmm(LoweringContext& ctx, const Node& node) {
@@ -441,7 +462,7 @@ Outs lower_addmm(LoweringContext& ctx, const Node& node) {
   TensorRef m1 = ctx.tensor(node.arg("mat1")), m2 = ctx.tensor(node.arg("mat2"));
   if (m1.rank() != 2 || m2.rank() != 2) ctx.fail("addmm expects 2-d matrices");
   double beta = float_arg(node, "beta"), alpha = float_arg(node, "alpha");
-  return {addmm(ctx, bias, m1, m2, beta, alpha, dtype, out_sizes(node))};
+  return {addmm(ctx, bias, m1, m2, beta, alpha, dtype, out_sizes(ctx, node))};
 }
 
 Outs lower_linear(LoweringContext& ctx, const Node& node) {

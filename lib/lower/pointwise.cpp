@@ -161,6 +161,6 @@ Outs lower_copy(LoweringContext& ctx, const Node& node) {
 
 Outs lower_identity(LoweringContext& ctx, const Node& node) { return {ctx.tensor(node.arg("self"))}; }
 
-Outs lower_nothing(LoweringContext&, const Node& node) { return Outs(node.outputs.size()); }
+Outs lower_nothing(LoweringContext& ctx, const Node& node) { return Outs(node.outputs.size()); }
 
 }  // namespace foundry::lower

@@ -88,7 +88,7 @@ bool keepdim_arg(const Node& node) { return node.has_arg("keepdim") && bool_arg(
 // output sizes.
 ReducePlan node_plan(LoweringContext& ctx, const Node& node, const TensorRef& x, size_t out = 0) {
   ReducePlan p = reduce_dims(x.sizes, dims_arg(node, "dim"), keepdim_arg(node));
-  if (p.out_sizes != out_sizes(node, out)) ctx.fail("reduction output sizes disagree with the recorded type");
+  if (p.out_sizes != out_sizes(ctx, node, out)) ctx.fail("reduction output sizes disagree with the recorded type");
   return p;
 }
 

@@ -19,7 +19,7 @@ Val both(Ops& ops, std::optional<Val> a, Val b) { return a ? ops.binary(BinaryOp
 Outs lower_cat(LoweringContext& ctx, const Node& node) {
   const Arg& list = node.arg("tensors");
   DType dtype = out_dtype(node);
-  std::vector<Expr> sizes = out_sizes(node);
+  std::vector<Expr> sizes = out_sizes(ctx, node);
   int64_t rank = static_cast<int64_t>(sizes.size());
   int64_t dim = normalize_dim(node.has_arg("dim") ? int_arg(node, "dim") : 0, rank);
 
@@ -81,7 +81,7 @@ Outs lower_constant_pad_nd(LoweringContext& ctx, const Node& node) {
     left[rank - 1 - k] = pad[2 * k];
     right[rank - 1 - k] = pad[2 * k + 1];
   }
-  std::vector<Expr> sizes = out_sizes(node);
+  std::vector<Expr> sizes = out_sizes(ctx, node);
   for (size_t d = 0; d < rank; ++d)
     if (!sizes[d].is_const(in[d] + left[d] + right[d])) ctx.fail("constant_pad_nd: unexpected output shape");
   ir::Scalar value = ir::Scalar::of(node.has_arg("value") && !node.arg("value").is_none() ? float_arg(node, "value") : 0.0, dtype);
@@ -114,7 +114,7 @@ Outs lower_repeat(LoweringContext& ctx, const Node& node) {
   if (repeats.size() < rank) ctx.fail("repeat: fewer repeats than dimensions");
   size_t lead = repeats.size() - rank;
   std::vector<Expr> in = self.sizes;
-  std::vector<Expr> sizes = out_sizes(node);
+  std::vector<Expr> sizes = out_sizes(ctx, node);
   Loader load = self.load;
   return {LoweringContext::pointwise(self.dtype, sizes, [=](Ops& ops, const Index& idx) {
     Index s(rank);

@@ -6,9 +6,8 @@ namespace foundry::lower {
 
 DType out_dtype(const Node& node, size_t k) { return node.outputs.at(k)->type.dtype; }
 
-std::vector<Expr> out_sizes(const Node& node, size_t k) {
-  const auto& sizes = node.outputs.at(k)->type.sizes;
-  return std::vector<Expr>(sizes.begin(), sizes.end());
+std::vector<Expr> out_sizes(LoweringContext& ctx, const Node& node, size_t k) {
+  return ctx.recorded_sizes(node.outputs.at(k)->type);
 }
 
 int64_t int_arg(const Node& node, const std::string& name) {

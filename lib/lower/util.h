@@ -7,9 +7,10 @@
 
 namespace foundry::lower {
 
-// The node's k-th output dtype and sizes as recorded (and verified by the op's shape rule).
+// The node's k-th output dtype and sizes as recorded (and verified by the op's shape rule); sizes
+// are symbolic where the archive's are (see LoweringContext::recorded_sizes).
 DType out_dtype(const Node& node, size_t k = 0);
-std::vector<Expr> out_sizes(const Node& node, size_t k = 0);
+std::vector<Expr> out_sizes(LoweringContext& ctx, const Node& node, size_t k = 0);
 
 int64_t int_arg(const Node& node, const std::string& name);
 double float_arg(const Node& node, const std::string& name);

@@ -20,7 +20,7 @@ TensorRef remap(const TensorRef& src, std::vector<Expr> sizes, std::function<Ind
 Outs lower_view(LoweringContext& ctx, const Node& node) {
   // view/reshape: same row-major order, new shape (the recorded output sizes resolve -1).
   TensorRef src = ctx.tensor(node.arg("self"));
-  std::vector<Expr> sizes = out_sizes(node);
+  std::vector<Expr> sizes = out_sizes(ctx, node);
   std::vector<Expr> src_sizes = src.sizes;
   return {remap(src, sizes, [sizes, src_sizes](const Index& idx) { return ir::unravel_index(ir::ravel_index(idx, sizes), src_sizes); })};
 }
@@ -40,7 +40,7 @@ Outs lower_permute(LoweringContext& ctx, const Node& node) {
 }
 
 Outs lower_expand(LoweringContext& ctx, const Node& node) {
-  return {broadcast_to(ctx.tensor(node.arg("self")), out_sizes(node))};
+  return {broadcast_to(ctx.tensor(node.arg("self")), out_sizes(ctx, node))};
 }
 
 Outs lower_unsqueeze(LoweringContext& ctx, const Node& node) {
@@ -103,7 +103,7 @@ Outs lower_slice(LoweringContext& ctx, const Node& node) {
   int64_t step = is_none(node, "step") ? 1 : int_arg(node, "step");
   if (start < 0) start += n;
   start = std::clamp<int64_t>(start, 0, n);
-  std::vector<Expr> sizes = out_sizes(node);
+  std::vector<Expr> sizes = out_sizes(ctx, node);
   return {remap(src, sizes, [dim, start, step](const Index& idx) {
     Index s = idx;
     s[dim] = idx[dim] * step + start;
@@ -119,7 +119,7 @@ Outs lower_as_strided(LoweringContext& ctx, const Node& node) {
   const ir::Buffer* buf = src.buffer;
   TensorRef out;
   out.dtype = src.dtype;
-  out.sizes = out_sizes(node);
+  out.sizes = out_sizes(ctx, node);
   out.load = [buf, stride, offset](Ops& ops, const Index& idx) {
     Expr pos = buf->offset + offset;
     for (size_t d = 0; d < idx.size(); ++d) pos = pos + idx[d] * stride[d];
@@ -134,7 +134,7 @@ Outs lower_diagonal(LoweringContext& ctx, const Node& node) {
   int64_t rank = static_cast<int64_t>(src.rank());
   int64_t offset = int_arg(node, "offset");
   int64_t d1 = normalize_dim(int_arg(node, "dim1"), rank), d2 = normalize_dim(int_arg(node, "dim2"), rank);
-  return {remap(src, out_sizes(node), [rank, offset, d1, d2](const Index& idx) {
+  return {remap(src, out_sizes(ctx, node), [rank, offset, d1, d2](const Index& idx) {
     Index s(rank);
     size_t k = 0;
     for (int64_t d = 0; d < rank; ++d)
@@ -152,7 +152,7 @@ Outs lower_unfold(LoweringContext& ctx, const Node& node) {
   int64_t dim = normalize_dim(int_arg(node, "dimension"), static_cast<int64_t>(src.rank()));
   int64_t step = int_arg(node, "step");
   size_t rank = src.rank();
-  return {remap(src, out_sizes(node), [dim, step, rank](const Index& idx) {
+  return {remap(src, out_sizes(ctx, node), [dim, step, rank](const Index& idx) {
     Index s(idx.begin(), idx.begin() + std::max<size_t>(rank, 1));
     if (rank == 0) return Index{};
     s[dim] = idx[dim] * step + idx.back();
@@ -180,7 +180,7 @@ Outs lower_split_with_sizes(LoweringContext& ctx, const Node& node) {
   Outs outs;
   int64_t start = 0;
   for (size_t k = 0; k < node.outputs.size(); ++k) {
-    std::vector<Expr> sizes = out_sizes(node, k);
+    std::vector<Expr> sizes = out_sizes(ctx, node, k);
     outs.push_back(remap(src, sizes, [dim, start](const Index& idx) {
       Index s = idx;
       s[dim] = idx[dim] + start;

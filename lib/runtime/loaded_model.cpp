@@ -12,6 +12,7 @@ namespace foundry {
 struct LoadedModel::Api {
   int (*create)(const char*, void**);
   int (*run)(void*, const foundry_tensor*, size_t, foundry_tensor*, size_t);
+  int (*infer_shapes)(const foundry_tensor*, size_t, foundry_tensor*, size_t);
   size_t (*num_inputs)();
   size_t (*num_outputs)();
   int (*input_info)(size_t, foundry_tensor_info*);
@@ -61,6 +62,7 @@ void LoadedModel::open(const std::string& so, const std::string& dir) {
   if (!handle_) throw UserError("cannot load " + so + ": " + dlerror());
   bind_symbol(handle_, name_ + "_create", api_->create);
   bind_symbol(handle_, name_ + "_run", api_->run);
+  bind_symbol(handle_, name_ + "_infer_shapes", api_->infer_shapes);
   bind_symbol(handle_, name_ + "_num_inputs", api_->num_inputs);
   bind_symbol(handle_, name_ + "_num_outputs", api_->num_outputs);
   bind_symbol(handle_, name_ + "_input_info", api_->input_info);
@@ -91,14 +93,17 @@ foundry_tensor_info LoadedModel::output_info(size_t i) const {
   return info;
 }
 
-std::vector<NpyArray> LoadedModel::allocate_outputs() const {
-  std::vector<NpyArray> outs(num_outputs());
+std::vector<NpyArray> LoadedModel::allocate_outputs(const std::vector<NpyArray>& inputs) const {
+  std::vector<foundry_tensor> in, out(num_outputs());
+  for (const auto& a : inputs) in.push_back(describe(a));
+  if (api_->infer_shapes(in.data(), in.size(), out.data(), out.size()) != FOUNDRY_OK)
+    throw UserError(std::string("the model rejects the inputs: ") + api_->last_error());
+  std::vector<NpyArray> outs(out.size());
   for (size_t k = 0; k < outs.size(); ++k) {
-    foundry_tensor_info info = output_info(k);
-    auto dt = dtype_from_export(info.dtype);
+    auto dt = dtype_from_export(out[k].dtype);
     if (!dt) throw UserError("model output " + std::to_string(k) + " has an unknown dtype");
     outs[k].dtype = *dt;
-    outs[k].shape.assign(info.shape, info.shape + info.rank);
+    outs[k].shape.assign(out[k].shape, out[k].shape + out[k].rank);
     outs[k].data.resize(static_cast<size_t>(outs[k].numel()) * dtype_size(*dt));
   }
   return outs;
@@ -113,7 +118,7 @@ void LoadedModel::run_into(const std::vector<NpyArray>& inputs, std::vector<NpyA
 }
 
 std::vector<NpyArray> LoadedModel::run(const std::vector<NpyArray>& inputs) const {
-  std::vector<NpyArray> outputs = allocate_outputs();
+  std::vector<NpyArray> outputs = allocate_outputs(inputs);
   run_into(inputs, outputs);
   return outputs;
 }

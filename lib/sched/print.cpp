@@ -98,11 +98,12 @@ std::string print_schedule(const Schedule& schedule) {
   }
   out << "# buffer plan\n";
   for (const auto& [buf, offset] : schedule.plan.arena_offset) {
-    out << buf->name << ": arena offset " << offset;
+    out << buf->name << ": arena offset " << ir::to_string(offset);
     if (auto r = schedule.plan.reuses.find(buf); r != schedule.plan.reuses.end()) out << " (reuses " << r->second->name << ")";
     out << "\n";
   }
-  out << "arena: " << schedule.plan.arena_bytes << " bytes (" << schedule.plan.unplanned_bytes << " without reuse)\n";
+  out << "arena: " << ir::to_string(schedule.plan.arena_bytes) << " bytes ("
+      << ir::to_string(schedule.plan.unplanned_bytes) << " without reuse)\n";
   return out.str();
 }
 

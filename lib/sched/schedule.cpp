@@ -129,9 +129,23 @@ WalkReport check(const Kernel& k, const Schedule& schedule) {
 
 size_t kernel_size(const Kernel& k, const WalkReport& report) { return k.members.size() + report.inlined.size(); }
 
-// The kernel with `node` added, when that is legal.
+std::string ranges_text(const ir::Index& ranges) {
+  std::string s = "[";
+  for (size_t d = 0; d < ranges.size(); ++d) s += (d ? ", " : "") + ir::to_string(ranges[d]);
+  return s + "]";
+}
+
+// Why `node` cannot share the kernel's loop nest.
+std::string loops_mismatch(const ir::LoopNode& node, const Kernel& k) {
+  std::string loops = ranges_text(node.ranges);
+  if (node.kind == ir::NodeKind::Reduction) loops += " (reducing " + ranges_text(node.reduction_ranges) + ")";
+  return "its loops " + loops + " do not line up with the kernel's " + ranges_text(k.ranges);
+}
+
+// The kernel with `node` added, when that is legal; otherwise nullopt and, in `why`, the reason
+// (for -v: users ask why two nodes ended up in separate kernels).
 std::optional<Kernel> try_fuse(const Kernel& k, const ir::LoopNode& node, const Schedule& schedule,
-                               const ScheduleOptions& options) {
+                               const ScheduleOptions& options, std::string& why) {
   std::optional<Kernel> candidate;
   if (auto m = fit(node, k.ranges)) {
     candidate = k;
@@ -147,14 +161,51 @@ std::optional<Kernel> try_fuse(const Kernel& k, const ir::LoopNode& node, const 
       }
     }
   }
-  if (!candidate) return std::nullopt;
-  WalkReport report = check(*candidate, schedule);
-  if (!report.conflicts.empty()) {
-    spdlog::debug("not fusing node{} into a kernel: {}", node.id, report.conflicts.front());
+  if (!candidate) {
+    why = loops_mismatch(node, k);
     return std::nullopt;
   }
-  if (kernel_size(*candidate, report) > options.max_kernel_nodes) return std::nullopt;
+  WalkReport report = check(*candidate, schedule);
+  if (!report.conflicts.empty()) {
+    why = "it " + report.conflicts.front();
+    return std::nullopt;
+  }
+  if (size_t n = kernel_size(*candidate, report); n > options.max_kernel_nodes) {
+    why = "the kernel would have " + std::to_string(n) + " nodes, over max_kernel_nodes (" +
+          std::to_string(options.max_kernel_nodes) + ")";
+    return std::nullopt;
+  }
   return candidate;
+}
+
+// A node that did not join the kernel that became schedule step `step`, and why.
+struct Refusal {
+  size_t step;
+  const ir::LoopNode* node;
+  std::string why;
+};
+
+std::string node_list(const std::vector<const ir::LoopNode*>& nodes) {
+  std::string s;
+  for (const auto* n : nodes) s += (s.empty() ? "node" : ", node") + std::to_string(n->id);
+  return s;
+}
+
+// -v: the nodes each kernel fused, and after it the nodes that did not join it, with the reason
+// (the names match ir_pre_fusion.txt and ir_post_fusion.txt).
+void log_fusion(const Schedule& schedule, const std::vector<Refusal>& refusals) {
+  if (!spdlog::should_log(spdlog::level::info)) return;
+  auto next = refusals.begin();
+  for (size_t s = 0; s < schedule.steps.size(); ++s) {
+    const Kernel& k = schedule.steps[s].kernel;
+    std::vector<const ir::LoopNode*> members;
+    for (const auto& m : k.members) members.push_back(m.node);
+    if (!schedule.steps[s].is_extern && members.size() + k.inlined.size() > 1)
+      spdlog::info("fused {}{} into {}", node_list(members), k.inlined.empty() ? "" : " (inlined: " + node_list(k.inlined) + ")",
+                   k.name);
+    for (; next != refusals.end() && next->step == s; ++next)
+      spdlog::info("node{} not fused into {}: {}", next->node->id, k.name, next->why);
+  }
 }
 
 std::string kernel_name(const Kernel& k, const std::set<const ir::LoopNode*>& inlined, int index) {
@@ -183,11 +234,7 @@ void find_internal_buffers(Kernel& k, const Uses& uses, const std::set<const ir:
   }
 }
 
-int64_t static_bytes(const ir::Buffer& buf) {
-  ir::Expr n = buf.numel();
-  FOUNDRY_CHECK(n.is_const(), "buffer planning needs static sizes");
-  return n.const_value() * static_cast<int64_t>(dtype_size(buf.dtype));
-}
+ir::Expr buffer_bytes(const ir::Buffer& buf) { return buf.numel() * static_cast<int64_t>(dtype_size(buf.dtype)); }
 
 }  // namespace
 
@@ -196,9 +243,22 @@ int64_t static_bytes(const ir::Buffer& buf) {
 namespace {
 
 struct Slot {
-  int64_t offset, bytes;
+  ir::Expr offset, bytes;
   const ir::Buffer* last_owner;
 };
+
+// A slot of `slot` bytes holds `bytes` for every value of the dynamic sizes: both constant, or
+// the same expression (reuse is only done when provably safe).
+bool fits(const ir::Expr& bytes, const ir::Expr& slot) {
+  if (bytes.is_const() && slot.is_const()) return bytes.const_value() <= slot.const_value();
+  return bytes == slot;
+}
+
+// Smaller slots first among those that fit; constant slots before symbolic ones.
+bool smaller(const ir::Expr& a, const ir::Expr& b) {
+  if (a.is_const() && b.is_const()) return a.const_value() < b.const_value();
+  return a.is_const() && !b.is_const();
+}
 
 // Liveness over the final order: a buffer lives from the step that first writes it to the last
 // step that reads it; a dead buffer's slot is reused by a later buffer that fits in it.
@@ -229,12 +289,13 @@ BufferPlan plan_buffers(const ir::LoopProgram& program, const Schedule& schedule
   });
   std::vector<Slot> slots;
   for (const auto& [step, buf] : order) {
-    int64_t bytes = (static_bytes(*buf) + 63) / 64 * 64;
-    plan.unplanned_bytes += bytes;
+    ir::Expr bytes = ir::floordiv(buffer_bytes(*buf) + 63, 64) * 64;
+    plan.unplanned_bytes = plan.unplanned_bytes + bytes;
     // Best fit among slots whose last owner died before this step.
     Slot* best = nullptr;
     for (auto& slot : slots)
-      if (last_use[slot.last_owner] < step && slot.bytes >= bytes && (!best || slot.bytes < best->bytes)) best = &slot;
+      if (last_use[slot.last_owner] < step && fits(bytes, slot.bytes) && (!best || smaller(slot.bytes, best->bytes)))
+        best = &slot;
     if (best) {
       plan.reuses[buf] = best->last_owner;
       best->last_owner = buf;
@@ -242,7 +303,7 @@ BufferPlan plan_buffers(const ir::LoopProgram& program, const Schedule& schedule
     } else {
       slots.push_back({plan.arena_bytes, bytes, buf});
       plan.arena_offset[buf] = plan.arena_bytes;
-      plan.arena_bytes += bytes;
+      plan.arena_bytes = plan.arena_bytes + bytes;
     }
   }
   return plan;
@@ -252,6 +313,7 @@ BufferPlan plan_buffers(const ir::LoopProgram& program, const Schedule& schedule
 
 Schedule schedule_program(const ir::LoopProgram& program, const ScheduleOptions& options) {
   Schedule schedule;
+  schedule.size_symbols = program.size_symbols;
   Uses uses = collect_uses(program);
   std::set<const ir::Buffer*> outputs(program.outputs.begin(), program.outputs.end());
   if (options.fusion)
@@ -259,6 +321,7 @@ Schedule schedule_program(const ir::LoopProgram& program, const ScheduleOptions&
       if (inlinable(*node, uses, outputs)) schedule.inlined[node->output] = node.get();
 
   std::optional<Kernel> open;
+  std::vector<Refusal> refusals;
   auto close = [&] {
     if (!open) return;
     Step step;
@@ -269,6 +332,8 @@ Schedule schedule_program(const ir::LoopProgram& program, const ScheduleOptions&
   for (const auto& node : program.nodes) {
     if (schedule.inlined.count(node->output) && schedule.inlined.at(node->output) == node.get()) continue;
     if (node->kind == ir::NodeKind::Extern) {
+      if (open && options.fusion)
+        refusals.push_back({schedule.steps.size(), node.get(), "it is a library call (" + node->call.kind + ")"});
       close();
       Step step;
       step.is_extern = true;
@@ -277,10 +342,12 @@ Schedule schedule_program(const ir::LoopProgram& program, const ScheduleOptions&
       continue;
     }
     if (open && options.fusion) {
-      if (auto fused = try_fuse(*open, *node, schedule, options)) {
+      std::string why;
+      if (auto fused = try_fuse(*open, *node, schedule, options, why)) {
         open = std::move(fused);
         continue;
       }
+      refusals.push_back({schedule.steps.size(), node.get(), why});  // the open kernel becomes that step
     }
     close();
     open = start_kernel(*node);
@@ -299,6 +366,7 @@ Schedule schedule_program(const ir::LoopProgram& program, const ScheduleOptions&
               [](const auto* a, const auto* b) { return a->id < b->id; });
     step.kernel.name = kernel_name(step.kernel, report.inlined, index++);
   }
+  if (options.fusion) log_fusion(schedule, refusals);
   schedule.plan = plan_buffers(program, schedule);
   return schedule;
 }
@@ -317,11 +385,12 @@ Traffic step_traffic(const Step& step, const Schedule& schedule) {
   for (const auto& r : acc.reads)
     if (seen.insert(r.buffer).second) {
       // A constant's storage may be larger than its view: count the view.
-      t.bytes_read += static_bytes(*r.buffer);
+      t.bytes_read += ir::value_at_hints(buffer_bytes(*r.buffer), schedule.size_symbols);
     }
   seen.clear();
   for (const auto& w : acc.writes)
-    if (seen.insert(w.buffer).second) t.bytes_written += static_bytes(*w.buffer);
+    if (seen.insert(w.buffer).second)
+      t.bytes_written += ir::value_at_hints(buffer_bytes(*w.buffer), schedule.size_symbols);
   return t;
 }
 

@@ -1,6 +1,7 @@
 // The build stage: compiles a generated model folder (kernels.cpp, wrapper.cpp and the runtime
-// headers beside them) into model.so with a C++ compiler run as a subprocess, and caches the
-// result by a content hash so that compiling the same model again does not run the compiler.
+// headers beside them) into model.so and/or libmodel.a with a C++ compiler run as a subprocess,
+// and caches the result by a content hash so that compiling the same model again does not run
+// the compiler.
 #pragma once
 #include <string>
 #include <vector>
@@ -8,10 +9,12 @@
 namespace foundry::build {
 
 struct CompileOptions {
-  std::string cxx;        // --cxx; empty: clang++, then $CXX, then g++
+  std::string cxx;        // --cxx; empty: g++, then $CXX, then clang++
   std::string cache_dir;  // empty: $XDG_CACHE_HOME/foundry or ~/.cache/foundry
   bool use_cache = true;
   std::string target = "native";  // -march: native, or a named ISA level
+  bool shared = true;             // DIR/model.so
+  bool static_archive = false;    // DIR/libmodel.a (--emit=static), the same objects archived with ar
 };
 
 struct CompileResult {
@@ -19,10 +22,12 @@ struct CompileResult {
   std::string key;       // the content hash (hex)
   std::string compiler;  // the compiler that was (or would have been) run
   std::vector<std::string> flags;
+  // What a program linking libmodel.a adds to its link line (model.so records these itself).
+  std::vector<std::string> link_flags;
 };
 
-// Builds DIR/model.so. Throws UserError with the compiler's output (and the source path) when
-// compilation fails.
+// Builds DIR/model.so and/or DIR/libmodel.a, as `options` asks. Throws UserError with the
+// compiler's output (and the source path) when compilation fails.
 CompileResult compile_model(const std::string& dir, const CompileOptions& options);
 
 // The compiler to use and its identity (first line of `--version`), for the cache key.

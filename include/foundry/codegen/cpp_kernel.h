@@ -18,11 +18,22 @@ struct KernelArg {
 struct EmittedKernel {
   std::string name;
   std::vector<KernelArg> args;
+  std::vector<std::string> size_params;  // dynamic sizes it takes after the buffers ("s0", ...)
   std::string declaration;  // "void name(const float* __restrict__ in_ptr0, ...)"
   std::string definition;   // comment naming the ATen nodes + the function
 };
 
-EmittedKernel emit_kernel(const sched::Kernel& kernel, const sched::Schedule& schedule);
+struct KernelOptions {
+  // Threads for parallel loops: 1 emits no OpenMP parallel regions; otherwise the count is
+  // decided at run time (FOUNDRY_NUM_THREADS, else the compile-time default, else all cores).
+  int threads = 0;
+  // Below this many element operations per run a kernel stays on one thread: starting a
+  // parallel region costs a few microseconds (scripts/bench.sh measures the crossover).
+  int64_t min_parallel_work = 32768;
+};
+
+EmittedKernel emit_kernel(const sched::Kernel& kernel, const sched::Schedule& schedule,
+                          const KernelOptions& options = {});
 
 // The C++ element type a buffer of `t` is stored as (16-bit floats as their raw bits).
 std::string storage_type(DType t);

@@ -31,7 +31,7 @@ struct GeneratedModel {
 };
 
 GeneratedModel generate_model(const ir::LoopProgram& program, const sched::Schedule& schedule,
-                              const std::string& model_name);
+                              const std::string& model_name, const KernelOptions& options = {});
 
 // A C identifier made from a file stem: lowercase letters, digits and '_', starting with a letter.
 std::string sanitize_model_name(const std::string& stem);

@@ -2,6 +2,7 @@
 // codegen, build), each taking the previous stage's value, writing its debug dump when asked, and
 // everything written to a fresh folder that replaces OUTDIR only on success.
 #pragma once
+#include <functional>
 #include <iosfwd>
 #include <optional>
 #include <string>
@@ -22,16 +23,21 @@ struct PipelineOptions {
   std::string output_dir;  // empty: default_output_dir(input)
   bool emit_source = true;
   bool emit_so = true;
+  bool emit_static = false;         // OUTDIR/libmodel.a, for linking the model into a program statically
   std::optional<Stage> stop_after;  // nullopt: as far as `emit` needs
   bool dump_ir = false;             // debug dumps under OUTDIR/debug/
   std::ostream* timing_out = nullptr;  // --time-passes: each stage's wall time, as it finishes
   std::string name;                 // C symbol prefix; empty: from the input file's stem
   bool fusion = true;               // --no-fusion: one kernel per IR node
-  std::string cxx;                  // C++ compiler; empty: clang++, $CXX, g++
+  std::string cxx;                  // C++ compiler; empty: g++, $CXX, clang++
   std::string cache_dir;            // empty: ~/.cache/foundry
   bool use_cache = true;
   std::string target = "native";    // -march for the generated code
+  int threads = 0;                  // --threads: 0 all cores (decided at run time), 1 no threads
   std::string depfile;               // --depfile: write a Make/Ninja depfile here on success
+  // Called as each stage starts: its index from 0, the number of stages this run goes through,
+  // its name (foundryc's progress line on a terminal).
+  std::function<void(size_t index, size_t count, std::string_view stage)> on_stage;
 };
 
 struct StageTiming {

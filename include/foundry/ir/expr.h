@@ -94,6 +94,8 @@ Expr substitute(const Expr& e, const std::map<std::string, Expr>& replacements);
 // (Constructing x // 0 or x % 0 gives 0: only views of empty tensors build them, never evaluated.)
 int64_t evaluate(const Expr& e, const std::function<int64_t(const std::string&)>& lookup);
 std::set<std::string> free_symbols(const Expr& e);
+// True for the names of dynamic sizes: `s<digits>`.
+bool is_size_symbol(const std::string& name);
 
 // Coefficient of a symbol when e is affine in it with no floordiv/mod around it (e = c*s + rest,
 // rest free of s); nullopt otherwise. Used for stride analysis (vectorization, loop order).

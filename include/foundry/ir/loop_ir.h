@@ -2,6 +2,7 @@
 // node's body is a C++ callable over loop indices written against `Ops`; an extern node is a
 // library call (matrix product, convolution) that only declares what it reads and writes.
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -53,11 +54,12 @@ using Body = std::function<void(Ops& ops, const Index& idx, const Index& ridx)>;
 
 struct ExternCall {
   std::string kind;  // "mm", "bmm", "addmm", "convolution"
-  // Each operand is a buffer seen through a strided view.
+  // Each operand is a buffer seen through a strided view; sizes, strides and offset may involve
+  // dynamic sizes (s0, ...), never loop variables.
   struct Operand {
     const Buffer* buffer = nullptr;
-    std::vector<int64_t> sizes, strides;
-    int64_t offset = 0;
+    std::vector<Expr> sizes, strides;
+    Expr offset;
   };
   std::vector<Operand> inputs;  // absent optional operands have buffer == nullptr
   std::map<std::string, std::vector<int64_t>> int_params;  // stride, padding, dilation, groups...
@@ -81,8 +83,17 @@ struct LoopNode {
   Index reduction_symbols() const;
 };
 
+// A dynamic size: a symbol s<k> of index expressions, bound at run time from the input shapes.
+struct SizeSymbol {
+  std::string name;         // ours: "s0"
+  std::string source;       // the archive's expression (untrusted: for quoted messages only)
+  int64_t min = 1, max = INT64_MAX;  // the exported range (inclusive)
+  int64_t hint = 1;         // the size recorded at export (for estimates and reports)
+};
+
 struct LoopProgram {
   std::vector<std::unique_ptr<Buffer>> buffers;
+  std::vector<SizeSymbol> size_symbols;          // empty for a static program
   std::vector<std::unique_ptr<LoopNode>> nodes;  // program order
   std::vector<const Buffer*> inputs;             // user inputs in signature order
   std::vector<std::string> input_names;          // ours, for messages and the header
@@ -97,6 +108,9 @@ std::vector<Expr> contiguous_strides(const std::vector<Expr>& sizes);
 // Row-major flat position of `idx` in a box of `sizes`, and back.
 Expr ravel_index(const Index& idx, const std::vector<Expr>& sizes);
 Index unravel_index(const Expr& flat, const std::vector<Expr>& sizes);
+
+// The value of a size expression at the export hints: for estimates and reports only.
+int64_t value_at_hints(const Expr& e, const std::vector<SizeSymbol>& symbols);
 
 std::string loop_var(int i);       // "i0"
 std::string reduction_var(int i);  // "r0"

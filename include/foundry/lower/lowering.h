@@ -12,6 +12,7 @@
 
 #include "foundry/graph/graph.h"
 #include "foundry/ir/loop_ir.h"
+#include "foundry/support/error.h"
 
 namespace foundry::lower {
 
@@ -22,6 +23,15 @@ using ir::Val;
 
 using Loader = std::function<Val(Ops&, const Index&)>;
 
+// A lowering that cannot handle a symbolic (dynamic) size: the driver then compiles the program
+// for the recorded sizes instead, with a warning.
+class DynamicShapeUnsupported : public UserError {
+ public:
+  using UserError::UserError;
+};
+
+class SymbolTable;
+
 struct TensorRef {
   DType dtype = DType::Float32;
   std::vector<Expr> sizes;
@@ -29,13 +39,13 @@ struct TensorRef {
   const ir::Buffer* buffer = nullptr;  // set when `load` reads exactly `buffer` in its own layout
 
   size_t rank() const { return sizes.size(); }
-  // Static sizes (throws UserError naming the op when a size is symbolic).
+  // Static sizes (throws DynamicShapeUnsupported when a size is symbolic).
   std::vector<int64_t> static_sizes() const;
 };
 
 class LoweringContext {
  public:
-  explicit LoweringContext(ir::LoopProgram& program) : program_(program) {}
+  LoweringContext(ir::LoopProgram& program, SymbolTable& symbols) : program_(program), symbols_(symbols) {}
 
   // The node being lowered (set by the driver); used for origins and error messages.
   const Node* node = nullptr;
@@ -70,10 +80,16 @@ class LoweringContext {
   ir::ExternCall::Operand strided_operand(const TensorRef& ref);
 
   ir::LoopProgram& program() { return program_; }
+  // A recorded type's sizes: constants, or expressions in s0, s1, ... where the archive has
+  // symbolic sizes (unless the program is being specialized to the recorded sizes).
+  std::vector<Expr> recorded_sizes(const TensorType& type);
+  // For lowerings that need static sizes where a size is symbolic.
+  [[noreturn]] void need_static_sizes() const;
   [[noreturn]] void fail(const std::string& message) const;  // UserError naming the node and op
 
  private:
   ir::LoopProgram& program_;
+  SymbolTable& symbols_;
   std::map<const Value*, TensorRef> env_;
   std::vector<std::string> origins() const;
   std::vector<std::string> origin_ops() const;
@@ -95,7 +111,13 @@ struct Lowering {
 const Lowering* find_lowering(const std::string& op);
 const std::vector<Lowering>& all_lowerings();
 
+struct LowerOptions {
+  // Keep symbolic sizes symbolic (kernels take them at run time). Otherwise, and whenever a
+  // lowering needs static sizes, the program is specialized to the sizes recorded at export.
+  bool dynamic_shapes = false;
+};
+
 // Lowers the whole graph. Throws UserError naming the node and op when an op has no lowering.
-ir::LoopProgram lower_graph(const Graph& graph);
+ir::LoopProgram lower_graph(const Graph& graph, const LowerOptions& options = {});
 
 }  // namespace foundry::lower

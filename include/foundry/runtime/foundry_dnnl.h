@@ -117,17 +117,25 @@ struct Conv {
 };
 
 // out[b] = a[b] @ w[b] (+ bias broadcast to [M, N]), all operands strided, output contiguous.
+// A matrix product (optionally with a broadcast bias). The row count of the input and output may
+// be DNNL_RUNTIME_DIM_VAL (a dynamic batch): it is then given to run(), and oneDNN's kernel for
+// runtime dimensions is chosen once, at creation.
 struct Matmul {
   bool ok = false;
   dnnl::matmul prim;
   dnnl::memory::desc a_md, b_md, bias_md, dst_md, scratchpad_md;
+  dims a_dims, a_strides, dst_dims, dst_strides;
 
-  void build(const dims& a, const dims& a_strides, const dims& b, const dims& b_strides, const dims& out,
+  void build(const dims& a, const dims& a_str, const dims& b, const dims& b_strides, const dims& out,
              bool has_bias, const dims& bias_sizes, const dims& bias_strides) {
     try {
-      a_md = strided(a, a_strides);
+      a_dims = a;
+      a_strides = a_str;
+      dst_dims = out;
+      dst_strides = Conv::contiguous(out);
+      a_md = strided(a, a_str);
       b_md = strided(b, b_strides);
-      dst_md = strided(out, Conv::contiguous(out));
+      dst_md = strided(out, dst_strides);
       bias_md = has_bias ? strided(bias_sizes, bias_strides) : dnnl::memory::desc();
       dnnl::matmul::desc desc(a_md, b_md, bias_md, dst_md);
       dnnl::matmul::primitive_desc pd(desc, user_scratchpad(), engine());
@@ -139,9 +147,17 @@ struct Matmul {
     }
   }
 
-  void run(const float* a, const float* b, const float* bias, float* y) const {
+  // `rows`: the actual row count where it was built as DNNL_RUNTIME_DIM_VAL (ignored otherwise).
+  void run(const float* a, const float* b, const float* bias, float* y, int64_t rows = 0) const {
+    dnnl::memory::desc a_run = a_md, dst_run = dst_md;
+    if (a_dims[0] == DNNL_RUNTIME_DIM_VAL) {
+      dims a_actual = a_dims, dst_actual = dst_dims;
+      a_actual[0] = dst_actual[0] = rows;
+      a_run = strided(a_actual, a_strides);
+      dst_run = strided(dst_actual, dst_strides);
+    }
     std::unordered_map<int, dnnl::memory> args = {
-        {DNNL_ARG_SRC, wrap(a_md, a)}, {DNNL_ARG_WEIGHTS, wrap(b_md, b)}, {DNNL_ARG_DST, wrap(dst_md, y)}};
+        {DNNL_ARG_SRC, wrap(a_run, a)}, {DNNL_ARG_WEIGHTS, wrap(b_md, b)}, {DNNL_ARG_DST, wrap(dst_run, y)}};
     if (bias) args[DNNL_ARG_BIAS] = wrap(bias_md, bias);
     execute(prim, scratchpad_md, args);
   }

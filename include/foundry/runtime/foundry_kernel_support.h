@@ -5,9 +5,62 @@
 #define FOUNDRY_KERNEL_SUPPORT_H
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+// Vector variants of libm's float functions: glibc's libmvec implements them under the x86-64
+// vector function ABI (_ZGVdN8v_expf for AVX2, _ZGVeN16v_expf for AVX-512). Declared `omp
+// declare simd`, GCC vectorizes loops that call them (std::exp on a float calls expf) instead
+// of leaving those loops scalar. glibc 2.22 has exp/log/sin/cos/pow, 2.35 the rest.
+#if defined(_OPENMP) && defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__)
+#define FOUNDRY_SIMD_DECL _Pragma("omp declare simd notinbranch")
+extern "C" {
+FOUNDRY_SIMD_DECL float expf(float) noexcept;
+FOUNDRY_SIMD_DECL float logf(float) noexcept;
+FOUNDRY_SIMD_DECL float sinf(float) noexcept;
+FOUNDRY_SIMD_DECL float cosf(float) noexcept;
+FOUNDRY_SIMD_DECL float powf(float, float) noexcept;
+#if __GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35)
+FOUNDRY_SIMD_DECL float tanhf(float) noexcept;
+FOUNDRY_SIMD_DECL float erff(float) noexcept;
+FOUNDRY_SIMD_DECL float erfcf(float) noexcept;
+FOUNDRY_SIMD_DECL float expm1f(float) noexcept;
+FOUNDRY_SIMD_DECL float exp2f(float) noexcept;
+FOUNDRY_SIMD_DECL float log1pf(float) noexcept;
+FOUNDRY_SIMD_DECL float log2f(float) noexcept;
+FOUNDRY_SIMD_DECL float log10f(float) noexcept;
+FOUNDRY_SIMD_DECL float tanf(float) noexcept;
+FOUNDRY_SIMD_DECL float atanf(float) noexcept;
+FOUNDRY_SIMD_DECL float asinf(float) noexcept;
+FOUNDRY_SIMD_DECL float acosf(float) noexcept;
+FOUNDRY_SIMD_DECL float sinhf(float) noexcept;
+FOUNDRY_SIMD_DECL float coshf(float) noexcept;
+FOUNDRY_SIMD_DECL float atan2f(float, float) noexcept;
+#endif
+}
+#undef FOUNDRY_SIMD_DECL
+#endif
 
 namespace foundry_rt {
+
+// Threads for a parallel loop: FOUNDRY_NUM_THREADS when set (read once per process), else the
+// compiled default (foundryc --threads), else OpenMP's default (every core).
+inline int num_threads(int compiled_default) {
+  static const int from_env = [] {
+    const char* e = std::getenv("FOUNDRY_NUM_THREADS");
+    return e ? std::atoi(e) : 0;
+  }();
+  if (from_env > 0) return from_env;
+  if (compiled_default > 0) return compiled_default;
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
 
 // Set by a kernel that met a bad value at run time (an index out of range, an integer division
 // by zero); the wrapper checks it after each kernel and turns it into an error code. One per

@@ -66,11 +66,14 @@ struct Arena {
   Arena& operator=(const Arena&) = delete;
 };
 
+// An input or output as compiled: a dynamic dimension has shape -1 and its range in min/max.
 struct TensorSpec {
   const char* name;
   int32_t dtype;
   int32_t rank;
   int64_t shape[FOUNDRY_MAX_RANK];
+  int64_t min_shape[FOUNDRY_MAX_RANK];
+  int64_t max_shape[FOUNDRY_MAX_RANK];
 };
 
 inline std::string shape_text(const int64_t* shape, int32_t rank) {
@@ -82,25 +85,42 @@ inline std::string shape_text(const int64_t* shape, int32_t rank) {
 // Checks that `t` matches `spec` (and, for outputs, fills in the shape).
 inline int check_tensor(const foundry_tensor* t, const TensorSpec& spec, const char* role, size_t index, bool is_output) {
   std::string what = std::string(role) + " " + std::to_string(index) + " (" + spec.name + ")";
-  if (!t || !t->data) {
-    bool empty = true;
-    for (int32_t d = 0; d < spec.rank; ++d) empty = empty && spec.shape[d] != 0;
-    if (!t || empty) return set_error(FOUNDRY_ERROR_INVALID_ARGUMENT, what + ": null data pointer");
+  if (!t) return set_error(FOUNDRY_ERROR_INVALID_ARGUMENT, what + ": null tensor");
+  if (!t->data) {  // allowed for a tensor without elements (its own shape says so)
+    bool empty = false;
+    for (int32_t d = 0; d < t->rank && d < FOUNDRY_MAX_RANK; ++d) empty = empty || t->shape[d] == 0;
+    if (!empty) return set_error(FOUNDRY_ERROR_INVALID_ARGUMENT, what + ": null data pointer");
   }
   if (t->dtype != spec.dtype)
     return set_error(FOUNDRY_ERROR_INVALID_ARGUMENT, what + ": dtype " + std::to_string(t->dtype) + ", expected " +
                                                          std::to_string(spec.dtype));
-  if (is_output) {
-    foundry_tensor* out = const_cast<foundry_tensor*>(t);
-    out->rank = spec.rank;
-    for (int32_t d = 0; d < spec.rank; ++d) out->shape[d] = spec.shape[d];
+  if (is_output) {  // the shape is filled in by the caller of check_tensor (it may be dynamic)
+    const_cast<foundry_tensor*>(t)->rank = spec.rank;
     return FOUNDRY_OK;
   }
+  // Static dims must match; dynamic ones (-1) are checked by check_dynamic_dim.
   bool same = t->rank == spec.rank;
-  for (int32_t d = 0; same && d < spec.rank; ++d) same = t->shape[d] == spec.shape[d];
+  for (int32_t d = 0; same && d < spec.rank; ++d) same = spec.shape[d] < 0 || t->shape[d] == spec.shape[d];
   if (!same)
     return set_error(FOUNDRY_ERROR_INVALID_ARGUMENT, what + ": shape " + shape_text(t->shape, t->rank) +
-                                                         ", expected " + shape_text(spec.shape, spec.rank));
+                                                         ", expected " + shape_text(spec.shape, spec.rank) +
+                                                         (t->rank == spec.rank ? "" : " (rank differs)"));
+  return FOUNDRY_OK;
+}
+
+// Checks dimension `dim` of input `index` (already rank-checked) against a dynamic size: within
+// the exported range [min, max], and equal to `expected` unless that is -1 (the dim binds it).
+inline int check_dynamic_dim(const foundry_tensor* inputs, const TensorSpec* specs, size_t index, int32_t dim,
+                             int64_t expected, int64_t min, int64_t max) {
+  int64_t actual = inputs[index].shape[dim];
+  std::string what = "input " + std::to_string(index) + " (" + specs[index].name + ") dimension " +
+                     std::to_string(dim) + " is " + std::to_string(actual);
+  if (actual < min || actual > max)
+    return set_error(FOUNDRY_ERROR_INVALID_ARGUMENT, what + ", outside the range the model was exported for [" +
+                                                         std::to_string(min) + ", " + std::to_string(max) + "]");
+  if (expected >= 0 && actual != expected)
+    return set_error(FOUNDRY_ERROR_INVALID_ARGUMENT, what + ", inconsistent with the other inputs (expected " +
+                                                         std::to_string(expected) + ")");
   return FOUNDRY_OK;
 }
 
@@ -108,7 +128,11 @@ inline void fill_info(const TensorSpec& spec, foundry_tensor_info* info) {
   info->name = spec.name;
   info->dtype = spec.dtype;
   info->rank = spec.rank;
-  for (int32_t d = 0; d < spec.rank; ++d) info->shape[d] = info->min_shape[d] = info->max_shape[d] = spec.shape[d];
+  for (int32_t d = 0; d < spec.rank; ++d) {
+    info->shape[d] = spec.shape[d];
+    info->min_shape[d] = spec.min_shape[d];
+    info->max_shape[d] = spec.max_shape[d];
+  }
 }
 
 inline const char* kernel_error_text(int code) {

@@ -27,12 +27,13 @@ class LoadedModel {
   foundry_tensor_info input_info(size_t i) const;
   foundry_tensor_info output_info(size_t i) const;
 
-  // Runs on `inputs`, returning the outputs (allocated here from the output infos). Throws
+  // Runs on `inputs`, returning the outputs (allocated here, shaped by NAME_infer_shapes). Throws
   // UserError with the model's last_error on failure.
   std::vector<NpyArray> run(const std::vector<NpyArray>& inputs) const;
   // Runs with caller-provided output arrays (already sized): no allocation, for benchmarking.
   void run_into(const std::vector<NpyArray>& inputs, std::vector<NpyArray>& outputs) const;
-  std::vector<NpyArray> allocate_outputs() const;
+  // Outputs shaped for these inputs (throws UserError when the model rejects the inputs).
+  std::vector<NpyArray> allocate_outputs(const std::vector<NpyArray>& inputs) const;
 
  private:
   struct Api;

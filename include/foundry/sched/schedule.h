@@ -45,10 +45,11 @@ struct Step {
 };
 
 struct BufferPlan {
-  std::map<const ir::Buffer*, int64_t, ir::ByBufferId> arena_offset;  // bytes, 64-byte aligned
+  // Bytes, 64-byte aligned; expressions in the dynamic sizes (constants for static programs).
+  std::map<const ir::Buffer*, ir::Expr, ir::ByBufferId> arena_offset;
   std::map<const ir::Buffer*, const ir::Buffer*, ir::ByBufferId> reuses;  // a buffer -> the dead one whose slot it takes
-  int64_t arena_bytes = 0;
-  int64_t unplanned_bytes = 0;  // what the arena would take without reuse
+  ir::Expr arena_bytes = 0;
+  ir::Expr unplanned_bytes = 0;  // what the arena would take without reuse
 };
 
 struct Schedule {
@@ -56,6 +57,8 @@ struct Schedule {
   BufferPlan plan;
   // Buffers never materialized: computed by their producer's body wherever they are loaded.
   std::map<const ir::Buffer*, const ir::LoopNode*, ir::ByBufferId> inlined;
+  // The program's dynamic sizes (their hints turn byte counts into estimates).
+  std::vector<ir::SizeSymbol> size_symbols;
 };
 
 struct ScheduleOptions {
@@ -69,6 +72,7 @@ Schedule schedule_program(const ir::LoopProgram& program, const ScheduleOptions&
 std::string print_schedule(const Schedule& schedule);
 
 // Bytes a step reads and writes per run (each buffer it touches counted once, in full).
+// Bytes a step reads and writes (at the export hints when sizes are dynamic).
 struct Traffic {
   int64_t bytes_read = 0, bytes_written = 0;
 };

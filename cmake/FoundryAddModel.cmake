@@ -1,6 +1,7 @@
 # foundry_add_model(): compile a torch.export model with foundryc at build time and link it.
 #
-#   include(FoundryAddModel)   # with this folder in CMAKE_MODULE_PATH
+#   find_package(foundry REQUIRED)   # after `cmake --install`: includes this file
+#   # (or, from a source tree: include(FoundryAddModel) with foundryc's cmake/ in CMAKE_MODULE_PATH)
 #   foundry_add_model(<target> <model.pt2 | extracted archive folder>
 #                     [NAME <c prefix>]          # the C API's prefix (foundryc --name); default: <target>
 #                     [OUTPUT_DIR <dir>]         # default: ${CMAKE_CURRENT_BINARY_DIR}/<target>

@@ -1,8 +1,9 @@
 # find_package(foundry): the foundryc compiler and foundry_add_model() for CMake projects.
 #
-# Installed as <prefix>/lib/cmake/foundry/foundry-config.cmake beside FoundryAddModel.cmake,
-# with foundryc in <prefix>/bin. Sets FOUNDRYC (the compiler, unless already set) and
-# foundry_VERSION; see FoundryAddModel.cmake for foundry_add_model().
+# `cmake --install` puts it in <prefix>/lib/cmake/foundry/ beside FoundryAddModel.cmake and
+# foundry-config-version.cmake, with foundryc in <prefix>/bin. Sets FOUNDRYC (the compiler, unless
+# already set) and foundry_VERSION; see FoundryAddModel.cmake for foundry_add_model(). From a
+# source tree (-Dfoundry_DIR=<foundryc source>/cmake), FOUNDRYC comes from the PATH or the cache.
 #
 #   find_package(foundry REQUIRED)
 #   foundry_add_model(my_model model.pt2 NAME my_model)

@@ -1,0 +1,149 @@
+// Dynamic shapes (torch.export.Dim): mlp_dynamic is compiled once and its model.so runs at every
+// batch size of the exported range, checked against an independent plain-loop MLP computed from
+// the archive's weights; sizes outside the range are rejected with a clear error.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "foundry/frontend/frontend.h"
+#include "foundry/runtime/compare.h"
+#include "foundry/runtime/loaded_model.h"
+#include "foundry/runtime/npy.h"
+#include "foundry/support/error.h"
+#include "support.h"
+
+namespace {
+
+using foundry::NpyArray;
+
+// The archive's weights by their parameter names ("0.weight", ...), read by the frontend only.
+std::map<std::string, std::vector<float>> mlp_weights(const std::string& archive) {
+  foundry::Graph g = foundry::load_model(archive);
+  std::map<std::string, std::vector<float>> w;
+  for (const auto& in : g.inputs) {
+    if (in.fqn.empty()) continue;
+    const auto& t = in.value->type;
+    REQUIRE(t.dtype == foundry::DType::Float32);
+    REQUIRE(t.storage_offset == 0);
+    std::vector<float> v(in.storage.size / sizeof(float));
+    std::memcpy(v.data(), in.storage.data, v.size() * sizeof(float));
+    w[in.fqn] = std::move(v);
+  }
+  return w;
+}
+
+// Linear(64,128) ReLU Linear(128,10) as plain loops in double.
+std::vector<float> reference_mlp(const std::map<std::string, std::vector<float>>& w, const std::vector<float>& x,
+                                 int64_t batch) {
+  const auto &w0 = w.at("0.weight"), &b0 = w.at("0.bias"), &w2 = w.at("2.weight"), &b2 = w.at("2.bias");
+  std::vector<float> out(static_cast<size_t>(batch) * 10);
+  std::vector<double> hidden(128);
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int h = 0; h < 128; ++h) {
+      double acc = b0[h];
+      for (int k = 0; k < 64; ++k) acc += double(x[b * 64 + k]) * w0[h * 64 + k];
+      hidden[h] = acc > 0 ? acc : 0;
+    }
+    for (int o = 0; o < 10; ++o) {
+      double acc = b2[o];
+      for (int h = 0; h < 128; ++h) acc += hidden[h] * w2[o * 128 + h];
+      out[b * 10 + o] = static_cast<float>(acc);
+    }
+  }
+  return out;
+}
+
+NpyArray float_array(std::vector<int64_t> shape, const std::vector<float>& values) {
+  NpyArray a;
+  a.shape = std::move(shape);
+  a.data.resize(values.size() * sizeof(float));
+  std::memcpy(a.data.data(), values.data(), a.data.size());
+  return a;
+}
+
+std::vector<float> random_floats(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("dynamic: mlp_dynamic compiles once and runs at batch 1, 8, 100 and 4096", "[dynamic][fast]") {
+  TempDir tmp;
+  std::string archive = samples_dir() + "/mlp_dynamic/model.pt2";
+  ProcResult r = run_foundryc({archive, "-o", tmp / "out"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.err.find("specializ") == std::string::npos);  // no fallback to the recorded sizes
+  const foundry::LoadedModel model(tmp / "out");
+
+  foundry_tensor_info info = model.input_info(0);
+  CHECK(info.shape[0] == -1);
+  CHECK(info.min_shape[0] == 1);
+  CHECK(info.max_shape[0] == 4096);
+  CHECK(info.shape[1] == 64);
+  CHECK(model.output_info(0).shape[0] == -1);
+
+  auto weights = mlp_weights(archive);
+  for (int64_t batch : {1, 8, 100, 4096}) {
+    INFO("batch " << batch);
+    std::vector<float> x = random_floats(static_cast<size_t>(batch) * 64, static_cast<unsigned>(batch));
+    std::vector<NpyArray> outs = model.run({float_array({batch, 64}, x)});
+    REQUIRE(outs.size() == 1);
+    REQUIRE(outs[0].shape == std::vector<int64_t>{batch, 10});
+    foundry::Comparison c = foundry::compare_arrays(outs[0], float_array({batch, 10}, reference_mlp(weights, x, batch)));
+    INFO(c.message);
+    CHECK(c.pass);
+  }
+  // The corpus reference at the export size.
+  std::vector<NpyArray> outs = model.run({foundry::read_npy(samples_dir() + "/mlp_dynamic/inputs/0.npy")});
+  foundry::Comparison c = foundry::compare_arrays(outs[0], foundry::read_npy(samples_dir() + "/mlp_dynamic/expected/0.npy"));
+  INFO(c.message);
+  CHECK(c.pass);
+}
+
+TEST_CASE("dynamic: sizes outside the exported range or of the wrong rank are clear errors", "[dynamic][fast]") {
+  TempDir tmp;
+  ProcResult r = run_foundryc({samples_dir() + "/mlp_dynamic/model.pt2", "-o", tmp / "out"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const foundry::LoadedModel model(tmp / "out");
+  for (int64_t batch : {0, 4097}) {
+    INFO("batch " << batch);
+    std::vector<float> x(static_cast<size_t>(batch) * 64, 1.0f);
+    std::string message;
+    try {
+      model.run({float_array({batch, 64}, x)});
+    } catch (const foundry::UserError& e) {
+      message = e.what();
+    }
+    CHECK(message.find("dimension 0 is " + std::to_string(batch)) != std::string::npos);
+    CHECK(message.find("outside the range the model was exported for [1, 4096]") != std::string::npos);
+  }
+  std::string message;
+  try {
+    model.run({float_array({8, 32}, std::vector<float>(256, 1.0f))});
+  } catch (const foundry::UserError& e) {
+    message = e.what();
+  }
+  CHECK(message.find("shape [8, 32], expected [-1, 64]") != std::string::npos);
+}
+
+TEST_CASE("dynamic: foundry-run takes any batch size and reports the error for a bad one", "[dynamic][fast]") {
+  TempDir tmp;
+  ProcResult r = run_foundryc({samples_dir() + "/mlp_dynamic/model.pt2", "-o", tmp / "out"});
+  REQUIRE(r.exit_code == 0);
+  std::filesystem::create_directories(tmp / "in");
+  foundry::write_npy(tmp / "in/0.npy", float_array({5000, 64}, std::vector<float>(5000 * 64, 0.5f)));
+  ProcResult run = run_process({foundry_run_exe(), tmp / "out", "--inputs", tmp / "in"});
+  CHECK(run.exit_code == 1);
+  CHECK(run.err.find("dimension 0 is 5000, outside the range the model was exported for [1, 4096]") != std::string::npos);
+}

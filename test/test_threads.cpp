@@ -1,0 +1,70 @@
+// Threads and SIMD in the generated code: which loops get OpenMP parallel regions (only above the
+// work threshold, never with --threads 1), and that a parallel model gives the reference results
+// at every thread count.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "support.h"
+
+namespace {
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+std::string compile_kernels(const TempDir& tmp, const std::string& model, const std::string& out,
+                            std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {model, "-o", tmp / out, "--emit=source"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  ProcResult r = run_foundryc(args);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  return read_file(tmp / (out + "/kernels.cpp"));
+}
+
+}  // namespace
+
+TEST_CASE("threads: parallel loops only above the work threshold, none with --threads 1", "[threads][fast]") {
+  TempDir tmp;
+  // 1024 elements: one thread, SIMD lanes.
+  std::string small = compile_kernels(tmp, samples_dir() + "/pointwise/model.pt2", "small");
+  CHECK(count(small, "#pragma omp parallel") == 0);
+  CHECK(count(small, "#pragma omp simd") == 1);
+  if (!require_corpus()) return;
+  // 65536 elements: the same loop, parallel and SIMD.
+  std::string big = compile_kernels(tmp, corpus_dir() + "/models/pointwise_64k/model.pt2", "big");
+  CHECK(count(big, "#pragma omp parallel for simd num_threads(foundry_rt::num_threads(0))") == 1);
+  std::string one = compile_kernels(tmp, corpus_dir() + "/models/pointwise_64k/model.pt2", "one", {"--threads", "1"});
+  CHECK(count(one, "#pragma omp parallel") == 0);
+  CHECK(count(one, "#pragma omp simd") == 1);
+  std::string four = compile_kernels(tmp, corpus_dir() + "/models/pointwise_64k/model.pt2", "four", {"--threads", "4"});
+  CHECK(count(four, "num_threads(foundry_rt::num_threads(4))") == 1);
+}
+
+TEST_CASE("threads: a dynamic-size kernel decides at run time", "[threads][dynamic][fast]") {
+  TempDir tmp;
+  std::string k = compile_kernels(tmp, samples_dir() + "/mlp_dynamic/model.pt2", "dyn");
+  // relu over [s0, 128]: threads only when 128*s0 reaches the threshold.
+  CHECK(count(k, "if((128 * s0) >= 32768)") == 1);
+}
+
+TEST_CASE("threads: parallel models match PyTorch at 1, 2 and 3 threads", "[threads][corpus]") {
+  if (!require_corpus()) return;
+  TempDir tmp;
+  for (const std::string model : {"pointwise_64k", "squeezenet1_1", "encoder_layer"}) {
+    std::string dir = corpus_dir() + "/models/" + model;
+    ProcResult r = run_foundryc({dir + "/model.pt2", "-o", tmp / model});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    for (const char* threads : {"1", "2", "3"}) {
+      INFO(model << " at " << threads << " threads");
+      ProcResult run = run_process({foundry_run_exe(), tmp / model, "--inputs", dir + "/inputs", "--expected",
+                                    dir + "/expected", "--threads", threads});
+      INFO(run.out << run.err);
+      CHECK(run.exit_code == 0);
+    }
+  }
+}
