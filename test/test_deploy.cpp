@@ -315,6 +315,27 @@ TEST_CASE("deploy: --emit=static gives libmodel.a, which a program links statica
   CHECK(fs::is_regular_file(tmp / "again/model.so"));
 }
 
+TEST_CASE("deploy: --emit=source writes a CMakeLists.txt that builds the model elsewhere", "[deploy]") {
+  // samples/mlp calls oneDNN (externs.cpp): the generated project must find and link it too.
+  TempDir tmp("foundry_source_");
+  ProcResult r = run_foundryc({samples_dir() + "/mlp/model.pt2", "-o", tmp / "src", "--emit=source"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(fs::exists(tmp / "src/CMakeLists.txt"));
+  CHECK_FALSE(fs::exists(tmp / "src/model.so"));
+  ProcResult cfg = run_process({"cmake", "-G", "Ninja", "-S", tmp / "src", "-B", tmp / "src/build"}, 300);
+  INFO("cmake: " << cfg.out << cfg.err);
+  REQUIRE(cfg.exit_code == 0);
+  ProcResult b = run_process({"cmake", "--build", tmp / "src/build"}, 300);
+  INFO("cmake --build: " << b.out << b.err);
+  REQUIRE(b.exit_code == 0);
+  REQUIRE(fs::exists(tmp / "src/model.so"));
+  ProcResult run = run_process({foundry_run_exe(), tmp / "src", "--inputs", samples_dir() + "/mlp/inputs", "--expected",
+                                samples_dir() + "/mlp/expected"});
+  INFO(run.out << run.err);
+  CHECK(run.exit_code == 0);
+}
+
 TEST_CASE("deploy: model.so needs only the C++ runtime, libgomp, oneDNN and SLEEF", "[deploy][fast]") {
   TempDir tmp("foundry_needed_");
   compile({samples_dir() + "/small_cnn/model.pt2", "-o", tmp / "out", "--cache-dir", tmp / "cache"});

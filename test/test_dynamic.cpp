@@ -147,3 +147,29 @@ TEST_CASE("dynamic: foundry-run takes any batch size and reports the error for a
   CHECK(run.exit_code == 1);
   CHECK(run.err.find("dimension 0 is 5000, outside the range the model was exported for [1, 4096]") != std::string::npos);
 }
+
+TEST_CASE("dynamic: a graph that reads its own size (sym_size into a view) stays dynamic", "[dynamic][fast]") {
+  // samples/flatten_dynamic (scripts/export_dynamic_sample.py): x.reshape(x.shape[0], -1) feeding a
+  // Linear and a row sum, and x.reshape(x.shape[0] * 3, -1) (size arithmetic: _operator.mul), with
+  // PyTorch's outputs at batch 6 (the export size), 1, 100 and 1024.
+  TempDir tmp;
+  std::string sample = samples_dir() + "/flatten_dynamic";
+  ProcResult r = run_foundryc({sample + "/model.pt2", "-o", tmp / "out", "--dump-ir"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.err.find("specializ") == std::string::npos);
+  CHECK(read_file(tmp / "out/debug/graph.txt").find("aten.sym_size") != std::string::npos);
+  CHECK(read_file(tmp / "out/debug/ir_pre_fusion.txt").find("ranges: [3*s0, 4]") != std::string::npos);
+  const foundry::LoadedModel model(tmp / "out");
+  for (const std::string dir : {sample, sample + "/cases/b1", sample + "/cases/b100", sample + "/cases/b1024"}) {
+    std::vector<NpyArray> outs = model.run({foundry::read_npy(dir + "/inputs/0.npy")});
+    REQUIRE(outs.size() == 2);
+    for (size_t k = 0; k < 2; ++k) {
+      INFO(dir << " output " << k);
+      foundry::Comparison c =
+          foundry::compare_arrays(outs[k], foundry::read_npy(dir + "/expected/" + std::to_string(k) + ".npy"));
+      INFO(c.message);
+      CHECK(c.pass);
+    }
+  }
+}

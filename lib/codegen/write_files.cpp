@@ -34,6 +34,26 @@ void write_weights(const std::string& path, const WeightsLayout& layout) {
   if (!out) throw UserError("cannot write " + path);
 }
 
+// A CMakeLists.txt that builds model.so from the sources beside it, with the flags foundryc's own
+// build uses (lib/build/compile.cpp), so that `--emit=source` output builds on another machine:
+//   cmake -S OUT -B OUT/build && cmake --build OUT/build   (-DFOUNDRY_MARCH=... for another CPU)
+std::string standalone_cmake(const GeneratedModel& model) {
+  bool dnnl = !model.externs_cpp.empty();
+  std::string n = model.name;
+  return "# Builds model.so from the sources foundryc wrote here (foundryc " + std::string(FOUNDRY_VERSION) +
+         ").\n"
+         "cmake_minimum_required(VERSION 3.16)\n"
+         "project(" + n + " LANGUAGES CXX)\n"
+         "set(FOUNDRY_MARCH native CACHE STRING \"-march of the generated code (native, haswell, skylake-avx512, x86-64)\")\n"
+         "find_package(OpenMP REQUIRED)\n"
+         "add_library(" + n + " SHARED kernels.cpp wrapper.cpp" + (dnnl ? " externs.cpp" : "") + ")\n"
+         "set_target_properties(" + n + " PROPERTIES OUTPUT_NAME model PREFIX \"\" CXX_STANDARD 17\n"
+         "  CXX_VISIBILITY_PRESET hidden LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})\n"
+         "# -fwrapv: integer overflow wraps as in PyTorch; -fno-math-errno: math calls may vectorize.\n"
+         "target_compile_options(" + n + " PRIVATE -O3 -fwrapv -fno-math-errno -fno-plt -march=${FOUNDRY_MARCH})\n"
+         "target_link_libraries(" + n + " PRIVATE OpenMP::OpenMP_CXX" + (dnnl ? " dnnl" : "") + ")\n";
+}
+
 }  // namespace
 
 void write_model_files(const GeneratedModel& model, const std::string& dir) {
@@ -41,6 +61,7 @@ void write_model_files(const GeneratedModel& model, const std::string& dir) {
   write_text(dir + "/wrapper.cpp", model.wrapper_cpp);
   write_text(dir + "/model.h", model.model_h);
   if (!model.externs_cpp.empty()) write_text(dir + "/externs.cpp", model.externs_cpp);
+  write_text(dir + "/CMakeLists.txt", standalone_cmake(model));
   for (const RuntimeFile& f : runtime_files())
     write_text(dir + "/" + f.name, std::string(reinterpret_cast<const char*>(f.data), f.size));
   if (model.weights.total_bytes > 0) write_weights(dir + "/weights.bin", model.weights);

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <set>
 #include <unordered_map>
 
 #include "foundry/frontend/archive.h"
@@ -268,19 +269,27 @@ class Loader {
     // not kept: nothing downstream computes with data-dependent scalars yet.
     const JsonRef* table = dtype == DType::Bool ? (sym_bool_values_ ? &*sym_bool_values_ : nullptr)
                                                 : (sym_int_values_ ? &*sym_int_values_ : nullptr);
+    std::optional<int64_t> hint;
     if (table && table->is_object()) {
       auto it = table->raw().find(name);
       if (it != table->raw().end()) {
         JsonRef entry(*it, table->path() + "[" + quote_untrusted(name, 40) + "]");
         auto [key, v] = entry.as_union();
-        if (key == "as_expr") v.at("expr_str").as_string();
-        else if (key != "as_int" && key != "as_bool") entry.fail("unexpected kind " + quote_untrusted(key, 40));
+        if (key == "as_expr") {
+          v.at("expr_str").as_string();
+          if (auto h = v.find("hint"); h && !h->is_null()) hint = parse_sym_int(*h, nullptr);
+        } else if (key == "as_int") {
+          hint = v.as_int();
+        } else if (key != "as_bool") {
+          entry.fail("unexpected kind " + quote_untrusted(key, 40));
+        }
       }
     }
     TensorType t;
     t.dtype = dtype;
     Value* v = g_.new_value(name, t);
     v->is_tensor = false;
+    v->hint = hint;
     by_file_name_[name] = v;
     return v;
   }
@@ -420,6 +429,8 @@ class Loader {
       if (skey == "as_name") {
         a.kind = K::SymInt;
         a.tensor = use(sv.as_string(), sv, false);
+        // The result of size arithmetic (not kept as a node) is used at its export hint.
+        if (size_arithmetic_.count(a.tensor)) return Arg::of_int(*a.tensor->hint);
         return a;
       }
       if (key == "as_sym_int" && skey == "as_int") return Arg::of_int(sv.as_int());
@@ -427,11 +438,20 @@ class Loader {
       v.fail("unsupported symbolic value " + quote_untrusted(skey, 40));
     }
     if (key == "as_sym_ints") {
+      // A symbolic entry (a sym_size result) is recorded at its export hint: the shape rules
+      // check against the hints, and lowerings with dynamic sizes take sizes from the recorded
+      // symbolic types, not from these numbers.
       a.kind = K::IntList;
       for (const JsonRef& item : v.items()) {
         auto [ikey, iv] = item.as_union();
-        if (ikey != "as_int") item.fail("lists with symbolic sizes are not supported yet");
-        a.ints.push_back(iv.as_int());
+        if (ikey == "as_int") {
+          a.ints.push_back(iv.as_int());
+          continue;
+        }
+        if (ikey != "as_name") item.fail("unsupported list entry " + quote_untrusted(ikey, 40));
+        const Value* sym = use(iv.as_string(), iv, false);
+        if (!sym->hint) item.fail("a symbolic size without a recorded value is not supported");
+        a.ints.push_back(*sym->hint);
       }
       return a;
     }
@@ -576,6 +596,7 @@ class Loader {
     const std::string& target = j.at("target").as_string();
     std::string context = "node " + quote_untrusted(source_name, 60) + " (" + target_display(target) + ")";
     try {
+      if (target.rfind("_operator.", 0) == 0) return parse_size_arithmetic(j);
       auto node = std::make_unique<Node>();
       node->name = source_name;
       node->source_name = source_name;
@@ -617,6 +638,27 @@ class Loader {
     } catch (const UserError& e) {
       throw UserError(context + ": " + e.what());
     }
+  }
+
+  // Integer arithmetic on sizes (`_operator.mul(sym_size, 3)`, from Python code such as
+  // x.reshape(x.shape[0] * 3, -1)): not kept as a node. Its result is recorded at its export hint
+  // for the shape rules; lowerings with dynamic sizes take sizes from the recorded symbolic types,
+  // and any lowering that used the hint instead is caught by the lowering's size check.
+  void parse_size_arithmetic(const JsonRef& j) {
+    static const std::set<std::string> kOps = {"_operator.add", "_operator.sub", "_operator.mul",
+                                               "_operator.floordiv", "_operator.mod", "_operator.neg"};
+    const std::string& target = j.at("target").as_string();
+    if (!kOps.count(target)) j.at("target").fail("operator " + quote_untrusted(target, 40) + " is not supported");
+    for (const JsonRef& input : j.at("inputs").items()) parse_arg(input.at("arg"));  // names must exist
+    auto outputs = j.at("outputs").items();
+    if (outputs.size() != 1) j.at("outputs").fail("size arithmetic has one output");
+    auto [key, v] = outputs[0].as_union();
+    if (key != "as_sym_int") outputs[0].fail("size arithmetic must produce a symbolic int");
+    auto [skey, sv] = v.as_union();
+    if (skey != "as_name") v.fail("expected a named symbolic output");
+    Value* out = define_symbolic(sv.as_string(), DType::Int64, sv);
+    if (!out->hint) sv.fail("size arithmetic without a recorded value is not supported");
+    size_arithmetic_.insert(out);
   }
 
   // ---- graph outputs ----
@@ -663,6 +705,7 @@ class Loader {
   std::optional<JsonRef> sym_int_values_, sym_bool_values_;
   int64_t current_node_ = -1;
   std::unordered_map<std::string, Value*> by_file_name_;
+  std::set<const Value*> size_arithmetic_;  // results of _operator.* nodes (not kept)
   Config weights_config_, constants_config_;
 };
 

@@ -39,6 +39,14 @@ Outs lower_full_like(LoweringContext& ctx, const Node& node) {
   return {filled(scalar_of(ctx, node.arg("fill_value"), out_dtype(node)), self.sizes)};
 }
 
+Outs lower_sym_size(LoweringContext& ctx, const Node& node) {
+  TensorRef self = ctx.tensor(node.arg("self"));
+  Expr size = self.sizes.at(static_cast<size_t>(normalize_dim(int_arg(node, "dim"), static_cast<int64_t>(self.rank()))));
+  return {LoweringContext::pointwise(DType::Int64, {}, [size](Ops& ops, const Index&) {
+    return ops.index_expr(size, DType::Int64);
+  })};
+}
+
 Outs lower_scalar_tensor(LoweringContext& ctx, const Node& node) {
   return {filled(scalar_of(ctx, node.arg("s"), out_dtype(node)), {})};
 }

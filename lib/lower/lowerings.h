@@ -72,6 +72,7 @@ Outs lower_upsample_bilinear2d(LoweringContext&, const Node&);
 Outs lower_full(LoweringContext&, const Node&);
 Outs lower_full_like(LoweringContext&, const Node&);
 Outs lower_scalar_tensor(LoweringContext&, const Node&);
+Outs lower_sym_size(LoweringContext&, const Node&);
 Outs lower_arange(LoweringContext&, const Node&);
 Outs lower_empty(LoweringContext&, const Node&);  // empty.memory_format, empty_permuted
 

@@ -499,7 +499,14 @@ def main():
         else:
             version = run([ctx.foundryc, "--version"], 60).stdout.strip()
         ctx.stream = {} if args.compile_only else stream_add(ctx.work, ctx.threads)
-        models = [bench_model(ctx, n) for n in names]
+        models = []
+        for n in names:
+            models.append(bench_model(ctx, n))
+            # Each model's figures are kept as they come, so that a run cut short (a time limit
+            # on a borrowed host) still leaves what it measured.
+            json_out.parent.mkdir(parents=True, exist_ok=True)
+            partial = json_out.with_name(json_out.stem + ".partial.json")
+            partial.write_text(json.dumps({"stream_add_gbps": ctx.stream, "models": models}, indent=1) + "\n")
         if args.no_compile:
             version = next((m["foundryc_version"] for m in models if m.get("foundryc_version")),
                            "unknown")
@@ -523,6 +530,7 @@ def main():
         shutil.rmtree(ctx.work, ignore_errors=True)
     json_out.parent.mkdir(parents=True, exist_ok=True)
     json_out.write_text(json.dumps(result, indent=1) + "\n")
+    json_out.with_name(json_out.stem + ".partial.json").unlink(missing_ok=True)
     print(report(ctx, result))
     log(f"results in {json_out}" + (f", compiled models in {ctx.compiled}" if out_dir else ""))
     failed = any(r.get("check", {}).get("pass") is False or "error" in r for r in models)

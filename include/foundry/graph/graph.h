@@ -53,6 +53,7 @@ struct Value {
   std::string source_name;  // as written in the file (untrusted; only for messages, escaped)
   TensorType type;
   bool is_tensor = true;    // false for symbolic ints (sym_size outputs)
+  std::optional<int64_t> hint;  // symbolic ints: the value recorded at export, when there is one
 };
 
 // A typed argument, after binding to the op's schema (defaults filled in).
