@@ -173,3 +173,25 @@ TEST_CASE("dynamic: a graph that reads its own size (sym_size into a view) stays
     }
   }
 }
+
+TEST_CASE("dynamic: inputs that share a dynamic size must agree", "[dynamic][fast]") {
+  // samples/pair_dynamic: x + y, both [B, 4] with one dynamic B (scripts/export_dynamic_sample.py).
+  TempDir tmp;
+  ProcResult r = run_foundryc({samples_dir() + "/pair_dynamic/model.pt2", "-o", tmp / "out"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const foundry::LoadedModel model(tmp / "out");
+  std::vector<float> x = random_floats(7 * 4, 1), y = random_floats(7 * 4, 2), sum(7 * 4);
+  for (size_t i = 0; i < sum.size(); ++i) sum[i] = x[i] + y[i];
+  std::vector<NpyArray> outs = model.run({float_array({7, 4}, x), float_array({7, 4}, y)});
+  foundry::Comparison c = foundry::compare_arrays(outs.at(0), float_array({7, 4}, sum));
+  INFO(c.message);
+  CHECK(c.pass);
+  std::string message;
+  try {
+    model.run({float_array({7, 4}, x), float_array({6, 4}, std::vector<float>(24, 0.0f))});
+  } catch (const foundry::UserError& e) {
+    message = e.what();
+  }
+  CHECK(message.find("input 1 (y) dimension 0 is 6, inconsistent with the other inputs (expected 7)") != std::string::npos);
+}
