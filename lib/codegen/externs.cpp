@@ -196,8 +196,19 @@ std::string dnnl_build(const ir::LoopNode& node, const std::string& member, cons
   if (param("alpha") != 1.0 || (bias && param("beta") != 1.0)) return "";
   const auto& a = call.inputs[bias ? 1 : 0];
   const auto& m = call.inputs[bias ? 2 : 1];
-  b << "  s->" << member << ".build(" << dnnl_dims(a.sizes, rows) << ", " << expr_list(a.strides) << ", "
-    << expr_list(m.sizes) << ", " << expr_list(m.strides) << ", " << out << ", " << (bias ? "true" : "false") << ", ";
+  // A batch broadcast by stride 0 (one matrix for every batch entry) is oneDNN's batch of size 1,
+  // given the plain stride so that oneDNN sees a row-major layout.
+  auto batch_sizes = [&](std::vector<ir::Expr> sizes, const std::vector<ir::Expr>& strides) {
+    if (call.kind == "bmm" && strides[0].is_const(0)) sizes[0] = 1;
+    return sizes;
+  };
+  auto batch_strides = [&](const std::vector<ir::Expr>& sizes, std::vector<ir::Expr> strides) {
+    if (call.kind == "bmm" && strides[0].is_const(0)) strides[0] = sizes[1] * sizes[2];
+    return strides;
+  };
+  b << "  s->" << member << ".build(" << dnnl_dims(batch_sizes(a.sizes, a.strides), rows) << ", "
+    << expr_list(batch_strides(a.sizes, a.strides)) << ", " << expr_list(batch_sizes(m.sizes, m.strides)) << ", "
+    << expr_list(batch_strides(m.sizes, m.strides)) << ", " << out << ", " << (bias ? "true" : "false") << ", ";
   if (bias) {
     // oneDNN broadcasts a bias over dims of size 1: stride-0 dims become size 1.
     const auto& op = call.inputs[0];

@@ -156,6 +156,17 @@ bool plain_batched_layout(const ir::ExternCall::Operand& op) {
 ir::ExternCall::Operand batched_operand(LoweringContext& ctx, const TensorRef& ref) {
   ir::ExternCall::Operand op = ctx.strided_operand(ref);
   if (plain_batched_layout(op)) return op;
+  if (op.strides[0].is_const(0) && !op.sizes[0].is_const(1)) {
+    // One matrix for every batch entry (a weight expanded over the batch): copy that matrix
+    // once, row-major, and keep the batch a broadcast (stride 0).
+    Loader load = ref.load;
+    TensorRef one = LoweringContext::pointwise(ref.dtype, {Expr(1), ref.sizes[1], ref.sizes[2]},
+                                               [load](Ops& ops, const Index& idx) { return load(ops, idx); });
+    ir::ExternCall::Operand copied = ctx.strided_operand(ctx.realize(one));
+    copied.sizes = op.sizes;
+    copied.strides[0] = Expr(0);
+    return copied;
+  }
   TensorRef copy = ref;
   copy.buffer = nullptr;  // a contiguous copy, even of a buffer's own (strided) view
   return ctx.strided_operand(ctx.realize(copy));
