@@ -25,7 +25,7 @@ struct Options {
 };
 
 struct BenchStats {
-  double median_ms = 0, p10_ms = 0, p90_ms = 0;
+  double median_ms = 0, p10_ms = 0, p90_ms = 0, min_ms = 0;
 };
 
 BenchStats benchmark(const foundry::LoadedModel& model, const std::vector<foundry::NpyArray>& inputs, int runs,
@@ -40,7 +40,7 @@ BenchStats benchmark(const foundry::LoadedModel& model, const std::vector<foundr
   }
   std::sort(ms.begin(), ms.end());
   auto at = [&](double q) { return ms[std::min(ms.size() - 1, static_cast<size_t>(q * (ms.size() - 1) + 0.5))]; };
-  return {at(0.5), at(0.1), at(0.9)};
+  return {at(0.5), at(0.1), at(0.9), ms.front()};
 }
 
 int run(const Options& opt) {
@@ -88,6 +88,7 @@ int run(const Options& opt) {
     BenchStats s = benchmark(model, inputs, opt.bench, opt.warmup);
     report["median_ms"] = s.median_ms;
     report["p10_ms"] = s.p10_ms;
+    report["min_ms"] = s.min_ms;
     report["p90_ms"] = s.p90_ms;
     report["runs"] = opt.bench;
     if (!opt.json)
