@@ -149,17 +149,34 @@ std::vector<TensorType> convolution(const Node& node) {
   std::vector<int64_t> dilation = spatial_param(node, "dilation", spatial, 1);
   int64_t groups = shape::int_arg(node, "groups");
   if (groups <= 0) throw UserError("convolution: groups must be positive");
-  int64_t in_channels = transposed ? weight.sizes[0] : weight.sizes[1] * groups;
+  // Parameters come from the file: size arithmetic on them must not overflow (found by fuzzing).
+  auto mul = [](int64_t a, int64_t b) {
+    int64_t r;
+    if (__builtin_mul_overflow(a, b, &r)) throw UserError("convolution: sizes or parameters are too large");
+    return r;
+  };
+  auto add = [](int64_t a, int64_t b) {
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r)) throw UserError("convolution: sizes or parameters are too large");
+    return r;
+  };
+  for (size_t i = 0; i < spatial; ++i)
+    if (stride[i] < 1 || dilation[i] < 1 || padding[i] < 0)
+      throw UserError("convolution: stride and dilation must be positive and padding not negative");
+  int64_t in_channels = transposed ? weight.sizes[0] : mul(weight.sizes[1], groups);
   if (in[1] != in_channels)
     throw UserError("convolution: expected " + std::to_string(in_channels) + " input channels, got " + std::to_string(in[1]));
-  std::vector<int64_t> sizes = {in[0], transposed ? weight.sizes[1] * groups : weight.sizes[0]};
+  std::vector<int64_t> sizes = {in[0], transposed ? mul(weight.sizes[1], groups) : weight.sizes[0]};
   std::vector<int64_t> output_padding(spatial, 0);
   if (transposed) output_padding = spatial_param(node, "output_padding", spatial, 0);
+  for (int64_t p : output_padding)
+    if (p < 0) throw UserError("convolution: output_padding must not be negative");
   for (size_t i = 0; i < spatial; ++i) {
-    int64_t k = dilation[i] * (weight.sizes[2 + i] - 1) + 1;  // the dilated kernel's extent
-    int64_t out = transposed ? (in[2 + i] - 1) * stride[i] - 2 * padding[i] + k + output_padding[i]
-                             : (in[2 + i] + 2 * padding[i] - k) / stride[i] + 1;
-    if (out <= 0 || (!transposed && in[2 + i] + 2 * padding[i] < k))
+    int64_t k = add(mul(dilation[i], weight.sizes[2 + i] - 1), 1);  // the dilated kernel's extent
+    int64_t padded = add(in[2 + i], mul(2, padding[i]));
+    int64_t out = transposed ? add(add(mul(in[2 + i] - 1, stride[i]), -mul(2, padding[i])), add(k, output_padding[i]))
+                             : add(padded, -k) / stride[i] + 1;
+    if (out <= 0 || (!transposed && padded < k))
       throw UserError("convolution: kernel " + format_sizes(weight.sizes) + " is larger than the padded input " + format_sizes(input.sizes));
     sizes.push_back(out);
   }
