@@ -51,6 +51,12 @@ class Emitter {
     return rw_.insert_node(op, std::move(tmp.args), types, &at_)->outputs;
   }
   Value* one(const std::string& op, const std::vector<std::pair<std::string, Arg>>& named) { return all(op, named)[0]; }
+  // The first output of `op` called with the rewritten node's own arguments of these names.
+  Value* forward(const std::string& op, const std::vector<std::string>& names) {
+    std::vector<std::pair<std::string, Arg>> named;
+    for (const auto& name : names) named.push_back({name, shape::arg(at_, name)});
+    return all(op, named)[0];
+  }
 
   // Shorthands for the ops the rules use most.
   Value* view(Value* x, std::vector<int64_t> sizes) {
@@ -160,22 +166,13 @@ std::optional<Replacement> batch_norm(Rewriter& rw, Node& n) {
   if (shape::arg(n, "running_mean").is_none() || shape::arg(n, "running_var").is_none())
     refuse(n, "batch_norm without running statistics is not supported");
   Emit e(rw, n);
-  return same(e.all("_native_batch_norm_legit_no_training", {{"input", shape::arg(n, "input")},
-                                                              {"weight", shape::arg(n, "weight")},
-                                                              {"bias", shape::arg(n, "bias")},
-                                                              {"running_mean", shape::arg(n, "running_mean")},
-                                                              {"running_var", shape::arg(n, "running_var")},
-                                                              {"momentum", shape::arg(n, "momentum")},
-                                                              {"eps", shape::arg(n, "eps")}})[0]);
+  return same(e.forward("_native_batch_norm_legit_no_training",
+                         {"input", "weight", "bias", "running_mean", "running_var", "momentum", "eps"}));
 }
 
 std::optional<Replacement> layer_norm(Rewriter& rw, Node& n) {
   Emit e(rw, n);
-  return same(e.all("native_layer_norm", {{"input", shape::arg(n, "input")},
-                                          {"normalized_shape", shape::arg(n, "normalized_shape")},
-                                          {"weight", shape::arg(n, "weight")},
-                                          {"bias", shape::arg(n, "bias")},
-                                          {"eps", shape::arg(n, "eps")}})[0]);
+  return same(e.forward("native_layer_norm", {"input", "normalized_shape", "weight", "bias", "eps"}));
 }
 
 // PyTorch's math attention (_scaled_dot_product_attention_math): both q and k^T are scaled by
@@ -245,12 +242,7 @@ std::optional<Replacement> sdpa(Rewriter& rw, Node& n) {
 
 std::optional<Replacement> max_pool2d(Rewriter& rw, Node& n) {
   Emit e(rw, n);
-  return same(e.all("max_pool2d_with_indices", {{"self", shape::arg(n, "self")},
-                                                {"kernel_size", shape::arg(n, "kernel_size")},
-                                                {"stride", shape::arg(n, "stride")},
-                                                {"padding", shape::arg(n, "padding")},
-                                                {"dilation", shape::arg(n, "dilation")},
-                                                {"ceil_mode", shape::arg(n, "ceil_mode")}})[0]);
+  return same(e.forward("max_pool2d_with_indices", {"self", "kernel_size", "stride", "padding", "dilation", "ceil_mode"}));
 }
 
 // A 1x1 output is a mean over the last two dims (as PyTorch's adaptive_avg_pool2d does).
