@@ -108,7 +108,7 @@ class CppEmitter final : public ir::Ops {
     out.insert(out.end(), b.pre.begin(), b.pre.end());
     std::string indent;
     // Kernel errors are thread-local: a parallel loop that may report one collects the workers'.
-    bool collect_errors = plan && plan->parallel_dims > 0 && may_fail(b.lines);
+    bool collect_errors = plan && plan->parallel_dims > 0 && may_fail_;
     if (collect_errors) {
       out.push_back("int errors = 0;");
       out.push_back(parallel_clause(*plan, "#pragma omp parallel") + " reduction(|:errors)");
@@ -175,6 +175,9 @@ class CppEmitter final : public ir::Ops {
     return def(out, unary_expr(op, x), true);
   }
   Val binary(BinaryOp op, Val a, Val b) override {
+    // Integer division and remainder report division by zero (foundry_rt::fail).
+    bool divides = op == BinaryOp::Div || op == BinaryOp::FloorDiv || op == BinaryOp::Mod || op == BinaryOp::Fmod;
+    may_fail_ = may_fail_ || (divides && !is_floating(a.dtype));
     DType out = ir::returns_bool(op) ? DType::Bool : a.dtype;
     return def(out, binary_expr(op, a, b), true);
   }
@@ -183,6 +186,7 @@ class CppEmitter final : public ir::Ops {
   }
   Expr indirect(Val v, const Expr& size) override {
     std::string sym = "ind" + std::to_string(indirect_++);
+    may_fail_ = true;  // checked_index reports an index out of range
     emit("const int64_t " + sym + " = foundry_rt::checked_index(static_cast<int64_t>(" + name(v) + "), " +
          idx(size) + ");");
     extents_[sym] = size;  // checked_index keeps it in [0, size)
@@ -249,18 +253,10 @@ class CppEmitter final : public ir::Ops {
   ir::SymbolExtents extents_;
   std::set<std::string> size_symbols_;
   int threads_ = 0;  // the compile-time default thread count (0: decided at run time)
+  bool may_fail_ = false;  // the code calls a helper that can report a kernel error
   int next_ = 0, indirect_ = 0, accumulators_ = 0;
 
   static std::string name(Val v) { return "tmp" + std::to_string(v.id); }
-
-  // Whether the statements call a runtime helper that can report a kernel error.
-  static bool may_fail(const std::vector<std::string>& lines) {
-    static const char* kHelpers[] = {"checked_index(", "div_trunc<", "floordiv_int<", "mod_int<", "fmod_int<"};
-    for (const auto& l : lines)
-      for (const char* h : kHelpers)
-        if (l.find(h) != std::string::npos) return true;
-    return false;
-  }
 
   std::string parallel_clause(const LoopPlan& plan, std::string head) const {
     head += " num_threads(foundry_rt::num_threads(" + std::to_string(threads_) + "))";
@@ -517,17 +513,16 @@ LoopPlan plan_loops(const sched::Kernel& kernel, const ir::Accesses& acc, const 
     if (!distinct) break;
   }
   if (usable == 0) return plan;
-  // The work of one run: outer iterations times the largest reduction each of them does.
-  Expr work = 1;
-  for (const auto& r : kernel.ranges) work = work * r;
-  Expr inner = 1;
+  // The work of one run: outer iterations times what each member does per iteration (one
+  // element, or its whole reduction loop).
+  Expr per_iteration = 0;
   for (const auto& m : kernel.members) {
     Expr n = 1;
     for (const auto& r : m.node->reduction_ranges) n = n * r;
-    if (n.is_const() && (!inner.is_const() || n.const_value() > inner.const_value())) inner = n;
-    else if (!n.is_const()) inner = n;
+    per_iteration = per_iteration + n;
   }
-  work = work * inner;
+  Expr work = per_iteration;
+  for (const auto& r : kernel.ranges) work = work * r;
   if (work.is_const() && work.const_value() < options.min_parallel_work) return plan;
   plan.parallel_dims = usable;
   if (!work.is_const()) plan.condition = cpp_index(work, {}) + " >= " + std::to_string(options.min_parallel_work);
