@@ -12,15 +12,6 @@
 
 namespace foundry::codegen {
 
-std::vector<int64_t> static_shape(const ir::Buffer& buf) {
-  std::vector<int64_t> out;
-  for (const auto& e : buf.sizes) {
-    FOUNDRY_CHECK(e.is_const(), "the C++ backend needs static sizes");
-    out.push_back(e.const_value());
-  }
-  return out;
-}
-
 std::string int_list(const std::vector<int64_t>& v) {
   std::string s = "{";
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);

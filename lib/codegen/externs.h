@@ -20,7 +20,6 @@ ExternsSource generate_externs(const ir::LoopProgram& program, const sched::Sche
                                const WeightsLayout& weights, const std::string& model_name,
                                const std::map<const ir::Buffer*, std::string>& wrapper_ptrs);
 
-std::vector<int64_t> static_shape(const ir::Buffer& buf);
 std::string int_list(const std::vector<int64_t>& v);
 std::string expr_list(const std::vector<ir::Expr>& v);
 // The dynamic sizes (s0, ...) that the expressions mention, in name order.
