@@ -75,6 +75,13 @@ def parse_args():
                    help="folder of compiled models, one foundryc output folder per model name")
     p.add_argument("--no-torch", action="store_true", help="skip the PyTorch baselines")
     p.add_argument("--no-inductor", action="store_true", help="skip torch.compile (slow to compile)")
+    p.add_argument("--inductor-cache", type=Path,
+                   help="a persistent Inductor cache (one folder per thread count inside), filled"
+                        " by compiling every model first, --precompile-jobs at a time; the table"
+                        " then gives Inductor's first call with that cache warm, not a cold compile."
+                        " For a borrowed host where cold compiles one after another do not fit")
+    p.add_argument("--precompile-jobs", type=int, default=4,
+                   help="parallel Inductor compiles that fill --inductor-cache (default 4)")
     a = p.parse_args()
     if a.prebuilt:
         a.no_compile = True
@@ -239,12 +246,21 @@ def time_foundry(ctx, name, out, inputs, expected, threads, first):
     return res, check
 
 
-def time_torch(ctx, src, inputs, expected, threads, mode):
+def inductor_cache(ctx, threads):
+    """Per thread count: Inductor's generated code depends on it (OpenMP num_threads)."""
+    return ctx.args.inductor_cache.resolve() / f"threads-{threads}"
+
+
+def time_torch(ctx, src, inputs, expected, threads, mode, compile_only=False):
     cmd = [ctx.torch_python, HERE / "torch_bench.py", src / "model.pt2", inputs,
            "--threads", threads, "--runs", ctx.max_runs, "--warmup", ctx.warmup,
            "--target-s", ctx.target_s, "--min-runs", ctx.min_runs, "--mode", mode]
     if expected:
         cmd += ["--expected", expected]
+    if mode == "inductor" and ctx.args.inductor_cache:
+        cmd += ["--cache-dir", inductor_cache(ctx, threads)]
+    if compile_only:
+        cmd += ["--compile-only"]
     proc = run(cmd, TORCH_TIMEOUT_S, threads=threads)
     data = last_json(proc.stdout)
     if proc.returncode != 0 or data is None:
@@ -307,6 +323,32 @@ def bench_model(ctx, name):
     return rec
 
 
+def precompile_inductor(ctx, names):
+    """Fills --inductor-cache: every (model, thread count) compiled once, several at a time (the
+    timing runs come afterwards, one at a time, on an otherwise idle machine)."""
+    from concurrent.futures import ThreadPoolExecutor
+    jobs = [(n, t) for n in names for t in ctx.threads]
+    log(f"Inductor: compiling {len(jobs)} (model, thread count) pairs into {ctx.args.inductor_cache},"
+        f" {ctx.args.precompile_jobs} at a time")
+
+    def one(job):
+        name, t = job
+        src = ctx.corpus / "models" / name
+        inputs = src / "inputs"
+        if not inputs.is_dir():
+            inputs = random_inputs(src, ctx.work / f"precompile-inputs-{name}-{t}")
+        res = time_torch(ctx, src, inputs, None, t, "inductor", compile_only=True)
+        log(f"{name}, {plural_threads(t)}: Inductor cache filled"
+            + (f" ({res['compile_s']:.1f} s)" if "compile_s" in res else f": {res.get('error')}"))
+        return job, res
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=max(1, ctx.args.precompile_jobs)) as pool:
+        done = dict(pool.map(one, jobs))
+    log(f"Inductor: cache filled in {time.perf_counter() - t0:.0f} s")
+    return {f"{n}/{t}": r for (n, t), r in done.items()}
+
+
 # ---------------------------------------------------------------------------------------------
 # Summary and report
 
@@ -357,7 +399,8 @@ def report(ctx, result):
     if not ctx.args.no_compile:
         head = ["model", "foundryc cold", "foundryc cached"]
         if "inductor" in ctx.torch_modes:  # torch.compile compiles on the first call
-            head += [f"Inductor first call, {plural_threads(t)}" for t in ctx.threads]
+            warm = " (warm cache)" if ctx.args.inductor_cache else ""
+            head += [f"Inductor first call{warm}, {plural_threads(t)}" for t in ctx.threads]
         lines += ["## Compile time", "", "| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
         for r in models:
             cells = [r["model"], fmt(r.get("compile_cold_s"), ".2f", " s"),
@@ -450,7 +493,8 @@ def main():
                                                            int(ctx.target_s / max(per_run_s, 1e-9))))
     ctx.mode_note = (f"{'quick: ' if args.quick else ''}each median over about {ctx.target_s} s of"
                      f" runs ({ctx.min_runs}..{ctx.max_runs}) after {ctx.warmup} warm-up runs;"
-                     " PyTorch in a fresh process per thread count, Inductor with an empty cache")
+                     " PyTorch in a fresh process per thread count, Inductor with "
+                     + ("a cache filled beforehand" if args.inductor_cache else "an empty cache"))
 
     if not (ctx.corpus / "models").is_dir():
         die(f"no corpus models in {ctx.corpus} (set FOUNDRY_CORPUS)")
@@ -503,6 +547,9 @@ def main():
         else:
             version = run([ctx.foundryc, "--version"], 60).stdout.strip()
         ctx.stream = {} if args.compile_only else stream_add(ctx.work, ctx.threads)
+        precompiled = None
+        if args.inductor_cache and "inductor" in ctx.torch_modes:
+            precompiled = precompile_inductor(ctx, names)
         models = []
         for n in names:
             models.append(bench_model(ctx, n))
@@ -527,6 +574,8 @@ def main():
             "threads": ctx.threads,
             "quick": args.quick,
             "stream_add_gbps": ctx.stream,
+            "inductor_cache": str(args.inductor_cache) if args.inductor_cache else None,
+            "inductor_precompile": precompiled,
             "models": models,
             "geomean": summarize(ctx, models),
         }

@@ -6,7 +6,9 @@
 Prints one JSON object on the last line of stdout (median_ms, p10_ms, p90_ms, runs, load_s and, for
 inductor, compile_s: the wall time of the first call, which is when torch.compile compiles).
 scripts/bench/bench.py runs it once per (model, mode, thread count) in a fresh process, because
-PyTorch's thread pools cannot be resized reliably once they have started.
+PyTorch's thread pools cannot be resized reliably once they have started. With --cache-dir and
+--compile-only it fills a persistent Inductor cache ahead of the timing runs (bench.py
+--inductor-cache), which then report the first call with that cache warm.
 """
 import argparse
 import json
@@ -30,6 +32,10 @@ def parse_args():
     p.add_argument("--min-runs", type=int, default=5, help="timed runs at least, with --target-s")
     p.add_argument("--mode", choices=["eager", "inductor"], required=True)
     p.add_argument("--expected", help="folder of expected outputs: report the max abs error")
+    p.add_argument("--cache-dir", help="Inductor cache to use and keep (default: a fresh one, removed"
+                                       " afterwards, so that compile_s is a cold compile)")
+    p.add_argument("--compile-only", action="store_true",
+                   help="only make the first call (fills --cache-dir) and report compile_s")
     return p.parse_args()
 
 
@@ -40,12 +46,19 @@ def main():
     # (comparable with foundryc's cold compile) instead of a hit in /tmp/torchinductor_$USER.
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(args.threads)
-    cache = tempfile.mkdtemp(prefix="foundry-bench-inductor-")
+    # A CPU benchmark: keep torch away from any GPU of the host (CUDA start-up in every process).
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    if args.cache_dir:
+        # Compiles run several processes at a time (bench.py --precompile-jobs) and the timing
+        # runs hit the cache: no pool of compile workers to start in each process.
+        os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
+    cache = args.cache_dir or tempfile.mkdtemp(prefix="foundry-bench-inductor-")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
     try:
         result = bench(args)
     finally:
-        shutil.rmtree(cache, ignore_errors=True)
+        if not args.cache_dir:
+            shutil.rmtree(cache, ignore_errors=True)
     print(json.dumps(result))
 
 
@@ -73,6 +86,8 @@ def bench(args):
         t0 = time.perf_counter()
         out = fn(*inputs)
         first_s = time.perf_counter() - t0
+        if args.compile_only:
+            return {"mode": args.mode, "threads": args.threads, "compile_s": first_s}
         t0 = time.perf_counter()
         for _ in range(args.warmup):
             fn(*inputs)
