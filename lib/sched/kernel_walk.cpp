@@ -214,4 +214,20 @@ WalkReport walk_kernel(const Kernel& kernel, const Schedule& schedule, KernelVis
   return report;
 }
 
+namespace {
+class RecordingVisitor final : public KernelVisitor {
+ public:
+  ir::RecordingOps recorder;
+  ir::Ops& ops() override { return recorder; }
+};
+}  // namespace
+
+KernelCheck check_kernel(const Kernel& kernel, const Schedule& schedule) {
+  RecordingVisitor v;
+  KernelCheck c;
+  c.report = walk_kernel(kernel, schedule, v);
+  c.accesses = std::move(v.recorder.accesses);
+  return c;
+}
+
 }  // namespace foundry::sched

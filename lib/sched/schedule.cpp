@@ -1,7 +1,6 @@
-// Fusion and ordering: which pointwise producers are inlined into their consumer, and which
-// consecutive nodes share a kernel. Grouping is greedy in program order (so no fusion can create
-// a cycle), and every candidate grouping is checked by walking it (kernel_walk.h): a grouping
-// that would read a value before it is written in the fused loop order is refused.
+// Scheduling: which pointwise producers are inlined into their consumer, which nodes share a
+// kernel and in what order the steps run (fusion.cpp), the kernels' names and internal buffers,
+// and the buffer plan.
 #include "foundry/sched/schedule.h"
 
 #include <spdlog/spdlog.h>
@@ -9,6 +8,7 @@
 #include <algorithm>
 
 #include "foundry/ir/record.h"
+#include "foundry/sched/fusion.h"
 #include "foundry/sched/kernel_walk.h"
 #include "foundry/support/error.h"
 
@@ -55,135 +55,11 @@ bool inlinable(const ir::LoopNode& node, const Uses& uses, const std::set<const 
   return true;
 }
 
-// The dims of a node's ranges that are real loops (size-1 dims index 0).
-std::vector<std::pair<int, Expr>> loop_dims(const ir::Index& ranges) {
-  std::vector<std::pair<int, Expr>> dims;
-  for (size_t d = 0; d < ranges.size(); ++d)
-    if (!ranges[d].is_const(1)) dims.push_back({static_cast<int>(d), ranges[d]});
-  return dims;
+WalkReport check(const Kernel& k, const Schedule& schedule) { return check_kernel(k, schedule).report; }
+
+ir::Accesses step_accesses(const Step& step, const Schedule& schedule) {
+  return step.is_extern ? ir::record_accesses(*step.extern_node) : check_kernel(step.kernel, schedule).accesses;
 }
-
-Kernel start_kernel(const ir::LoopNode& node) {
-  Kernel k;
-  Member m;
-  m.node = &node;
-  m.role = node.kind == ir::NodeKind::Reduction ? MemberRole::Reduction : MemberRole::Outer;
-  m.dim_map.assign(node.ranges.size(), -1);
-  for (const auto& [d, extent] : loop_dims(node.ranges)) {
-    m.dim_map[d] = static_cast<int>(k.ranges.size());
-    k.ranges.push_back(extent);
-  }
-  k.members.push_back(m);
-  return k;
-}
-
-// How `node` would join a kernel with outer loops `ranges`, if its loops line up with them.
-std::optional<Member> fit(const ir::LoopNode& node, const ir::Index& ranges) {
-  auto dims = loop_dims(node.ranges);
-  if (dims.size() < ranges.size()) return std::nullopt;
-  for (size_t k = 0; k < ranges.size(); ++k)
-    if (!(dims[k].second == ranges[k])) return std::nullopt;
-  Member m;
-  m.node = &node;
-  m.dim_map.assign(node.ranges.size(), -1);
-  for (size_t k = 0; k < dims.size(); ++k) {
-    bool outer = k < ranges.size();
-    m.dim_map[dims[k].first] = outer ? static_cast<int>(k) : Member::kInnerDim + static_cast<int>(k - ranges.size());
-    if (!outer) m.inner_ranges.push_back(dims[k].second);
-  }
-  if (node.kind == ir::NodeKind::Reduction) {
-    if (!m.inner_ranges.empty()) return std::nullopt;
-    m.role = MemberRole::Reduction;
-  } else {
-    m.role = m.inner_ranges.empty() ? MemberRole::Outer : MemberRole::Inner;
-  }
-  return m;
-}
-
-// A kernel of outer pointwise members re-rooted on a shorter loop nest, so that a reduction over
-// the remaining dims can join it (a pointwise producer feeding a row reduction).
-std::optional<Kernel> reroot(const Kernel& k, const ir::Index& ranges) {
-  Kernel out = k;
-  out.ranges = ranges;
-  out.members.clear();
-  for (const Member& m : k.members) {
-    if (m.role != MemberRole::Outer) return std::nullopt;
-    auto fitted = fit(*m.node, ranges);
-    if (!fitted) return std::nullopt;
-    out.members.push_back(*fitted);
-  }
-  return out;
-}
-
-// Records what a kernel does without producing anything.
-class CheckVisitor final : public KernelVisitor {
- public:
-  ir::RecordingOps recorder;
-  ir::Ops& ops() override { return recorder; }
-};
-
-WalkReport check(const Kernel& k, const Schedule& schedule) {
-  CheckVisitor v;
-  return walk_kernel(k, schedule, v);
-}
-
-size_t kernel_size(const Kernel& k, const WalkReport& report) { return k.members.size() + report.inlined.size(); }
-
-std::string ranges_text(const ir::Index& ranges) {
-  std::string s = "[";
-  for (size_t d = 0; d < ranges.size(); ++d) s += (d ? ", " : "") + ir::to_string(ranges[d]);
-  return s + "]";
-}
-
-// Why `node` cannot share the kernel's loop nest.
-std::string loops_mismatch(const ir::LoopNode& node, const Kernel& k) {
-  std::string loops = ranges_text(node.ranges);
-  if (node.kind == ir::NodeKind::Reduction) loops += " (reducing " + ranges_text(node.reduction_ranges) + ")";
-  return "its loops " + loops + " do not line up with the kernel's " + ranges_text(k.ranges);
-}
-
-// The kernel with `node` added, when that is legal; otherwise nullopt and, in `why`, the reason
-// (for -v: users ask why two nodes ended up in separate kernels).
-std::optional<Kernel> try_fuse(const Kernel& k, const ir::LoopNode& node, const Schedule& schedule,
-                               const ScheduleOptions& options, std::string& why) {
-  std::optional<Kernel> candidate;
-  if (auto m = fit(node, k.ranges)) {
-    candidate = k;
-    candidate->members.push_back(*m);
-  } else if (node.kind == ir::NodeKind::Reduction) {
-    auto dims = loop_dims(node.ranges);
-    ir::Index outer;
-    for (const auto& d : dims) outer.push_back(d.second);
-    if (auto rerooted = reroot(k, outer)) {
-      if (auto m = fit(node, outer)) {
-        candidate = *rerooted;
-        candidate->members.push_back(*m);
-      }
-    }
-  }
-  if (!candidate) {
-    why = loops_mismatch(node, k);
-    return std::nullopt;
-  }
-  WalkReport report = check(*candidate, schedule);
-  if (!report.conflicts.empty()) {
-    why = "it " + report.conflicts.front();
-    return std::nullopt;
-  }
-  if (size_t n = kernel_size(*candidate, report); n > options.max_kernel_nodes) {
-    why = "the kernel would have " + std::to_string(n) + " nodes, over max_kernel_nodes (" +
-          std::to_string(options.max_kernel_nodes) + ")";
-    return std::nullopt;
-  }
-  return candidate;
-}
-
-// A node that did not join the kernel that became schedule step `step`, and why.
-struct Refusal {
-  size_t step;
-  const ir::LoopNode* node;
-  std::string why;
-};
 
 std::string node_list(const std::vector<const ir::LoopNode*>& nodes) {
   std::string s;
@@ -193,7 +69,7 @@ std::string node_list(const std::vector<const ir::LoopNode*>& nodes) {
 
 // -v: the nodes each kernel fused, and after it the nodes that did not join it, with the reason
 // (the names match ir_pre_fusion.txt and ir_post_fusion.txt).
-void log_fusion(const Schedule& schedule, const std::vector<Refusal>& refusals) {
+void log_fusion(const Schedule& schedule, const std::vector<FusionResult::Refusal>& refusals) {
   if (!spdlog::should_log(spdlog::level::info)) return;
   auto next = refusals.begin();
   for (size_t s = 0; s < schedule.steps.size(); ++s) {
@@ -268,13 +144,7 @@ BufferPlan plan_buffers(const ir::LoopProgram& program, const Schedule& schedule
   std::map<const ir::Buffer*, size_t> first_write, last_use;
   for (size_t s = 0; s < schedule.steps.size(); ++s) {
     const Step& step = schedule.steps[s];
-    CheckVisitor v;
-    ir::Accesses acc;
-    if (step.is_extern) acc = ir::record_accesses(*step.extern_node);
-    else {
-      walk_kernel(step.kernel, schedule, v);
-      acc = v.recorder.accesses;
-    }
+    ir::Accesses acc = step_accesses(step, schedule);
     for (const auto& w : acc.writes) {
       first_write.emplace(w.buffer, s);
       last_use[w.buffer] = std::max(last_use[w.buffer], s);
@@ -320,39 +190,12 @@ Schedule schedule_program(const ir::LoopProgram& program, const ScheduleOptions&
     for (const auto& node : program.nodes)
       if (inlinable(*node, uses, outputs)) schedule.inlined[node->output] = node.get();
 
-  std::optional<Kernel> open;
-  std::vector<Refusal> refusals;
-  auto close = [&] {
-    if (!open) return;
-    Step step;
-    step.kernel = std::move(*open);
-    schedule.steps.push_back(std::move(step));
-    open.reset();
-  };
-  for (const auto& node : program.nodes) {
-    if (schedule.inlined.count(node->output) && schedule.inlined.at(node->output) == node.get()) continue;
-    if (node->kind == ir::NodeKind::Extern) {
-      if (open && options.fusion)
-        refusals.push_back({schedule.steps.size(), node.get(), "it is a library call (" + node->call.kind + ")"});
-      close();
-      Step step;
-      step.is_extern = true;
-      step.extern_node = node.get();
-      schedule.steps.push_back(std::move(step));
-      continue;
-    }
-    if (open && options.fusion) {
-      std::string why;
-      if (auto fused = try_fuse(*open, *node, schedule, options, why)) {
-        open = std::move(fused);
-        continue;
-      }
-      refusals.push_back({schedule.steps.size(), node.get(), why});  // the open kernel becomes that step
-    }
-    close();
-    open = start_kernel(*node);
-  }
-  close();
+  std::vector<const ir::LoopNode*> scheduled;
+  for (const auto& node : program.nodes)
+    if (!(schedule.inlined.count(node->output) && schedule.inlined.at(node->output) == node.get()))
+      scheduled.push_back(node.get());
+  FusionResult fused = fuse_nodes(scheduled, schedule, options);
+  schedule.steps = std::move(fused.steps);
 
   int index = 0;
   for (Step& step : schedule.steps) {
@@ -366,20 +209,13 @@ Schedule schedule_program(const ir::LoopProgram& program, const ScheduleOptions&
               [](const auto* a, const auto* b) { return a->id < b->id; });
     step.kernel.name = kernel_name(step.kernel, report.inlined, index++);
   }
-  if (options.fusion) log_fusion(schedule, refusals);
+  if (options.fusion) log_fusion(schedule, fused.refusals);
   schedule.plan = plan_buffers(program, schedule);
   return schedule;
 }
 
 Traffic step_traffic(const Step& step, const Schedule& schedule) {
-  ir::Accesses acc;
-  if (step.is_extern) {
-    acc = ir::record_accesses(*step.extern_node);
-  } else {
-    CheckVisitor v;
-    walk_kernel(step.kernel, schedule, v);
-    acc = v.recorder.accesses;
-  }
+  ir::Accesses acc = step_accesses(step, schedule);
   Traffic t;
   std::set<const ir::Buffer*> seen;
   for (const auto& r : acc.reads)

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "foundry/ir/ops.h"
+#include "foundry/ir/record.h"
 #include "foundry/sched/schedule.h"
 
 namespace foundry::sched {
@@ -32,6 +33,14 @@ struct WalkReport {
 };
 
 WalkReport walk_kernel(const Kernel& kernel, const Schedule& schedule, KernelVisitor& visitor);
+
+// The walk with a recording handler: what the kernel reads and writes (inlined producers' reads
+// included, forwarded and internal values left out), and whether the grouping is legal.
+struct KernelCheck {
+  WalkReport report;
+  ir::Accesses accesses;
+};
+KernelCheck check_kernel(const Kernel& kernel, const Schedule& schedule);
 
 // The symbols of the kernel's outer loops: i0, i1, ...
 std::vector<std::string> kernel_loop_vars(const Kernel& kernel);

@@ -71,8 +71,8 @@ Schedule schedule_program(const ir::LoopProgram& program, const ScheduleOptions&
 // The text form of a schedule (ir_post_fusion.txt).
 std::string print_schedule(const Schedule& schedule);
 
-// Bytes a step reads and writes per run (each buffer it touches counted once, in full).
-// Bytes a step reads and writes (at the export hints when sizes are dynamic).
+// Bytes a step reads and writes per run, each buffer it touches counted once, in full (at the
+// export hints when sizes are dynamic).
 struct Traffic {
   int64_t bytes_read = 0, bytes_written = 0;
 };
