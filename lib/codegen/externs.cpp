@@ -121,14 +121,6 @@ std::string extern_call(const ir::LoopNode& node, const std::map<const ir::Buffe
   throw UserError("extern kernel " + call.kind + " is not supported by the C++ backend");
 }
 
-std::string double_text(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
-
-// The oneDNN build statement of one extern call (into state member `member`), or "" when the call
-// has no oneDNN form here (other dtypes, alpha/beta other than 1).
 // The dynamic row count of a 2-d matrix product whose other sizes are static (oneDNN builds it
 // with a runtime dimension); nullopt otherwise.
 std::optional<ir::Expr> dynamic_rows(const ir::LoopNode& node) {
@@ -146,6 +138,8 @@ std::string dnnl_dims(const std::vector<ir::Expr>& v, const std::optional<ir::Ex
   return s + "}";
 }
 
+// The oneDNN build statement of one extern call (into state member `member`), or "" when the call
+// has no oneDNN form here (other dtypes, alpha/beta other than 1).
 std::string dnnl_build(const ir::LoopNode& node, const std::string& member, const WeightsLayout& weights) {
   const ir::ExternCall& call = node.call;
   if (node.output->dtype != DType::Float32) return "";
