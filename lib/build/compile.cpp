@@ -118,6 +118,8 @@ std::string default_cache_dir() {
 CompileResult compile_model(const std::string& dir, const CompileOptions& options) {
   CompileResult result;
   result.compiler = find_compiler(options.cxx);
+  // It runs in the output folder: a relative path to it must not change meaning.
+  if (result.compiler.find('/') != std::string::npos) result.compiler = fs::absolute(result.compiler).string();
   result.flags = compile_flags(options);
   fs::path out = fs::path(dir);
   std::vector<std::string> sources;
@@ -157,10 +159,13 @@ CompileResult compile_model(const std::string& dir, const CompileOptions& option
   for (const auto& src : sources) {
     std::vector<std::string> argv = {result.compiler};
     argv.insert(argv.end(), result.flags.begin(), result.flags.end());
-    argv.insert(argv.end(), {"-c", (out / src).string(), "-o", (out / (src + ".o")).string()});
+    argv.insert(argv.end(), {"-c", src, "-o", src + ".o"});
     compiles.push_back(argv);
   }
-  std::vector<ProcessResult> done = run_programs(compiles);
+  // Compiled and linked inside the output folder, with relative names: no path of this machine
+  // ends up in model.so (sanitizers and debug info record source names), so builds in two folders
+  // give the same bytes.
+  std::vector<ProcessResult> done = run_programs(compiles, out.string());
   for (size_t i = 0; i < done.size(); ++i)
     if (done[i].exit_code != 0)
       throw UserError("the C++ compiler failed on " + (out / sources[i]).string() + " (exit " +
@@ -168,10 +173,10 @@ CompileResult compile_model(const std::string& dir, const CompileOptions& option
   std::vector<std::string> objects;
   for (const auto& src : sources) objects.push_back((out / (src + ".o")).string());
   if (options.shared) {
-    std::vector<std::string> link = {result.compiler, "-shared", "-o", (out / "model.so").string()};
-    link.insert(link.end(), objects.begin(), objects.end());
+    std::vector<std::string> link = {result.compiler, "-shared", "-o", "model.so"};
+    for (const auto& src : sources) link.push_back(src + ".o");
     link.insert(link.end(), result.link_flags.begin(), result.link_flags.end());
-    ProcessResult linked = run_program(link);
+    ProcessResult linked = run_program(link, out.string());
     if (linked.exit_code != 0) throw UserError("linking " + (out / "model.so").string() + " failed:\n" + linked.output);
   }
   if (options.static_archive) archive(objects, out / "libmodel.a");

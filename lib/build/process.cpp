@@ -20,7 +20,7 @@ struct Running {
   ProcessResult result;
 };
 
-Running start(const std::vector<std::string>& argv) {
+Running start(const std::vector<std::string>& argv, const std::string& cwd) {
   Running r;
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
@@ -33,6 +33,7 @@ Running start(const std::vector<std::string>& argv) {
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
   posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+  if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -60,9 +61,9 @@ void finish(Running& r) {
 
 }  // namespace
 
-std::vector<ProcessResult> run_programs(const std::vector<std::vector<std::string>>& argvs) {
+std::vector<ProcessResult> run_programs(const std::vector<std::vector<std::string>>& argvs, const std::string& cwd) {
   std::vector<Running> running;
-  for (const auto& argv : argvs) running.push_back(start(argv));
+  for (const auto& argv : argvs) running.push_back(start(argv, cwd));
   // Drain every pipe until all close, so that no child blocks on a full pipe.
   while (true) {
     std::vector<pollfd> fds;
@@ -94,6 +95,8 @@ std::vector<ProcessResult> run_programs(const std::vector<std::vector<std::strin
   return results;
 }
 
-ProcessResult run_program(const std::vector<std::string>& argv) { return run_programs({argv}).front(); }
+ProcessResult run_program(const std::vector<std::string>& argv, const std::string& cwd) {
+  return run_programs({argv}, cwd).front();
+}
 
 }  // namespace foundry::build

@@ -10,9 +10,11 @@ struct ProcessResult {
   std::string output;     // stdout and stderr, interleaved
 };
 
-ProcessResult run_program(const std::vector<std::string>& argv);
+// `cwd`: the folder the program runs in (empty: this process's). argv[0] is looked up on PATH
+// when it has no '/'; a relative path in it is taken from `cwd`.
+ProcessResult run_program(const std::vector<std::string>& argv, const std::string& cwd = "");
 
 // Starts several programs at once and waits for all of them (parallel compiles).
-std::vector<ProcessResult> run_programs(const std::vector<std::vector<std::string>>& argvs);
+std::vector<ProcessResult> run_programs(const std::vector<std::vector<std::string>>& argvs, const std::string& cwd = "");
 
 }  // namespace foundry::build
