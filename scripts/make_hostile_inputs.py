@@ -44,11 +44,12 @@ def read_archive(path):
 
 
 def archive_bytes(entries, root):
-    """A ZIP like torch.export.save writes: STORED entries, data aligned to 64 bytes."""
+    """A ZIP like torch.export.save writes: STORED entries, data aligned to 64 bytes. An entry
+    whose name starts with "//" is written with the rest of its name as it is, outside the root."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_STORED) as z:
         for rel, data in entries:
-            name = f"{root}/{rel}"
+            name = rel[2:] if rel.startswith("//") else f"{root}/{rel}"
             info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
             info.compress_type = zipfile.ZIP_STORED
             # Local header: 30 bytes + name + extra; pad the extra field so the data is aligned.
@@ -156,6 +157,39 @@ def rename_parameters(program, config, ren):
 
 def deep_json(depth):
     return "[" * depth + "]" * depth
+
+
+MANY_NODES = 10000
+# Where an absolute ZIP entry name would land if foundryc used it as a path (the test checks).
+ZIP_ESCAPE_ABSOLUTE = "/tmp/foundry_hostile_absolute_entry"
+
+
+def chain_program(program, count, shared=False):
+    """pointwise's relu(x + y) * 2 as a chain of `count` nodes: v = relu(v + y) * 2, again and
+    again, the last value the output. With shared, every node is v[i] = v[i-1] + v[i-2] instead:
+    each value has two readers, so none is inlined and the scheduler sees every node."""
+    g = graph(program)
+    template = {n["name"]: n for n in g["nodes"]}
+    meta = g["tensor_values"]["mul"]
+    nodes, values, prev, prev2 = [], {}, "x", "y"
+    for i in range(count):
+        op = "add" if shared else ("add", "relu", "mul")[i % 3]
+        n = json.loads(json.dumps(template[op]))
+        name = f"v{i}"
+        n["name"] = name
+        n["metadata"] = {}
+        n["inputs"][0]["arg"] = {"as_tensor": {"name": prev}}
+        if shared:
+            n["inputs"][1]["arg"] = {"as_tensor": {"name": prev2}}
+        n["outputs"] = [{"as_tensor": {"name": name}}]
+        nodes.append(n)
+        values[name] = meta
+        prev, prev2 = name, prev
+    g["nodes"] = nodes
+    g["tensor_values"] = {"x": g["tensor_values"]["x"], "y": g["tensor_values"]["y"], **values}
+    g["outputs"] = [{"as_tensor": {"name": prev}}]
+    program["graph_module"]["signature"]["output_specs"] = [{"user_output": {"arg": {"as_tensor": {"name": prev}}}}]
+    return program
 
 
 def build_cases(samples):
@@ -280,6 +314,32 @@ def build_cases(samples):
     add("overflowing_shape.pt2",
         with_json(with_json(mlp, WEIGHTS_CONFIG, c), MODEL_JSON, p), "size",
         "0.weight declared as [2**62, 2**62]: the element count overflows 64 bits")
+
+    # --- ZIP entry names that would write outside a folder if used as paths; the graph is valid
+    add("zip_absolute_entry.pt2", pw + [("//" + ZIP_ESCAPE_ABSOLUTE, b"absolute")], "root",
+        "valid graph plus an entry named with an absolute path, outside the root folder")
+    add("zip_dotdot_entry.pt2", pw + [("//../../foundry_hostile_dotdot", b"dotdot")], "root",
+        "valid graph plus an entry named ../../foundry_hostile_dotdot, outside the root folder")
+    add("zip_dotdot_inside_root.pt2", pw + [("../../foundry_hostile_inside_root", b"dotdot")], "",
+        "valid graph plus an entry root/../../foundry_hostile_inside_root (unread, never written)",
+        expect_exit=0)
+
+    p = pw_prog()
+    graph(p)["tensor_values"]["x"]["strides"] = [{"as_int": -1}]
+    add("negative_stride.pt2", with_json(pw, MODEL_JSON, p), "stride",
+        "input x declared with stride -1")
+
+    # Non-finite constants: torch.export writes them as the strings "NaN", "Infinity".
+    p = pw_prog()
+    arg(node(p, "mul"), "other")["arg"] = {"as_float": "Infinity"}
+    node(p, "add")["inputs"].append({"name": "alpha", "arg": {"as_float": "NaN"}, "kind": 2})
+    add("nan_inf_constants.pt2", with_json(pw, MODEL_JSON, p), "",
+        "relu(x + NaN*y) * inf: non-finite constants are emitted exactly", expect_exit=0)
+
+    add("many_nodes.pt2", with_json(pw, MODEL_JSON, chain_program(pw_prog(), MANY_NODES)), "",
+        f"a chain of {MANY_NODES} nodes (add, relu, mul repeated)", expect_exit=0)
+    add("many_shared_nodes.pt2", with_json(pw, MODEL_JSON, chain_program(pw_prog(), MANY_NODES, shared=True)), "",
+        f"{MANY_NODES} nodes v[i] = v[i-1] + v[i-2]: none inlined, all scheduled", expect_exit=0)
 
     # --- a valid graph with hostile names: must compile
     p = mlp_prog()
