@@ -8,9 +8,10 @@
 # with g++ -fsanitize=thread from the test's sources and the runtime half of the library (the
 # model loader, .npy I/O, comparisons): what runs in the threads. The models are compiled by an
 # ordinary foundryc ($FOUNDRYC, default build/foundryc, built first when missing) with
-# -fsanitize=thread added (no OpenMP, the default), so that races inside a model's run are seen
-# too: the build stage has no flag for extra compiler options yet, so foundryc is pointed ($CXX)
-# at a wrapper that adds it, with a model cache of its own in the build folder.
+# -fsanitize=thread added and -fopenmp removed (OpenMP runtimes give TSan false positives), so
+# that races inside a model's run are seen too: the g++ foundryc finds first on PATH is a wrapper
+# (scripts/compiler_wrappers.sh), with a model cache of its own in the build folder. oneDNN's own
+# threads (libgomp) are not instrumented.
 #
 # Environment: TSAN_BUILD_DIR, FOUNDRYC, TSAN_CXX (default g++; clang 14 cannot compile the
 # library's _Float16), TSAN_OPTIONS. Exits non-zero when ThreadSanitizer reports anything (its
@@ -32,7 +33,7 @@ FOUNDRYC_ABS="$(cd "$(dirname "$FOUNDRYC")" && pwd)/$(basename "$FOUNDRYC")"
 
 flags=(-std=c++20 -O1 -g -fsanitize=thread -fno-omit-frame-pointer -Iinclude -Itest
        "-DFOUNDRY_VERSION=\"tsan\"" "-DFOUNDRY_SOURCE_DIR=\"$ROOT\""
-       "-DFOUNDRY_CORPUS_DEFAULT=\"$ROOT/../shared/corpus\"" "-DFOUNDRYC_EXE=\"$FOUNDRYC_ABS\""
+       "-DFOUNDRY_CORPUS_DEFAULT=\"$ROOT/../shared/corpus\"" "-DFOUNDRYC_EXE=\"$FOUNDRYC_ABS\"" "-DFOUNDRY_RUN_EXE=\"$(dirname "$FOUNDRYC_ABS")/foundry-run\""
        "-DFOUNDRY_TEST_DIR=\"$ROOT/test\"")
 sources=(test/main.cpp test/support.cpp test/test_concurrency.cpp lib/runtime/*.cpp lib/support/*.cpp
          lib/graph/dtype.cpp)
@@ -50,17 +51,11 @@ done
 wait
 "$TSAN_CXX" -fsanitize=thread -o "$BUILD/foundry_tsan_tests" "${objs[@]}" -ldl -lpthread
 
-real_cxx="$(command -v "$TSAN_CXX")"
-wrapper="$BUILD_ABS/cxx-tsan"
-cat >"$wrapper" <<WRAP
-#!/bin/sh
-# Written by scripts/tsan.sh: the C++ compiler foundryc runs, with ThreadSanitizer added.
-if [ "\$1" = --version ]; then printf 'tsan '; exec "$real_cxx" --version; fi
-exec "$real_cxx" -fsanitize=thread -fno-omit-frame-pointer "\$@"
-WRAP
-chmod +x "$wrapper"
-export CXX="$wrapper"
+# shellcheck source=scripts/compiler_wrappers.sh
+. scripts/compiler_wrappers.sh
+wrap_compilers "$BUILD_ABS/sanitized-bin" tsan 1 -fsanitize=thread -fno-omit-frame-pointer
 export XDG_CACHE_HOME="$BUILD_ABS/model-cache"
+check_models_instrumented "$FOUNDRYC_ABS" __tsan_
 # One known false positive is suppressed: a model's thread_local variables (last_error,
 # kernel_error) live in dynamic TLS blocks that glibc allocates in __tls_get_addr and frees in
 # _dl_deallocate_tls when a later thread reuses a finished thread's cached stack; that hand-over
