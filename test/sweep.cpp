@@ -1,5 +1,6 @@
 #include "sweep.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -16,6 +17,17 @@ std::vector<std::string> tier1_samples() {
   std::ifstream in(corpus_dir() + "/opinfo/tier1.txt");
   for (std::string line; std::getline(in, line);)
     if (!line.empty()) out.push_back(corpus_dir() + "/opinfo/" + line);
+  return out;
+}
+
+std::vector<std::string> sweep_subset(const std::vector<std::string>& samples) {
+  const char* every_env = std::getenv("FOUNDRY_SWEEP_EVERY");
+  const long every = every_env ? std::strtol(every_env, nullptr, 10) : 1;
+  if (every <= 1) return samples;
+  std::vector<std::string> out;
+  for (size_t i = 0; i < samples.size(); i += static_cast<size_t>(every)) out.push_back(samples[i]);
+  std::cerr << "sweep: FOUNDRY_SWEEP_EVERY=" << every << ": a subset, " << out.size() << " of "
+            << samples.size() << " samples\n";
   return out;
 }
 

@@ -11,6 +11,9 @@
 namespace foundry::test {
 
 std::vector<std::string> tier1_samples();               // opinfo/tier1.txt, in order
+// `samples` itself, or every Nth of them when FOUNDRY_SWEEP_EVERY=N (N > 1): the sanitized CI run
+// takes a subset of the sweep. Says so on stderr, so a subset is never mistaken for the whole.
+std::vector<std::string> sweep_subset(const std::vector<std::string>& samples);
 std::vector<std::string> corpus_models();               // models/* with expected outputs
 std::map<std::string, std::string> known_failures(const std::string& list_name);
 
