@@ -17,6 +17,8 @@
 #include "foundry/runtime/compare.h"
 #include "foundry/runtime/loaded_model.h"
 #include "foundry/runtime/sample.h"
+#include "foundry/runtime/foundry_externs.h"
+#include "foundry/sched/epilogue.h"
 #include "foundry/sched/schedule.h"
 #include "graph_builder.h"
 #include "support.h"
@@ -126,6 +128,52 @@ TEST_CASE("fusion: a pair whose fusion would make a cycle stays apart", "[fusion
   for (const auto& step : s.steps) kind.push_back(step.is_extern);
   CHECK(kind == std::vector<int>{0, 1, 0});
   check_compiled_against_evaluator(b.g);
+}
+
+TEST_CASE("fusion: relu after a matrix product or a convolution becomes a oneDNN post-op", "[fusion][fast]") {
+  TempDir tmp;
+  for (const std::string name : {"mlp", "small_cnn"}) {
+    const std::string dir = samples_dir() + "/" + name, out = tmp / name;
+    nlohmann::json m = compile(dir + "/model.pt2", out, tmp / "cache");
+    // No generated kernel computes a relu on its own any more: each went into a library call.
+    for (const auto& k : m["kernels"]) {
+      if (k["extern"]) continue;
+      bool only_relu = true;
+      for (const auto& n : k["aten_nodes"]) only_relu &= n.get<std::string>().find("relu") != std::string::npos;
+      CHECK_FALSE(only_relu);
+    }
+    CHECK_THAT(read_file(out + "/externs.cpp"), Catch::Contains("foundry_rt::Activation::Relu"));
+    // And the outputs are still PyTorch's.
+    LoadedModel model(out);
+    CHECK(compare_with_expected(model.run(read_npy_sequence(dir + "/inputs")), dir).empty());
+  }
+  // --no-fusion keeps the relu a kernel of its own (differential testing compares the two).
+  nlohmann::json unfused = compile(samples_dir() + "/mlp/model.pt2", tmp / "unfused", tmp / "cache", {"--no-fusion"});
+  CHECK(unfused["kernels"].size() == 3);
+}
+
+TEST_CASE("fusion: the reference evaluator applies a folded activation", "[fusion][fast]") {
+  const std::string dir = samples_dir() + "/mlp";
+  Graph g = load_model(dir + "/model.pt2");
+  run_graph_passes(g);
+  ir::LoopProgram program = lower::lower_graph(g);
+  REQUIRE(sched::fold_activations_into_externs(program) == 1);
+  CHECK(compare_with_expected(ir::evaluate_program(program, read_npy_sequence(dir + "/inputs")), dir).empty());
+}
+
+TEST_CASE("fusion: the portable loops' activations follow PyTorch", "[fusion][fast]") {
+  // What runs when oneDNN cannot build the call; values from PyTorch (relu keeps NaN).
+  float relu[] = {-1.5f, 0.0f, 2.5f, std::nanf("")};
+  foundry_rt::apply_activation(foundry_rt::Activation::Relu, relu, 4);
+  CHECK(relu[0] == 0.0f);
+  CHECK(relu[1] == 0.0f);
+  CHECK(relu[2] == 2.5f);
+  CHECK(std::isnan(relu[3]));
+  float tanh_sigmoid[] = {0.5f, 0.0f};
+  foundry_rt::apply_activation(foundry_rt::Activation::Tanh, tanh_sigmoid, 1);
+  foundry_rt::apply_activation(foundry_rt::Activation::Sigmoid, tanh_sigmoid + 1, 1);
+  CHECK(tanh_sigmoid[0] == Approx(0.46211715726f));
+  CHECK(tanh_sigmoid[1] == 0.5f);
 }
 
 TEST_CASE("fusion: relu(x + y) * 2 is one kernel with two loads and one store", "[fusion][fast]") {

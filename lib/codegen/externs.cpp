@@ -121,6 +121,15 @@ std::string extern_call(const ir::LoopNode& node, const std::map<const ir::Buffe
   throw UserError("extern kernel " + call.kind + " is not supported by the C++ backend");
 }
 
+// The folded activation as the runtime's enumerator, "" for none.
+std::string activation_enum(const ir::ExternCall& call) {
+  if (call.activation.empty()) return "";
+  if (call.activation == "relu") return "foundry_rt::Activation::Relu";
+  if (call.activation == "tanh") return "foundry_rt::Activation::Tanh";
+  if (call.activation == "sigmoid") return "foundry_rt::Activation::Sigmoid";
+  throw InternalError("unknown activation " + call.activation + " on an extern call");
+}
+
 // The dynamic row count of a 2-d matrix product whose other sizes are static (oneDNN builds it
 // with a runtime dimension); nullopt otherwise.
 std::optional<ir::Expr> dynamic_rows(const ir::LoopNode& node) {
@@ -173,7 +182,9 @@ std::string dnnl_build(const ir::LoopNode& node, const std::string& member, cons
       << ", " << expr_list(w.strides) << ", " << out << ", " << call.int_params.at("groups")[0] << ", "
       << (bias.buffer ? "true" : "false") << ", " << (bias.buffer ? cpp_index(bias.strides[0], {}) : "0") << ", "
       << int_list(call.int_params.at("stride")) << ", " << int_list(call.int_params.at("padding")) << ", "
-      << int_list(call.int_params.at("dilation")) << ", " << wdata << ");\n";
+      << int_list(call.int_params.at("dilation")) << ", " << wdata;
+    if (!call.activation.empty()) b << ", " << activation_enum(call);
+    b << ");\n";
     return b.str();
   }
   bool bias = call.kind == "addmm";
@@ -204,6 +215,7 @@ std::string dnnl_build(const ir::LoopNode& node, const std::string& member, cons
   } else {
     b << "{}, {}";
   }
+  if (!call.activation.empty()) b << ", " << activation_enum(call);
   b << ");\n";
   return b.str();
 }
@@ -252,7 +264,12 @@ ExternsSource generate_externs(const ir::LoopProgram& program, const sched::Sche
 
     std::string build = dnnl_build(node, member, weights);
     std::string fallback = extern_call(node, local, counter);
-    functions << "// " << node.call.kind << ": ";
+    if (!node.call.activation.empty()) {
+      ir::Expr numel(1);
+      for (const auto& size : node.output->sizes) numel = numel * size;
+      fallback += "  foundry_rt::apply_activation(" + activation_enum(node.call) + ", out, " + cpp_index(numel, {}) + ");\n";
+    }
+    functions << "// " << node.call.kind << (node.call.activation.empty() ? "" : " + " + node.call.activation) << ": ";
     for (const auto& o : node.origins) functions << o << " ";
     functions << "\nvoid " << fn << "(const State* s" << signature << ") {\n";
     if (!build.empty()) {

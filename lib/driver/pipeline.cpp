@@ -24,6 +24,7 @@
 #include "foundry/ir/print.h"
 #include "foundry/lower/lowering.h"
 #include "foundry/passes/pipeline.h"
+#include "foundry/sched/epilogue.h"
 #include "foundry/sched/schedule.h"
 #include "foundry/support/error.h"
 
@@ -141,6 +142,10 @@ void run_lower(const PipelineOptions&, PipelineState& state, const StageContext&
 void run_schedule(const PipelineOptions& opts, PipelineState& state, const StageContext& ctx) {
   sched::ScheduleOptions options;
   options.fusion = opts.fusion;
+  if (opts.fusion) {
+    int folded = sched::fold_activations_into_externs(*state.program);
+    if (folded) spdlog::info("{} activation(s) folded into library calls as oneDNN post-ops", folded);
+  }
   state.schedule = sched::schedule_program(*state.program, options);
   ctx.dump("ir_post_fusion.txt", sched::print_schedule(*state.schedule));
   if (opts.timing_out)

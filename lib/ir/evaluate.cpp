@@ -1,5 +1,6 @@
 #include "foundry/ir/evaluate.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -603,13 +604,26 @@ void run_convolution(const ExternCall& call, Storage& out, const std::unordered_
     }
 }
 
+void apply_activation(const std::string& activation, Storage& out) {
+  if (activation.empty()) return;
+  for (Elem& e : out.elems) {
+    double x = e.f;
+    if (activation == "relu") x = std::isnan(x) ? x : std::max(x, 0.0);
+    else if (activation == "tanh") x = std::tanh(x);
+    else if (activation == "sigmoid") x = 1.0 / (1.0 + std::exp(-x));
+    else throw InternalError("the reference evaluator has no activation " + activation);
+    e = make(out.dtype, x);
+  }
+}
+
 void run_extern(const LoopNode& node, std::unordered_map<const Buffer*, Storage>& memory) {
   Storage& out = memory.at(node.output);
   std::vector<int64_t> sizes = const_sizes(node.output->sizes, "extern output");
   const std::string& kind = node.call.kind;
-  if (kind == "mm" || kind == "bmm" || kind == "addmm") return run_matmul(node.call, out, memory, sizes);
-  if (kind == "convolution") return run_convolution(node.call, out, memory, sizes);
-  throw InternalError("the reference evaluator has no extern kernel " + kind);
+  if (kind == "mm" || kind == "bmm" || kind == "addmm") run_matmul(node.call, out, memory, sizes);
+  else if (kind == "convolution") run_convolution(node.call, out, memory, sizes);
+  else throw InternalError("the reference evaluator has no extern kernel " + kind);
+  apply_activation(node.call.activation, out);
 }
 
 int64_t static_numel(const Buffer& buf) {

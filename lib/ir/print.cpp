@@ -67,6 +67,7 @@ std::string extern_line(const ExternCall& call) {
     std::snprintf(buf, sizeof buf, "%.17g", value);
     out += " " + key + "=" + buf;
   }
+  if (!call.activation.empty()) out += " then " + call.activation;
   return out + "\n";
 }
 

@@ -64,6 +64,9 @@ struct ExternCall {
   std::vector<Operand> inputs;  // absent optional operands have buffer == nullptr
   std::map<std::string, std::vector<int64_t>> int_params;  // stride, padding, dilation, groups...
   std::map<std::string, double> float_params;              // alpha, beta
+  // "" or an activation applied to every output element: "relu", "tanh", "sigmoid" (an epilogue
+  // folded into the call, sched/epilogue.h).
+  std::string activation;
 };
 
 struct LoopNode {

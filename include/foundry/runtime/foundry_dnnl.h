@@ -7,6 +7,8 @@
 #define FOUNDRY_DNNL_H
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "foundry_externs.h"  // Activation
+
 #include <algorithm>
 #include <unordered_map>
 #include <cstdint>
@@ -39,6 +41,20 @@ inline dnnl::primitive_attr user_scratchpad() {
   return attr;
 }
 
+// The attributes of every primitive: the user scratchpad and the folded activation, if any, as
+// an eltwise post-op (applied to each output element before it is stored).
+inline dnnl::primitive_attr attributes(Activation act) {
+  dnnl::primitive_attr attr = user_scratchpad();
+  if (act == Activation::None) return attr;
+  dnnl::post_ops ops;
+  const dnnl::algorithm alg = act == Activation::Relu   ? dnnl::algorithm::eltwise_relu
+                              : act == Activation::Tanh ? dnnl::algorithm::eltwise_tanh
+                                                        : dnnl::algorithm::eltwise_logistic;
+  ops.append_eltwise(1.0f, alg, 0.0f, 0.0f);
+  attr.set_post_ops(ops);
+  return attr;
+}
+
 inline void execute(const dnnl::primitive& prim, const dnnl::memory::desc& scratchpad_md,
                     std::unordered_map<int, dnnl::memory>& args) {
   dnnl::stream s(engine());
@@ -58,7 +74,7 @@ struct Conv {
   // weights_data: the constant weights (reordered now), or nullptr when they are computed per run.
   void build(const dims& in, const dims& in_strides, const dims& w, const dims& w_strides, const dims& out,
              int64_t groups, bool has_bias, int64_t bias_stride, const dims& stride, const dims& padding,
-             const dims& dilation, const float* weights_data) {
+             const dims& dilation, const float* weights_data, Activation act = Activation::None) {
     try {
       size_t spatial = in.size() - 2;
       dims dil(spatial), pad_r(spatial);
@@ -80,7 +96,7 @@ struct Conv {
       w_md = weights_data ? dnnl::memory::desc(wd, dt::f32, dnnl::memory::format_tag::any) : user_w_md;
       dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                                            src_md, w_md, bias_md, dst_md, stride, dil, padding, pad_r);
-      dnnl::convolution_forward::primitive_desc pd(desc, user_scratchpad(), engine());
+      dnnl::convolution_forward::primitive_desc pd(desc, attributes(act), engine());
       prim = dnnl::convolution_forward(pd);
       scratchpad_md = pd.scratchpad_desc();
       if (weights_data) {
@@ -127,7 +143,7 @@ struct Matmul {
   dims a_dims, a_strides, dst_dims, dst_strides;
 
   void build(const dims& a, const dims& a_str, const dims& b, const dims& b_strides, const dims& out,
-             bool has_bias, const dims& bias_sizes, const dims& bias_strides) {
+             bool has_bias, const dims& bias_sizes, const dims& bias_strides, Activation act = Activation::None) {
     try {
       a_dims = a;
       a_strides = a_str;
@@ -138,7 +154,7 @@ struct Matmul {
       dst_md = strided(out, dst_strides);
       bias_md = has_bias ? strided(bias_sizes, bias_strides) : dnnl::memory::desc();
       dnnl::matmul::desc desc(a_md, b_md, bias_md, dst_md);
-      dnnl::matmul::primitive_desc pd(desc, user_scratchpad(), engine());
+      dnnl::matmul::primitive_desc pd(desc, attributes(act), engine());
       prim = dnnl::matmul(pd);
       scratchpad_md = pd.scratchpad_desc();
       ok = true;

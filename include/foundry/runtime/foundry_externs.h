@@ -4,6 +4,7 @@
 // Include guards rather than #pragma once: several models' copies may meet in one build.
 #ifndef FOUNDRY_EXTERNS_H
 #define FOUNDRY_EXTERNS_H
+#include <cmath>
 #include <cstdint>
 
 namespace foundry_rt {
@@ -75,6 +76,23 @@ void conv3d(const int64_t* in_sizes, const int64_t* w_sizes, const int64_t* out_
             *o++ = static_cast<T>(acc);
           }
     }
+}
+
+// An activation folded into a library call (a relu, tanh or sigmoid epilogue): oneDNN applies it
+// as a post-op; after the portable loops, this does.
+enum class Activation { None, Relu, Tanh, Sigmoid };
+
+template <typename T>
+void apply_activation(Activation act, T* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = static_cast<double>(out[i]);
+    switch (act) {
+      case Activation::None: return;
+      case Activation::Relu: out[i] = static_cast<T>(x > 0 || std::isnan(x) ? x : 0.0); break;
+      case Activation::Tanh: out[i] = static_cast<T>(std::tanh(x)); break;
+      case Activation::Sigmoid: out[i] = static_cast<T>(1.0 / (1.0 + std::exp(-x))); break;
+    }
+  }
 }
 
 }  // namespace foundry_rt

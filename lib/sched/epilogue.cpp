@@ -1,0 +1,114 @@
+// Matching an epilogue is define-by-run like everything else: the candidate node's body runs
+// through a handler that only accepts store(out[i], f(load(src[i]))) with f an activation oneDNN
+// has as an eltwise post-op, both indices the plain position of i in the same shape.
+#include "foundry/sched/epilogue.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "foundry/ir/ops.h"
+#include "foundry/ir/record.h"
+
+namespace foundry::sched {
+
+using ir::BinaryOp;
+using ir::Expr;
+using ir::UnaryOp;
+using ir::Val;
+
+namespace {
+
+class ActivationMatcher final : public ir::Ops {
+ public:
+  ActivationMatcher(const ir::Buffer& src, const ir::LoopNode& node)
+      : src_(src), out_(*node.output), index_(ir::simplify(node.output->linear_index(node.index_symbols()),
+                                                            ir::node_extents(node))) {}
+
+  // "relu", "tanh", "sigmoid", or nullopt when the body is anything else.
+  std::optional<std::string> activation() const {
+    return ok_ && stored_ ? activation_ : std::nullopt;
+  }
+
+  Val load(const ir::Buffer& buf, const Expr& index) override {
+    return give(&buf == &src_ && index == index_ && buf.dtype == DType::Float32 ? kSource : kOther);
+  }
+  void store(const ir::Buffer& buf, const Expr& index, Val value, ir::StoreMode mode) override {
+    ok_ = ok_ && !stored_ && &buf == &out_ && index == index_ && mode == ir::StoreMode::Set &&
+          value.id == kActivated && buf.dtype == DType::Float32;
+    stored_ = true;
+  }
+  Val constant(const ir::Scalar& value) override {
+    return give(value.as_double() == 0 ? kZero : kOther);
+  }
+  Val unary(UnaryOp op, Val x) override {
+    if (x.id == kSource && (op == UnaryOp::Tanh || op == UnaryOp::Sigmoid))
+      return activated(op == UnaryOp::Tanh ? "tanh" : "sigmoid");
+    return give(kOther);
+  }
+  Val binary(BinaryOp op, Val a, Val b) override {
+    const bool relu = op == BinaryOp::Maximum && ((a.id == kSource && b.id == kZero) || (a.id == kZero && b.id == kSource));
+    return relu ? activated("relu") : give(kOther);
+  }
+  Val index_expr(const Expr&, DType) override { return give(kOther); }
+  Val to_dtype(Val, DType) override { return give(kOther); }
+  Val where(Val, Val, Val) override { return give(kOther); }
+  Expr indirect(Val, const Expr&) override {
+    ok_ = false;
+    return Expr(0);
+  }
+  Val reduction(ir::ReduceOp, Val) override { return give(kOther); }
+  void store_reduction(const ir::Buffer&, const Expr&, Val) override { ok_ = false; }
+
+ private:
+  enum Kind { kOther, kSource, kZero, kActivated };
+  Val give(Kind k) { return Val{k, DType::Float32}; }
+  Val activated(const char* name) {
+    if (activation_) ok_ = false;  // one activation, applied once
+    activation_ = name;
+    return give(kActivated);
+  }
+
+  const ir::Buffer& src_;
+  const ir::Buffer& out_;
+  Expr index_;
+  std::optional<std::string> activation_;
+  bool ok_ = true, stored_ = false;
+};
+
+}  // namespace
+
+int fold_activations_into_externs(ir::LoopProgram& program) {
+  std::map<const ir::Buffer*, std::vector<ir::LoopNode*>> readers;
+  for (const auto& node : program.nodes)
+    for (const auto& r : ir::record_accesses(*node).reads) {
+      auto& list = readers[r.buffer];
+      if (list.empty() || list.back() != node.get()) list.push_back(node.get());
+    }
+  std::set<const ir::LoopNode*> removed;
+  for (const auto& node : program.nodes) {
+    if (node->kind != ir::NodeKind::Extern || !node->call.activation.empty()) continue;
+    const ir::Buffer* out = node->output;
+    if (std::count(program.outputs.begin(), program.outputs.end(), out)) continue;
+    auto it = readers.find(out);
+    if (it == readers.end() || it->second.size() != 1) continue;
+    ir::LoopNode* epilogue = it->second.front();
+    if (epilogue->kind != ir::NodeKind::Pointwise || !(epilogue->output->sizes == out->sizes)) continue;
+    ActivationMatcher matcher(*out, *epilogue);
+    ir::run_body_symbolic(*epilogue, matcher);
+    std::optional<std::string> activation = matcher.activation();
+    if (!activation) continue;
+    node->call.activation = *activation;
+    node->output = epilogue->output;
+    node->origins.insert(node->origins.end(), epilogue->origins.begin(), epilogue->origins.end());
+    node->origin_ops.insert(node->origin_ops.end(), epilogue->origin_ops.begin(), epilogue->origin_ops.end());
+    removed.insert(epilogue);
+  }
+  program.nodes.erase(std::remove_if(program.nodes.begin(), program.nodes.end(),
+                                     [&](const auto& n) { return removed.count(n.get()) != 0; }),
+                      program.nodes.end());
+  return static_cast<int>(removed.size());
+}
+
+}  // namespace foundry::sched
