@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The reliability checks that CI runs after the test suite (.ci/run), each with its wall time:
+#  1. a representative part of the suite under AddressSanitizer + UndefinedBehaviorSanitizer, the
+#     generated models built with them too: every [fast] test (every test file has some) and one
+#     in $FOUNDRY_SWEEP_EVERY (default 20) of the tier-1 sweeps (scripts/sanitize.sh);
+#  2. the concurrency test under ThreadSanitizer, its models built without OpenMP (scripts/tsan.sh);
+#  3. each libFuzzer target for $FUZZ_SECONDS (default 60), a crash failing the run
+#     (scripts/fuzz.sh; fuzz/README.md).
+# The whole suite under the sanitizers, by hand: scripts/sanitize.sh '*'.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() {
+  local start=$SECONDS
+  echo "reliability.sh: $*"
+  "$@"
+  echo "reliability.sh: $1 passed in $((SECONDS - start)) s"
+}
+
+export FOUNDRY_SWEEP_EVERY="${FOUNDRY_SWEEP_EVERY:-20}"
+step scripts/sanitize.sh "[fast],[sweep]"
+unset FOUNDRY_SWEEP_EVERY
+step scripts/tsan.sh
+step scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
