@@ -2,6 +2,7 @@
 // fused and unfused compiled models agree with the reference evaluator on fresh random inputs.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -107,6 +108,41 @@ TEST_CASE("fusion: siblings sharing an input fuse across a library call neither 
   CHECK(count_steps(sched::schedule_program(program, unfused)).kernels == 2);
 
   check_compiled_against_evaluator(b.g);  // and the fused kernel computes the same values
+}
+
+TEST_CASE("fusion: a one-load producer with two readers that cannot share a kernel is recomputed, not stored",
+          "[fusion][fast]") {
+  // e = exp(x) read by a row sum (loops [16], reducing [32]) and by a transposed copy (loops
+  // [32, 16]): the two readers cannot be one kernel, and recomputing exp(x) in each reads x once
+  // per reader, as loading a stored e would; so e is never stored.
+  Builder b;
+  Value* x = b.input("x", {16, 32});
+  Value* e = b.op("exp", {pos(x)});
+  Value* s = b.op("sum.dim_IntList", {pos(e), pos(ints({1}))});
+  Value* t = b.op("permute_copy", {pos(e), pos(ints({1, 0}))});
+  for (Value* v : {s, t}) b.output(v);
+  ir::LoopProgram program = lower::lower_graph(b.g);
+  sched::Schedule schedule = sched::schedule_program(program, {});
+  const ir::LoopNode* exp_node = nullptr;
+  for (const auto& n : program.nodes)
+    if (std::count(n->origin_ops.begin(), n->origin_ops.end(), "exp")) exp_node = n.get();
+  REQUIRE(exp_node != nullptr);
+  CHECK(schedule.inlined.count(exp_node->output) == 1);
+  CHECK(count_steps(schedule).kernels == 2);
+  for (const auto& step : schedule.steps)
+    for (const auto& m : step.kernel.members) CHECK(m.node != exp_node);  // no kernel stores e
+  check_compiled_against_evaluator(b.g);
+
+  // A producer with a longer body (two loads) stays stored for its two readers.
+  Builder b2;
+  Value* x2 = b2.input("x", {16, 32});
+  Value* y2 = b2.input("y", {16, 32});
+  Value* a2 = b2.op("add.Tensor", {pos(x2), pos(y2)});
+  b2.output(b2.op("sum.dim_IntList", {pos(a2), pos(ints({1}))}));
+  b2.output(b2.op("permute_copy", {pos(a2), pos(ints({1, 0}))}));
+  ir::LoopProgram program2 = lower::lower_graph(b2.g);
+  CHECK(sched::schedule_program(program2, {}).inlined.empty());
+  check_compiled_against_evaluator(b2.g);
 }
 
 TEST_CASE("fusion: a pair whose fusion would make a cycle stays apart", "[fusion][fast]") {

@@ -35,10 +35,15 @@ Uses collect_uses(const ir::LoopProgram& program) {
   return uses;
 }
 
-// A pointwise node is inlined into its consumer when it is that consumer's only source of the
-// value: one plain contiguous store, one reader node (not a library call), not an output, and
-// nothing it reads is mutated by a later scatter (it will run later than its program position).
-bool inlinable(const ir::LoopNode& node, const Uses& uses, const std::set<const ir::Buffer*>& outputs) {
+// A pointwise node is computed inside its readers instead of being stored when that costs less:
+// always for one reader; for several, when its body loads a single element of a buffer that is
+// itself stored, so that each reader pays one load either way and the store, the buffer and its
+// reload are saved (a longer body is materialized: recomputing it would read more than loading
+// it). Besides: one plain contiguous store, not an output, no reader is a library call, and
+// nothing it reads is written twice (a scatter could change it between the node's program
+// position and its readers').
+bool inlinable(const ir::LoopNode& node, const Uses& uses, const std::set<const ir::Buffer*>& outputs,
+               const std::map<const ir::Buffer*, const ir::LoopNode*, ir::ByBufferId>& inlined) {
   if (node.kind != ir::NodeKind::Pointwise) return false;
   const ir::Accesses& acc = uses.accesses.at(&node);
   const ir::Buffer* out = node.output;
@@ -47,12 +52,13 @@ bool inlinable(const ir::LoopNode& node, const Uses& uses, const std::set<const 
   if (!(acc.writes[0].index == ir::simplify(out->linear_index(node.index_symbols()), ir::node_extents(node))))
     return false;
   auto readers = uses.readers.find(out);
-  if (readers == uses.readers.end() || readers->second.size() != 1) return false;
-  const ir::LoopNode* consumer = *readers->second.begin();
-  if (consumer->kind == ir::NodeKind::Extern || consumer == &node) return false;
+  if (readers == uses.readers.end()) return false;
+  for (const ir::LoopNode* reader : readers->second)
+    if (reader->kind == ir::NodeKind::Extern || reader == &node) return false;
   for (const auto& r : acc.reads)
     if (uses.writers.count(r.buffer) && uses.writers.at(r.buffer).size() > 1) return false;
-  return true;
+  if (readers->second.size() == 1) return true;
+  return acc.reads.size() == 1 && !inlined.count(acc.reads[0].buffer);
 }
 
 WalkReport check(const Kernel& k, const Schedule& schedule) { return check_kernel(k, schedule).report; }
@@ -188,7 +194,7 @@ Schedule schedule_program(const ir::LoopProgram& program, const ScheduleOptions&
   std::set<const ir::Buffer*> outputs(program.outputs.begin(), program.outputs.end());
   if (options.fusion)
     for (const auto& node : program.nodes)
-      if (inlinable(*node, uses, outputs)) schedule.inlined[node->output] = node.get();
+      if (inlinable(*node, uses, outputs, schedule.inlined)) schedule.inlined[node->output] = node.get();
 
   std::vector<const ir::LoopNode*> scheduled;
   for (const auto& node : program.nodes)

@@ -1,9 +1,10 @@
 // Scheduling: the loop program becomes an ordered list of steps (generated kernels and extern
 // calls). A kernel is a group of IR nodes sharing one outer loop nest: pointwise members at the
 // outer level, reductions with their own inner reduction loop, and pointwise "inner" members that
-// loop over the remaining dims of a row (a reduction's epilogue). Single-use pointwise producers
-// are inlined into their consumer and never materialized. A buffer plan gives every intermediate
-// buffer a slot in one arena, reusing slots whose buffers are dead.
+// loop over the remaining dims of a row (a reduction's epilogue). Pointwise producers with one
+// reader, or with several and a one-load body, are inlined into their readers and never stored.
+// A buffer plan gives every intermediate buffer a slot in one arena, reusing slots whose buffers
+// are dead.
 #pragma once
 #include <map>
 #include <set>
