@@ -103,6 +103,22 @@ except fm.FoundryError as e:
 print("python loader OK")
 )PY";
 
+// python3 with `args`. Under scripts/sanitize.sh the models are built with AddressSanitizer,
+// whose runtime must be the first library of the process that loads them: Python is not built
+// with it, so it is preloaded (and leak checking, which Python's own allocations would fail, is
+// off in that process).
+std::vector<std::string> python(std::vector<std::string> args) {
+  std::vector<std::string> argv;
+#ifdef __SANITIZE_ADDRESS__
+  ProcResult lib = run_process({"g++", "-print-file-name=libasan.so"});
+  REQUIRE(lib.exit_code == 0);
+  argv = {"env", "LD_PRELOAD=" + lib.out.substr(0, lib.out.find('\n')), "ASAN_OPTIONS=detect_leaks=0"};
+#endif
+  argv.push_back(python3());
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
 }  // namespace
 
 TEST_CASE("python: foundry_model.py runs a compiled mlp on NumPy arrays", "[deploy][fast]") {
@@ -113,23 +129,23 @@ TEST_CASE("python: foundry_model.py runs a compiled mlp on NumPy arrays", "[depl
   REQUIRE(c.exit_code == 0);
 
   write_file(tmp / "check.py", kScript);
-  ProcResult r = run_process({python3(), tmp / "check.py", python_dir(), tmp / "out", sample + "/inputs/0.npy",
-                              sample + "/expected/0.npy"},
+  ProcResult r = run_process(python({tmp / "check.py", python_dir(), tmp / "out", sample + "/inputs/0.npy",
+                                      sample + "/expected/0.npy"}),
                              120);
   INFO("python stdout: " << r.out << "\npython stderr: " << r.err);
   CHECK(r.exit_code == 0);
   CHECK(r.out.find("python loader OK") != std::string::npos);
 
   // As a command: python3 foundry_model.py OUTDIR --inputs DIR --expected DIR.
-  ProcResult cli = run_process({python3(), python_dir() + "/foundry_model.py", tmp / "out", "--inputs", sample + "/inputs",
-                                "--expected", sample + "/expected"},
+  ProcResult cli = run_process(python({python_dir() + "/foundry_model.py", tmp / "out", "--inputs", sample + "/inputs",
+                                        "--expected", sample + "/expected"}),
                                120);
   INFO("foundry_model.py: " << cli.out << cli.err);
   CHECK(cli.exit_code == 0);
   CHECK(cli.out.find("output 0: max abs err") != std::string::npos);
   CHECK(cli.out.find("PASS") != std::string::npos);
-  ProcResult wrong = run_process({python3(), python_dir() + "/foundry_model.py", tmp / "out", "--inputs", sample + "/inputs",
-                                  "--expected", sample + "/inputs"},
+  ProcResult wrong = run_process(python({python_dir() + "/foundry_model.py", tmp / "out", "--inputs", sample + "/inputs",
+                                          "--expected", sample + "/inputs"}),
                                  120);
   CHECK(wrong.exit_code == 1);
 }
