@@ -146,7 +146,7 @@ TEST_CASE("fusion: a one-load producer with two readers that cannot share a kern
 }
 
 TEST_CASE("fusion: a pair whose fusion would make a cycle stays apart", "[fusion][fast]") {
-  // a = relu(x); m = mm(a, w); c = m + x (consumes the product) and d = a * 2: a and d could
+  // a = relu(x); m = mm(a, w); c = m + x (consumes the product) and d = -a: a and d could
   // share a loop nest, and c too, but a -> mm -> c means a and c cannot be one kernel.
   Builder b;
   Value* x = b.input("x", {16, 16});
