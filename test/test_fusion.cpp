@@ -145,6 +145,26 @@ TEST_CASE("fusion: a one-load producer with two readers that cannot share a kern
   check_compiled_against_evaluator(b2.g);
 }
 
+TEST_CASE("fusion: a long chain of single-use nodes is cut into kernels of at most max_kernel_nodes", "[fusion][fast]") {
+  // Inlined producers run nested inside their reader's body: without a cut, a 200-node chain
+  // would be one expression 200 deep (10,000 deep overflowed the stack under ASan).
+  Builder b;
+  Value* v = b.input("x", {64});
+  for (int i = 0; i < 200; ++i) v = b.op(i % 2 ? "neg" : "relu", {pos(v)});
+  b.output(v);
+  ir::LoopProgram program = lower::lower_graph(b.g);
+  sched::ScheduleOptions options;
+  sched::Schedule schedule = sched::schedule_program(program, options);
+  size_t nodes = 0;
+  for (const auto& step : schedule.steps) {
+    CHECK(step.kernel.members.size() + step.kernel.inlined.size() <= options.max_kernel_nodes);
+    nodes += step.kernel.members.size() + step.kernel.inlined.size();
+  }
+  CHECK(nodes == 200);
+  CHECK(schedule.steps.size() >= 4);
+  check_compiled_against_evaluator(b.g);
+}
+
 TEST_CASE("fusion: a pair whose fusion would make a cycle stays apart", "[fusion][fast]") {
   // a = relu(x); m = mm(a, w); c = m + x (consumes the product) and d = -a: a and d could
   // share a loop nest, and c too, but a -> mm -> c means a and c cannot be one kernel.

@@ -192,9 +192,21 @@ Schedule schedule_program(const ir::LoopProgram& program, const ScheduleOptions&
   schedule.size_symbols = program.size_symbols;
   Uses uses = collect_uses(program);
   std::set<const ir::Buffer*> outputs(program.outputs.begin(), program.outputs.end());
-  if (options.fusion)
-    for (const auto& node : program.nodes)
-      if (inlinable(*node, uses, outputs, schedule.inlined)) schedule.inlined[node->output] = node.get();
+  if (options.fusion) {
+    // Chains of inlined producers are cut every max_kernel_nodes: a kernel computes its inlined
+    // producers by running their bodies nested in its own (a 10,000-node chain would otherwise
+    // be one expression nested 10,000 deep, and overflow the stack of whatever walks it).
+    std::map<const ir::Buffer*, size_t> depth;  // of each inlined buffer's chain
+    for (const auto& node : program.nodes) {
+      if (!inlinable(*node, uses, outputs, schedule.inlined)) continue;
+      size_t d = 1;
+      for (const auto& r : uses.accesses.at(node.get()).reads)
+        if (auto it = depth.find(r.buffer); it != depth.end()) d = std::max(d, it->second + 1);
+      if (d >= options.max_kernel_nodes) continue;  // the chain and its reader fit one kernel
+      depth[node->output] = d;
+      schedule.inlined[node->output] = node.get();
+    }
+  }
 
   std::vector<const ir::LoopNode*> scheduled;
   for (const auto& node : program.nodes)
