@@ -125,6 +125,11 @@ std::optional<Kernel> add_member(const Kernel& k, const ir::LoopNode& node, std:
 
 // Whether a grouping whose loops line up is legal: walking it finds no value read before it is
 // written, and it is within max_kernel_nodes.
+std::string too_many_nodes(size_t n, const ScheduleOptions& options) {
+  return "the kernel would have " + std::to_string(n) + " nodes, over max_kernel_nodes (" +
+         std::to_string(options.max_kernel_nodes) + ")";
+}
+
 bool legal(const Kernel& k, const Schedule& schedule, const ScheduleOptions& options, std::string& why) {
   WalkReport report = check_kernel(k, schedule).report;
   if (!report.conflicts.empty()) {
@@ -132,8 +137,7 @@ bool legal(const Kernel& k, const Schedule& schedule, const ScheduleOptions& opt
     return false;
   }
   if (size_t n = k.members.size() + report.inlined.size(); n > options.max_kernel_nodes) {
-    why = "the kernel would have " + std::to_string(n) + " nodes, over max_kernel_nodes (" +
-          std::to_string(options.max_kernel_nodes) + ")";
+    why = too_many_nodes(n, options);
     return false;
   }
   return true;
@@ -342,9 +346,8 @@ class Fuser {
     std::vector<size_t> all = ga.nodes;
     all.insert(all.end(), gb.nodes.begin(), gb.nodes.end());
     std::sort(all.begin(), all.end());
-    if (all.size() > options_.max_kernel_nodes) {
-      why = "the kernel would have " + std::to_string(all.size()) + " nodes, over max_kernel_nodes (" +
-            std::to_string(options_.max_kernel_nodes) + ")";
+    if (all.size() > options_.max_kernel_nodes) {  // before walking it: members alone are too many
+      why = too_many_nodes(all.size(), options_);
       return std::nullopt;
     }
     std::optional<Kernel> k = start_kernel(*nodes_[all.front()]);
