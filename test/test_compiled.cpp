@@ -57,7 +57,7 @@ std::vector<std::string> batch_command(const Batch& batch, const std::string& ro
                         "-march=native", "-shared"})
     argv.push_back(f);
   argv.insert(argv.end(), {tu, "-o", root + "/batch" + std::to_string(index) + ".so"});
-  if (dnnl) argv.push_back("-ldnnl");
+  for (const std::string& f : build::model_link_flags(dnnl)) argv.push_back(f);
   return argv;
 }
 

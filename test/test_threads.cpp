@@ -29,17 +29,19 @@ std::string compile_kernels(const TempDir& tmp, const std::string& model, const 
 
 TEST_CASE("threads: parallel loops only above the work threshold, none with --threads 1", "[threads][fast]") {
   TempDir tmp;
-  // 1024 elements: one thread, SIMD lanes.
-  std::string small = compile_kernels(tmp, samples_dir() + "/pointwise/model.pt2", "small");
+  // 1024 elements: one thread, vectors of 8 floats (AVX2).
+  std::string small = compile_kernels(tmp, samples_dir() + "/pointwise/model.pt2", "small", {"--target=avx2"});
   CHECK(count(small, "#pragma omp parallel") == 0);
-  CHECK(count(small, "#pragma omp simd") == 1);
+  CHECK(count(small, "i0 += 8)") == 1);
+  // Without explicit SIMD: a scalar loop with SIMD lanes.
+  std::string hint = compile_kernels(tmp, samples_dir() + "/pointwise/model.pt2", "hint", {"--no-simd"});
+  CHECK(count(hint, "#pragma omp simd") == 1);
   if (!require_corpus()) return;
-  // 65536 elements: the same loop, parallel and SIMD.
-  std::string big = compile_kernels(tmp, corpus_dir() + "/models/pointwise_64k/model.pt2", "big");
-  CHECK(count(big, "#pragma omp parallel for simd num_threads(foundry_rt::num_threads(0))") == 1);
+  // 65536 elements: the same vector loop, on threads.
+  std::string big = compile_kernels(tmp, corpus_dir() + "/models/pointwise_64k/model.pt2", "big", {"--target=avx2"});
+  CHECK(count(big, "#pragma omp parallel for num_threads(foundry_rt::num_threads(0))\n  for (int64_t i0 = 0; i0 < 65536; i0 += 8)") == 1);
   std::string one = compile_kernels(tmp, corpus_dir() + "/models/pointwise_64k/model.pt2", "one", {"--threads", "1"});
   CHECK(count(one, "#pragma omp parallel") == 0);
-  CHECK(count(one, "#pragma omp simd") == 1);
   std::string four = compile_kernels(tmp, corpus_dir() + "/models/pointwise_64k/model.pt2", "four", {"--threads", "4"});
   CHECK(count(four, "num_threads(foundry_rt::num_threads(4))") == 1);
 }

@@ -150,6 +150,9 @@ int main(int argc, char** argv) {
                  "threads of the generated code: 0 (default) every core, or FOUNDRY_NUM_THREADS at run time; "
                  "1 no parallel loops at all")
       ->check(CLI::NonNegativeNumber);
+  bool no_simd = false;
+  app.add_flag("--no-simd", no_simd,
+               "no explicit SIMD loops over foundry_vec.h: scalar loops with `omp simd` hints (for comparison)");
   std::string depfile;
   app.add_option("--depfile", depfile,
                  "also write a Make/Ninja depfile: OUTDIR/model.so (or manifest.json) and the input files it depends on");
@@ -187,6 +190,7 @@ int main(int argc, char** argv) {
     opts.cxx = cxx;
     opts.cache_dir = cache_dir;
     opts.threads = threads;
+    opts.vectorize = !no_simd;
     opts.use_cache = !no_cache;
     // --target names an ISA level; -march takes a CPU: the oldest one with that level.
     opts.target = target == "avx2" ? "haswell" : target == "avx512" ? "skylake-avx512" : target == "generic" ? "x86-64" : target;

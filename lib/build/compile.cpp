@@ -109,6 +109,13 @@ std::string find_compiler(const std::string& requested) {
   throw UserError("no C++ compiler found (tried g++, $CXX, clang++); install g++ or pass --cxx");
 }
 
+std::vector<std::string> model_link_flags(bool uses_dnnl) {
+  // --as-needed: a model whose kernels call no SLEEF function does not depend on libsleef.
+  std::vector<std::string> flags = {"-fopenmp", "-Wl,--as-needed", "-lsleef"};
+  if (uses_dnnl) flags.push_back("-ldnnl");
+  return flags;
+}
+
 std::string default_cache_dir() {
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/foundry";
   if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/foundry";
@@ -138,10 +145,8 @@ CompileResult compile_model(const std::string& dir, const CompileOptions& option
     key_parts.push_back(read_all(p));
   }
   result.key = hash_hex(key_parts);
-  // The libraries the objects need: model.so records them, a program linking libmodel.a names
-  // them. -fopenmp links libgomp; externs.cpp calls oneDNN.
-  result.link_flags = {"-fopenmp"};
-  if (uses_dnnl) result.link_flags.push_back("-ldnnl");
+  // The libraries the objects need: model.so records them, a program linking libmodel.a names them.
+  result.link_flags = model_link_flags(uses_dnnl);
 
   // What to build, and where each one is cached (under the same key: same sources and flags).
   fs::path cache = options.cache_dir.empty() ? default_cache_dir() : options.cache_dir;

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "codegen/vec_ops.h"
 #include "foundry/codegen/cpp_expr.h"
 #include "foundry/ir/record.h"
 #include "foundry/sched/kernel_walk.h"
@@ -73,6 +74,13 @@ struct Block {
   std::vector<std::string> vars;
   std::vector<std::pair<std::string, ReduceOp>> accumulators;  // of a reduction loop
   int nested = 0;  // loops opened inside this one
+  int serial = 0;  // tells this loop from a sibling that reused its place on the stack
+  // The loop over the last of `vars` can also run `foundry_vec::kLanes` iterations at a time:
+  // `vector_lines` are its body in vector form, `vector_pre` the lanes' accumulators (declared
+  // next to `pre`), `vector_combine` folds them into the scalar accumulators after the loops.
+  // `vector_ok` turns false when a store or reduction in the loop has no vector form.
+  std::vector<std::string> vector_lines, vector_pre, vector_combine;
+  bool vector_ok = true;
 };
 
 // How a kernel's outer loop nest runs: threads over the leading `parallel_dims` loops (under a
@@ -81,18 +89,24 @@ struct LoopPlan {
   size_t parallel_dims = 0;
   std::string condition;  // e.g. "(128 * s0) >= 32768"
   bool simd_inner = false;
+  bool vectorize = false;  // explicit SIMD for the innermost loop, when its body has a vector form
 };
 
 class CppEmitter final : public ir::Ops {
  public:
-  CppEmitter(const std::map<const ir::Buffer*, std::string>& ptrs, ir::SymbolExtents extents, int threads = 0)
-      : ptrs_(ptrs), extents_(std::move(extents)), threads_(threads) {
+  CppEmitter(const std::map<const ir::Buffer*, std::string>& ptrs, int threads, int lanes)
+      : ptrs_(ptrs), threads_(threads), lanes_(lanes) {
     blocks_.emplace_back();
+    extents_[kLane] = Expr(lanes);  // a lane of a vector
   }
 
   void open_block(const ir::Index& ranges, const std::vector<std::string>& vars) {
     if (blocks_.size() > 1) ++blocks_.back().nested;
-    blocks_.push_back(Block{{}, {}, {}, ranges, vars, {}, 0});
+    Block b;
+    b.ranges = ranges;
+    b.vars = vars;
+    b.serial = ++block_serial_;
+    blocks_.push_back(std::move(b));
     for (size_t d = 0; d < vars.size(); ++d) extents_[vars[d]] = ranges[d];
   }
   // Loops nested in the kernel's outer loop nest (reductions, inner members) so far.
@@ -105,7 +119,11 @@ class CppEmitter final : public ir::Ops {
     Block b = std::move(blocks_.back());
     blocks_.pop_back();
     std::vector<std::string>& out = blocks_.back().lines;
+    bool vector = lanes_ > 1 && b.vector_ok && !b.vars.empty() && b.nested == 0 &&
+                  !(b.ranges.back().is_const() && b.ranges.back().const_value() < lanes_) &&
+                  (!plan || (plan->vectorize && plan->simd_inner && !may_fail_));
     out.insert(out.end(), b.pre.begin(), b.pre.end());
+    if (vector) out.insert(out.end(), b.vector_pre.begin(), b.vector_pre.end());
     std::string indent;
     // Kernel errors are thread-local: a parallel loop that may report one collects the workers'.
     bool collect_errors = plan && plan->parallel_dims > 0 && may_fail_;
@@ -117,7 +135,8 @@ class CppEmitter final : public ir::Ops {
       out.push_back(indent + "const int saved_error = foundry_rt::kernel_error;");
       out.push_back(indent + "foundry_rt::kernel_error = 0;");
     }
-    for (size_t d = 0; d < b.vars.size(); ++d) {
+    size_t scalar_loops = b.vars.size() - (vector ? 1 : 0);
+    for (size_t d = 0; d < scalar_loops; ++d) {
       std::string pragma = loop_pragma(b, d, plan);
       if (collect_errors && d == 0) pragma.replace(0, std::string("#pragma omp parallel for").size(), "#pragma omp for");
       if (!pragma.empty()) out.push_back(indent + pragma);
@@ -125,8 +144,10 @@ class CppEmitter final : public ir::Ops {
                     b.vars[d] + ") {");
       indent += "  ";
     }
-    for (const auto& l : b.lines) out.push_back(indent + l);
-    for (size_t d = b.vars.size(); d-- > 0;) {
+    if (vector) vector_loops(b, plan, indent, out);
+    else
+      for (const auto& l : b.lines) out.push_back(indent + l);
+    for (size_t d = scalar_loops; d-- > 0;) {
       indent.resize(indent.size() - 2);
       out.push_back(indent + "}");
     }
@@ -136,8 +157,28 @@ class CppEmitter final : public ir::Ops {
       out.push_back("}");
       out.push_back("if (errors) foundry_rt::fail(errors);");
     }
+    if (vector) out.insert(out.end(), b.vector_combine.begin(), b.vector_combine.end());
     out.insert(out.end(), b.post.begin(), b.post.end());
     for (const auto& v : b.vars) extents_.erase(v);
+  }
+
+  // The last loop of `b` in two parts: whole vectors, then the remaining iterations one by one
+  // (none when the range is a multiple of the lanes). A kernel with a single loop runs the vector
+  // part on threads (`plan`).
+  void vector_loops(const Block& b, const LoopPlan* plan, const std::string& indent, std::vector<std::string>& out) {
+    const std::string& v = b.vars.back();
+    const Expr& range = b.ranges.back();
+    std::string n = idx(range), lanes = std::to_string(lanes_);
+    std::string end = range.is_const() ? std::to_string(range.const_value() / lanes_ * lanes_) : n + " - " + n + " % " + lanes;
+    if (plan && plan->parallel_dims > 0 && b.vars.size() == 1)
+      out.push_back(indent + parallel_clause(*plan, "#pragma omp parallel for"));
+    out.push_back(indent + "for (int64_t " + v + " = 0; " + v + " < " + end + "; " + v + " += " + lanes + ") {");
+    for (const auto& l : b.vector_lines) out.push_back(indent + "  " + l);
+    out.push_back(indent + "}");
+    if (range.is_const() && range.const_value() % lanes_ == 0) return;
+    out.push_back(indent + "for (int64_t " + v + " = " + end + "; " + v + " < " + n + "; ++" + v + ") {");
+    for (const auto& l : b.lines) out.push_back(indent + "  " + l);
+    out.push_back(indent + "}");
   }
   const std::vector<std::string>& lines() const { return blocks_.front().lines; }
   // The dynamic sizes (s0, ...) the emitted code mentions: the kernel takes them as parameters.
@@ -147,7 +188,9 @@ class CppEmitter final : public ir::Ops {
     std::string access = ptr(buf) + "[" + idx(index) + "]";
     if (buf.dtype == DType::Float16) access = "foundry_rt::half_to_float(" + access + ")";
     if (buf.dtype == DType::BFloat16) access = "foundry_rt::bfloat16_to_float(" + access + ")";
-    return def(buf.dtype, access, false);
+    Val v = def(buf.dtype, access, false);
+    vector_def(v, vector_load(buf, index));
+    return v;
   }
   void store(const ir::Buffer& buf, const Expr& index, Val v, ir::StoreMode mode) override {
     std::string target = ptr(buf) + "[" + idx(index) + "]";
@@ -164,29 +207,51 @@ class CppEmitter final : public ir::Ops {
         emit(target + " = foundry_rt::" + (fl ? "minimum(" : "min_int(") + target + ", " + value + ");");
         break;
     }
+    vector_store(buf, index, v, mode);
   }
-  Val constant(const ir::Scalar& s) override { return def(s.dtype, literal(s), false); }
+  Val constant(const ir::Scalar& s) override {
+    Val v = def(s.dtype, literal(s), false);
+    vector_def(v, vector_splat(s.dtype, literal(s)));
+    return v;
+  }
   Val index_expr(const Expr& e, DType t) override {
-    return def(t, "static_cast<" + compute_type(t) + ">(" + idx(e) + ")", false);
+    Val v = def(t, "static_cast<" + compute_type(t) + ">(" + idx(e) + ")", false);
+    vector_def(v, t == DType::Float32 ? vector_index(e) : std::nullopt);
+    return v;
   }
-  Val to_dtype(Val v, DType t) override { return def(t, convert(v, t), true); }
+  Val to_dtype(Val v, DType t) override {
+    Val r = def(t, convert(v, t), true);
+    auto x = vec(v);
+    vector_def(r, x ? vector_convert(v.dtype, t, *x) : std::nullopt);
+    return r;
+  }
   Val unary(UnaryOp op, Val x) override {
     DType out = ir::returns_bool(op) ? DType::Bool : x.dtype;
-    return def(out, unary_expr(op, x), true);
+    Val r = def(out, unary_expr(op, x), true);
+    auto vx = vec(x);
+    vector_def(r, vx ? vector_unary(op, x.dtype, *vx) : std::nullopt);
+    return r;
   }
   Val binary(BinaryOp op, Val a, Val b) override {
     // Integer division and remainder report division by zero (foundry_rt::fail).
     bool divides = op == BinaryOp::Div || op == BinaryOp::FloorDiv || op == BinaryOp::Mod || op == BinaryOp::Fmod;
     may_fail_ = may_fail_ || (divides && !is_floating(a.dtype));
     DType out = ir::returns_bool(op) ? DType::Bool : a.dtype;
-    return def(out, binary_expr(op, a, b), true);
+    Val r = def(out, binary_expr(op, a, b), true);
+    auto va = vec(a), vb = vec(b);
+    vector_def(r, va && vb ? vector_binary(op, a.dtype, *va, *vb) : std::nullopt);
+    return r;
   }
   Val where(Val c, Val a, Val b) override {
-    return def(a.dtype, name(c) + " ? " + name(a) + " : " + name(b), false);
+    Val r = def(a.dtype, name(c) + " ? " + name(a) + " : " + name(b), false);
+    auto vc = vec(c), va = vec(a), vb = vec(b);
+    vector_def(r, vc && va && vb ? std::optional("foundry_vec::select(" + *vc + ", " + *va + ", " + *vb + ")") : std::nullopt);
+    return r;
   }
   Expr indirect(Val v, const Expr& size) override {
     std::string sym = "ind" + std::to_string(indirect_++);
     may_fail_ = true;  // checked_index reports an index out of range
+    block().vector_ok = false;  // positions read from memory, one per iteration
     emit("const int64_t " + sym + " = foundry_rt::checked_index(static_cast<int64_t>(" + name(v) + "), " +
          idx(size) + ");");
     extents_[sym] = size;  // checked_index keeps it in [0, size)
@@ -238,9 +303,11 @@ class CppEmitter final : public ir::Ops {
         block().lines.push_back(acc + " = " + acc + " || (" + name(v) + " != 0);");
         break;
     }
+    vector_reduction(op, acc, v);
     std::string result = acc;
     if (acc_type != compute_type(out)) result = "static_cast<" + compute_type(out) + ">(" + acc + ")";
     Val r{next_++, out};
+    defined_in_[r.id] = blocks_[blocks_.size() - 2].serial;  // after the loop, in the enclosing one
     block().post.push_back("const " + compute_type(out) + " " + name(r) + " = " + round(out, result) + ";");
     return r;
   }
@@ -253,6 +320,11 @@ class CppEmitter final : public ir::Ops {
   ir::SymbolExtents extents_;
   std::set<std::string> size_symbols_;
   int threads_ = 0;  // the compile-time default thread count (0: decided at run time)
+  int lanes_ = 1;  // float lanes of a foundry_vec.h vector (1: no explicit SIMD loops)
+  static inline const std::string kLane = "lane";  // the lane symbol in per-lane index lambdas
+  int block_serial_ = 0;
+  std::map<int, int> defined_in_;  // value id -> serial of the loop block that defines it
+  std::set<int> no_vector_form_;   // values of the current loops that have no vector form
   bool may_fail_ = false;  // the code calls a helper that can report a kernel error
   int next_ = 0, indirect_ = 0, accumulators_ = 0;
 
@@ -289,6 +361,7 @@ class CppEmitter final : public ir::Ops {
   }
   std::vector<Block> blocks_;
   Block& block() { return blocks_.back(); }
+  const Block& block() const { return blocks_.back(); }
 
   std::string ptr(const ir::Buffer& buf) const {
     auto it = ptrs_.find(&buf);
@@ -314,6 +387,7 @@ class CppEmitter final : public ir::Ops {
   }
   Val def(DType t, const std::string& rhs, bool may_round) {
     Val v{next_++, t};
+    defined_in_[v.id] = block().serial;
     std::string value = may_round ? round(t, rhs) : rhs;
     if (!may_round && is_half(t) && rhs.rfind("foundry_rt::half_to_float", 0) != 0 &&
         rhs.rfind("foundry_rt::bfloat16_to_float", 0) != 0)
@@ -321,6 +395,91 @@ class CppEmitter final : public ir::Ops {
     emit("const " + compute_type(t) + " " + name(v) + " = " + value + ";");
     return v;
   }
+  // ---- vector forms (explicit SIMD over the last loop variable of the current block) ----------
+
+  // `v` in vector form: its own temporary when the current loop defines it, otherwise a value of
+  // an enclosing loop broadcast to every lane; nullopt when it has no vector form.
+  std::optional<std::string> vec(Val v) const {
+    if (!has_vector_form(v.dtype)) return std::nullopt;
+    auto it = defined_in_.find(v.id);
+    if (it == defined_in_.end() || it->second != block().serial) return vector_splat(v.dtype, name(v));
+    if (no_vector_form_.count(v.id)) return std::nullopt;
+    return name(v);
+  }
+  // A value without a vector form only stops vectorization when a store or reduction needs it.
+  void vector_def(Val v, const std::optional<std::string>& rhs) {
+    if (rhs && has_vector_form(v.dtype))
+      block().vector_lines.push_back("const " + vector_type(v.dtype) + " " + name(v) + " = " + *rhs + ";");
+    else
+      no_vector_form_.insert(v.id);
+  }
+  const std::string* vector_var() const { return block().vars.empty() ? nullptr : &block().vars.back(); }
+  // How `index` moves with the vector variable: not at all (nullopt), one element per lane (1),
+  // or otherwise (0: the lanes are addressed one by one).
+  std::optional<int> lane_step(const Expr& index) const {
+    if (!ir::free_symbols(index).count(*vector_var())) return std::nullopt;
+    auto c = ir::affine_coefficient(index, *vector_var());
+    return c && c->is_const(1) ? 1 : 0;
+  }
+  // `index` at the current position plus `lane`.
+  std::string lane_index(const Expr& index) {
+    return idx(ir::substitute(index, {{*vector_var(), Expr::sym(*vector_var()) + Expr::sym(kLane)}}));
+  }
+  std::optional<std::string> vector_load(const ir::Buffer& buf, const Expr& index) {
+    if (!has_vector_form(buf.dtype) || !vector_var()) return std::nullopt;
+    bool is_bool = buf.dtype == DType::Bool;
+    std::string p = ptr(buf);
+    auto step = lane_step(index);
+    if (!step) return vector_splat(buf.dtype, p + "[" + idx(index) + "]");
+    if (*step == 1) return std::string(is_bool ? "foundry_vec::load_bool(" : "foundry_vec::load(") + p + " + " + idx(index) + ")";
+    return std::string(is_bool ? "foundry_vec::gather_bool" : "foundry_vec::gather") + "([&](int64_t " + kLane +
+           ") { return " + p + "[" + lane_index(index) + "]; })";
+  }
+  void vector_store(const ir::Buffer& buf, const Expr& index, Val v, ir::StoreMode mode) {
+    auto x = vec(v);
+    if (!x || !vector_var() || mode != ir::StoreMode::Set || buf.dtype != v.dtype) {
+      block().vector_ok = false;
+      return;
+    }
+    bool is_bool = buf.dtype == DType::Bool;
+    std::string p = ptr(buf);
+    if (lane_step(index) == 1) {
+      emit_vector(std::string(is_bool ? "foundry_vec::store_bool(" : "foundry_vec::store(") + p + " + " + idx(index) + ", " + *x + ");");
+      return;
+    }
+    emit_vector(std::string(is_bool ? "foundry_vec::scatter_bool(" : "foundry_vec::scatter(") + *x + ", [&](int64_t " + kLane +
+                ") -> " + storage_type(buf.dtype) + "& { return " + p + "[" + lane_index(index) + "]; });");
+  }
+  std::optional<std::string> vector_index(const Expr& e) {
+    if (!vector_var()) return std::nullopt;
+    auto step = lane_step(e);
+    if (!step) return vector_splat(DType::Float32, "static_cast<float>(" + idx(e) + ")");
+    if (*step == 1) return "foundry_vec::iota(" + idx(e) + ", 1)";
+    return "foundry_vec::gather([&](int64_t " + kLane + ") { return static_cast<float>(" + lane_index(e) + "); })";
+  }
+  // Float sums keep a double per lane; max and min a float per lane. The lanes are combined in
+  // lane order after the loops, so a run's result does not depend on the thread count.
+  void vector_reduction(ReduceOp op, const std::string& acc, Val v) {
+    auto x = vec(v);
+    if (!x || v.dtype != DType::Float32 || !(op == ReduceOp::Sum || op == ReduceOp::Max || op == ReduceOp::Min)) {
+      block().vector_ok = false;
+      return;
+    }
+    std::string lanes = acc + "_lanes";
+    if (op == ReduceOp::Sum) {
+      block().vector_pre.push_back("foundry_vec::VecD " + lanes + " = {};");
+      emit_vector(lanes + " += foundry_vec::widen(" + *x + ");");
+      block().vector_combine.push_back(acc + " += foundry_vec::sum(" + lanes + ");");
+      return;
+    }
+    bool mx = op == ReduceOp::Max;
+    block().vector_pre.push_back("foundry_vec::VecF " + lanes + " = foundry_vec::splat(" + (mx ? "-" : "") + "INFINITY);");
+    emit_vector(lanes + " = foundry_vec::" + (mx ? "maximum(" : "minimum(") + lanes + ", " + *x + ");");
+    block().vector_combine.push_back(acc + " = foundry_rt::" + (mx ? "maximum(" : "minimum(") + acc + ", foundry_vec::" +
+                                     (mx ? "max(" : "min(") + lanes + "));");
+  }
+  void emit_vector(const std::string& line) { block().vector_lines.push_back(line); }
+
   // The flattened position in the current reduction loop (for argmax/argmin).
   std::string reduction_position() {
     const Block& b = block();
@@ -503,6 +662,7 @@ LoopPlan plan_loops(const sched::Kernel& kernel, const ir::Accesses& acc, const 
     if (written.count(r.buffer)) return plan;
   if (outer.empty()) return plan;
   plan.simd_inner = !nested;
+  plan.vectorize = options.vectorize;
   if (options.threads == 1) return plan;
   size_t dims = nested ? outer.size() : std::max<size_t>(1, outer.size() - 1);
   size_t usable = 0;
@@ -531,6 +691,20 @@ LoopPlan plan_loops(const sched::Kernel& kernel, const ir::Accesses& acc, const 
 
 }  // namespace
 
+int vector_lanes(const std::string& target) {
+  if (target == "skylake-avx512") return 16;
+  if (target == "haswell") return 8;
+  if (target == "x86-64") return 4;
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (target.empty() || target == "native") {
+    if (__builtin_cpu_supports("avx512f")) return 16;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 8;
+    return 4;
+  }
+#endif
+  throw UserError("unknown target '" + target + "': use native, avx2, avx512 or generic");
+}
+
 EmittedKernel emit_kernel(const sched::Kernel& kernel, const sched::Schedule& schedule, const KernelOptions& options) {
   EmittedKernel k;
   k.name = kernel.name;
@@ -544,7 +718,7 @@ EmittedKernel emit_kernel(const sched::Kernel& kernel, const sched::Schedule& sc
               "* __restrict__ " + a.name;
   }
 
-  CppEmitter emitter(ptrs, {}, options.threads);
+  CppEmitter emitter(ptrs, options.threads, options.vectorize ? options.lanes : 1);
   std::vector<std::string> outer = sched::kernel_loop_vars(kernel);
   emitter.open_block(kernel.ranges, outer);
   CppVisitor visitor(emitter);

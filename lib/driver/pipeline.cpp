@@ -216,6 +216,8 @@ nlohmann::json manifest(const PipelineOptions& opts, const PipelineState& state)
 void run_codegen(const PipelineOptions& opts, PipelineState& state, const StageContext& ctx) {
   codegen::KernelOptions kernel_options;
   kernel_options.threads = opts.threads;
+  kernel_options.vectorize = opts.vectorize;
+  kernel_options.lanes = codegen::vector_lanes(opts.target);
   state.model = codegen::generate_model(*state.program, *state.schedule, model_name(opts), kernel_options);
   codegen::write_model_files(*state.model, ctx.work_dir.string());
   ctx.write_file("manifest.json", manifest(opts, state).dump(2) + "\n");

@@ -30,6 +30,10 @@ struct CompileResult {
 // compiler's output (and the source path) when compilation fails.
 CompileResult compile_model(const std::string& dir, const CompileOptions& options);
 
+// What a program or shared object made of a model's objects links with: OpenMP's runtime,
+// SLEEF (vector kernels' math functions) and, for a model with library calls, oneDNN.
+std::vector<std::string> model_link_flags(bool uses_dnnl);
+
 // The compiler to use and its identity (first line of `--version`), for the cache key.
 std::string find_compiler(const std::string& requested);
 std::string default_cache_dir();

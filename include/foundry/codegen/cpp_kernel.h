@@ -23,6 +23,10 @@ struct EmittedKernel {
   std::string definition;   // comment naming the ATen nodes + the function
 };
 
+// The float lanes of a foundry_vec.h vector under `-march=target` (native: this CPU): 16 with
+// AVX-512, 8 with AVX2 and FMA, 4 with SSE2 only. Kernels are generated for that width.
+int vector_lanes(const std::string& target);
+
 struct KernelOptions {
   // Threads for parallel loops: 1 emits no OpenMP parallel regions; otherwise the count is
   // decided at run time (FOUNDRY_NUM_THREADS, else the compile-time default, else all cores).
@@ -30,6 +34,11 @@ struct KernelOptions {
   // Below this many element operations per run a kernel stays on one thread: starting a
   // parallel region costs a few microseconds (scripts/bench.sh measures the crossover).
   int64_t min_parallel_work = 32768;
+  // Innermost loops whose bodies have a vector form (float32 and bool values, plain stores, sum,
+  // max and min reductions) are emitted as explicit SIMD over foundry_vec.h, with a scalar tail;
+  // false leaves every loop scalar (`omp simd` hints only), for comparison.
+  bool vectorize = true;
+  int lanes = vector_lanes("native");  // floats per vector on the target
 };
 
 EmittedKernel emit_kernel(const sched::Kernel& kernel, const sched::Schedule& schedule,

@@ -34,6 +34,7 @@ struct PipelineOptions {
   bool use_cache = true;
   std::string target = "native";    // -march for the generated code
   int threads = 0;                  // --threads: 0 all cores (decided at run time), 1 no threads
+  bool vectorize = true;            // --no-simd: no explicit SIMD loops (for comparison)
   std::string depfile;               // --depfile: write a Make/Ninja depfile here on success
   // Called as each stage starts: its index from 0, the number of stages this run goes through,
   // its name (foundryc's progress line on a terminal).

@@ -1,0 +1,85 @@
+// Explicit SIMD: foundry_vec.h against the C library at every vector width this CPU runs, and
+// whole models compiled with vector loops of each width (and without them) against PyTorch.
+#include <catch2/catch.hpp>
+
+#include "foundry/build/compile.h"
+#include "support.h"
+
+using namespace foundry::test;
+
+namespace {
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+// The -march levels (or the one-lane build) that this CPU can run.
+std::vector<std::string> runnable_widths() {
+  std::vector<std::string> widths = {"-DFOUNDRY_VEC_SCALAR", "-march=x86-64"};
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) widths.push_back("-march=haswell");
+  if (__builtin_cpu_supports("avx512f")) widths.push_back("-march=skylake-avx512");
+  return widths;
+}
+
+}  // namespace
+
+TEST_CASE("simd: vector math matches the C library at every width", "[simd][fast]") {
+  TempDir tmp;
+  for (const std::string& width : runnable_widths()) {
+    INFO(width);
+    std::string exe = tmp / "check";
+    ProcResult build = run_process({foundry::build::find_compiler(""), "-std=c++17", "-O2", "-fno-math-errno", width,
+                                    "-I" + test_source_dir() + "/../include/foundry/runtime",
+                                    test_source_dir() + "/simd/vec_math_check.cpp", "-o", exe, "-lsleef"});
+    INFO(build.out << build.err);
+    REQUIRE(build.exit_code == 0);
+    ProcResult run = run_process({exe});
+    INFO(run.out);
+    CHECK(run.exit_code == 0);
+    CHECK(count(run.out, ", 0 mismatches") == 1);
+  }
+}
+
+TEST_CASE("simd: kernels have vector loops, reductions combine lanes after the loop", "[simd][fast]") {
+  TempDir tmp;
+  std::string model = samples_dir() + "/norm_softmax/model.pt2";
+  ProcResult r = run_foundryc({model, "-o", tmp / "out", "--emit=source", "--target=avx2"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  std::string k = read_file(tmp / "out/kernels.cpp");
+  CHECK(count(k, "static_assert(foundry_vec::kLanes == 8") == 1);
+  // softmax: a max and a sum over rows of 64, lanes combined once per row.
+  CHECK(count(k, "foundry_vec::maximum(acc0_lanes, ") == 1);
+  CHECK(count(k, "acc0 = foundry_rt::maximum(acc0, foundry_vec::max(acc0_lanes));") == 1);
+  CHECK(count(k, "+= foundry_vec::sum(acc1_lanes);") >= 1);
+  CHECK(count(k, "foundry_vec::erf(") == 1);  // gelu
+  CHECK(count(k, "foundry_vec::exp(") >= 1);
+  // 64 is a multiple of 8: no scalar tails.
+  CHECK(count(k, "r0 < 64; ++r0)") == 0);
+  CHECK(count(k, "r0 < 64; r0 += 8)") >= 1);
+}
+
+TEST_CASE("simd: models match PyTorch with vector loops of each width and without", "[simd][corpus]") {
+  if (!require_corpus()) return;
+  TempDir tmp;
+  std::vector<std::vector<std::string>> variants = {{"--target=generic"}, {"--no-simd"}};
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) variants.push_back({"--target=avx2"});
+  if (__builtin_cpu_supports("avx512f")) variants.push_back({"--target=avx512"});
+  for (const std::string model : {"norm_softmax", "reductions", "encoder_layer", "small_cnn"}) {
+    std::string dir = corpus_dir() + "/models/" + model;
+    for (const auto& variant : variants) {
+      INFO(model << " " << variant[0]);
+      std::string out = tmp / (model + variant[0]);
+      std::vector<std::string> args = {dir + "/model.pt2", "-o", out};
+      args.insert(args.end(), variant.begin(), variant.end());
+      ProcResult r = run_foundryc(args);
+      INFO(r.err);
+      REQUIRE(r.exit_code == 0);
+      ProcResult run = run_process({foundry_run_exe(), out, "--inputs", dir + "/inputs", "--expected", dir + "/expected"});
+      INFO(run.out << run.err);
+      CHECK(run.exit_code == 0);
+    }
+  }
+}
