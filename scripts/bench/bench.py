@@ -9,7 +9,9 @@ it also runs under the system python3 when torch cannot be had.
 For each model: foundryc compile time, cold (fresh --cache-dir) and cached (same cache again);
 foundry-run's median at each thread count; bytes moved (manifest.json) / median = GB/s, as a
 fraction of STREAM add's bandwidth at the same thread count; PyTorch eager and torch.compile
-(Inductor) medians at the same thread counts, each in a fresh process (scripts/bench/torch_bench.py).
+(Inductor) medians at the same thread counts (scripts/bench/torch_bench.py), measured after all
+of foundry's figures, in one process per (mode, thread count) that times every model: a PyTorch
+process spends up to a minute starting before its first Inductor call returns.
 The markdown table goes to stdout, progress to stderr, everything to a JSON file.
 """
 import argparse
@@ -22,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -38,7 +41,7 @@ REFERENCES = {"pointwise_64m": lambda np, a, b: np.maximum(a + b, 0) * 2}
 SEED = 20240601
 FOUNDRYC_TIMEOUT_S = 900
 RUN_TIMEOUT_S = 900
-TORCH_TIMEOUT_S = 3600  # a cold Inductor compile of a CNN on 2 cores takes minutes
+TORCH_TIMEOUT_S = 3600  # per model: a cold Inductor compile of a CNN on 2 cores takes minutes
 
 
 def log(msg):
@@ -112,6 +115,37 @@ def run(cmd, timeout, threads=None, **kw):
         return subprocess.CompletedProcess(cmd, 124, "", f"timed out after {timeout} s")
 
 
+def run_lines(cmd, timeout, threads, on_line):
+    """Like run, but hands each line of stdout to on_line as it comes, so that what a long process
+    printed survives its timeout (or this script's). Killing the process ends its stdout: Inductor's
+    compile workers write elsewhere and exit when their parent does."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    cmd = [str(c) for c in cmd]
+    timed_out = []
+
+    def kill():
+        timed_out.append(True)
+        proc.kill()
+
+    with tempfile.TemporaryFile("w+", errors="replace") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, errors="replace",
+                                env=env)
+        timer = threading.Timer(timeout, kill)
+        timer.start()
+        try:
+            for line in proc.stdout:
+                on_line(line)
+        except BaseException:
+            proc.kill()
+            raise
+        finally:
+            timer.cancel()
+            proc.wait()
+        err.seek(0)
+        stderr = err.read() + (f"\ntimed out after {timeout} s" if timed_out else "")
+    return subprocess.CompletedProcess(cmd, 124 if timed_out else proc.returncode, "", stderr)
+
+
 def last_json(text):
     """The JSON object on the last line of text that parses as one (tools print warnings too)."""
     for line in reversed(text.strip().splitlines()):
@@ -176,6 +210,18 @@ def random_inputs(model_dir, dest):
             raise ValueError(f"cannot make random inputs of {dtype}")
         np.save(dest / f"{i}.npy", rng.standard_normal(shape, dtype=np.float32))
     return dest
+
+
+def model_inputs(ctx, name):
+    """(inputs, expected or None) of a corpus model. Random inputs are made once and kept in
+    ctx.work (512 MiB for pointwise_64m): PyTorch must time the same ones as foundry-run."""
+    src = ctx.corpus / "models" / name
+    inputs, expected = src / "inputs", src / "expected"
+    if not inputs.is_dir():
+        inputs = ctx.work / f"inputs-{name}"
+        if not inputs.is_dir():
+            random_inputs(src, inputs)
+    return inputs, expected if expected.is_dir() else None
 
 
 def check_reference(name, inputs, outputs):
@@ -251,21 +297,39 @@ def inductor_cache(ctx, threads):
     return ctx.args.inductor_cache.resolve() / f"threads-{threads}"
 
 
-def time_torch(ctx, src, inputs, expected, threads, mode, compile_only=False):
-    cmd = [ctx.torch_python, HERE / "torch_bench.py", src / "model.pt2", inputs,
-           "--threads", threads, "--runs", ctx.max_runs, "--warmup", ctx.warmup,
-           "--target-s", ctx.target_s, "--min-runs", ctx.min_runs, "--mode", mode]
-    if expected:
-        cmd += ["--expected", expected]
-    if mode == "inductor" and ctx.args.inductor_cache:
-        cmd += ["--cache-dir", inductor_cache(ctx, threads)]
-    if compile_only:
-        cmd += ["--compile-only"]
-    proc = run(cmd, TORCH_TIMEOUT_S, threads=threads)
-    data = last_json(proc.stdout)
-    if proc.returncode != 0 or data is None:
-        return {"error": failure(proc, f"torch {mode}")}
-    return data
+def time_torch(ctx, names, threads, mode, on_result, compile_only=False):
+    """Times the models in torch_bench.py processes, one for all of them unless one crashes (the
+    rest then go on in a new process). on_result(name, result) gets each model's figures or error
+    as they come."""
+    todo = list(names)
+    while todo:
+        cmd = [ctx.torch_python, HERE / "torch_bench.py", "--threads", threads, "--mode", mode,
+               "--runs", ctx.max_runs, "--warmup", ctx.warmup, "--target-s", ctx.target_s,
+               "--min-runs", ctx.min_runs]
+        if mode == "inductor" and ctx.args.inductor_cache:
+            cmd += ["--cache-dir", inductor_cache(ctx, threads)]
+        if compile_only:
+            cmd += ["--compile-only"]
+        for n in todo:
+            inputs, expected = model_inputs(ctx, n)
+            cmd += ["--model", n, ctx.corpus / "models" / n / "model.pt2", inputs,
+                    "-" if compile_only or not expected else expected]
+
+        def on_line(line):
+            data = last_json(line)
+            if data and data.get("model") in todo:
+                todo.remove(data["model"])
+                on_result(data.pop("model"), data)
+
+        proc = run_lines(cmd, TORCH_TIMEOUT_S * len(todo), threads, on_line)
+        if not todo:
+            break
+        # Lines come in order: the process died (or hung) in the first model without one.
+        on_result(todo.pop(0), {"error": failure(proc, f"torch {mode}")})
+        if proc.returncode == 124:  # the time is spent: no new process for the rest
+            for n in todo:
+                on_result(n, {"error": f"torch {mode}: not reached, the process timed out"})
+            break
 
 
 def bench_model(ctx, name):
@@ -286,15 +350,11 @@ def bench_model(ctx, name):
     rec["bytes_moved"] = manifest.get("bytes_moved")
     rec["foundryc_version"] = manifest.get("foundryc_version")
 
-    inputs, expected = src / "inputs", src / "expected"
-    if not expected.is_dir():
-        expected = None
-    if not inputs.is_dir():
-        try:
-            inputs = random_inputs(src, ctx.work / f"inputs-{name}")
-        except (ImportError, ValueError, KeyError) as e:
-            rec["error"] = f"no inputs/ and cannot generate them: {e}"
-            return rec
+    try:
+        inputs, expected = model_inputs(ctx, name)
+    except (ImportError, ValueError, KeyError) as e:
+        rec["error"] = f"no inputs/ and cannot generate them: {e}"
+        return rec
 
     rec["threads"] = {}
     for i, t in enumerate(ctx.threads):
@@ -310,43 +370,68 @@ def bench_model(ctx, name):
             row["roofline"] = row["gbps"] / ctx.stream[t]
             if "min_ms" in res:  # best run against STREAM's best of 10: the same statistic
                 row["roofline_best"] = rec["bytes_moved"] / (res["min_ms"] * 1e-3) / 1e9 / ctx.stream[t]
-        for mode in ctx.torch_modes:
-            log(f"{name}: torch {mode}, {plural_threads(t)}")
-            row[mode] = time_torch(ctx, src, inputs, expected, t, mode)
-            if "error" in row[mode]:
-                log(f"{name}: {row[mode]['error']}")
-            elif "median_ms" in res:
-                row[f"{mode}_ratio"] = row[mode]["median_ms"] / res["median_ms"]
         rec["threads"][t] = row
-    if inputs.parent == ctx.work:
-        shutil.rmtree(inputs, ignore_errors=True)  # 512 MiB for pointwise_64m
+    if inputs.parent == ctx.work and not ctx.torch_modes:
+        shutil.rmtree(inputs, ignore_errors=True)  # 512 MiB for pointwise_64m; else kept for torch
     return rec
 
 
+def torch_phase(ctx, models, threads, mode, save):
+    """PyTorch's figures for every model that foundry-run timed, in row[mode] and, beside
+    foundry's median, row[f"{mode}_ratio"]; save() after each model."""
+    recs = {r["model"]: r for r in models if "threads" in r}
+    if not recs:
+        return
+    log(f"torch {mode}, {plural_threads(threads)}: {len(recs)} models in one process")
+
+    def on_result(name, data):
+        row = recs[name]["threads"][threads]
+        row[mode] = data
+        if "error" in data:
+            log(f"{name}: {data['error']}")
+        else:
+            log(f"{name}: torch {mode}, {plural_threads(threads)}: {fmt_time(data['median_ms'])}"
+                + (f", first call {data['compile_s']:.1f} s" if "compile_s" in data else ""))
+            if "median_ms" in row["foundry"]:
+                row[f"{mode}_ratio"] = data["median_ms"] / row["foundry"]["median_ms"]
+        save()
+
+    time_torch(ctx, list(recs), threads, mode, on_result)
+
+
 def precompile_inductor(ctx, names):
-    """Fills --inductor-cache: every (model, thread count) compiled once, several at a time (the
-    timing runs come afterwards, one at a time, on an otherwise idle machine)."""
+    """Fills --inductor-cache: every (model, thread count) compiled once, --precompile-jobs
+    processes at a time, each over a share of the models at one thread count (a process takes
+    up to a minute to start; the timing runs come afterwards on an otherwise idle machine)."""
     from concurrent.futures import ThreadPoolExecutor
-    jobs = [(n, t) for n in names for t in ctx.threads]
-    log(f"Inductor: compiling {len(jobs)} (model, thread count) pairs into {ctx.args.inductor_cache},"
-        f" {ctx.args.precompile_jobs} at a time")
+    jobs = max(1, ctx.args.precompile_jobs)
+    done = {}
+    for n in names:
+        try:
+            model_inputs(ctx, n)  # made once, here, not by several threads at once
+        except (ImportError, ValueError, KeyError) as e:
+            done.update({f"{n}/{t}": {"error": f"no inputs: {e}"} for t in ctx.threads})
+    ok = [n for n in names if f"{n}/{ctx.threads[0]}" not in done]
+    shares = max(1, min(len(ok), jobs // len(ctx.threads)))
+    work = [(ok[k::shares], t) for t in ctx.threads for k in range(shares) if ok[k::shares]]
+    log(f"Inductor: compiling {len(ok) * len(ctx.threads)} (model, thread count) pairs into"
+        f" {ctx.args.inductor_cache}, {len(work)} processes, {jobs} at a time")
 
     def one(job):
-        name, t = job
-        src = ctx.corpus / "models" / name
-        inputs = src / "inputs"
-        if not inputs.is_dir():
-            inputs = random_inputs(src, ctx.work / f"precompile-inputs-{name}-{t}")
-        res = time_torch(ctx, src, inputs, None, t, "inductor", compile_only=True)
-        log(f"{name}, {plural_threads(t)}: Inductor cache filled"
-            + (f" ({res['compile_s']:.1f} s)" if "compile_s" in res else f": {res.get('error')}"))
-        return job, res
+        share, t = job
+
+        def on_result(name, res):
+            done[f"{name}/{t}"] = res
+            log(f"{name}, {plural_threads(t)}: Inductor cache filled"
+                + (f" ({res['compile_s']:.1f} s)" if "compile_s" in res else f": {res.get('error')}"))
+
+        time_torch(ctx, share, t, "inductor", on_result, compile_only=True)
 
     t0 = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=max(1, ctx.args.precompile_jobs)) as pool:
-        done = dict(pool.map(one, jobs))
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        list(pool.map(one, work))
     log(f"Inductor: cache filled in {time.perf_counter() - t0:.0f} s")
-    return {f"{n}/{t}": r for (n, t), r in done.items()}
+    return {f"{n}/{t}": done.get(f"{n}/{t}") for n in names for t in ctx.threads}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -409,6 +494,11 @@ def report(ctx, result):
                 cells += [fmt(r.get("threads", {}).get(t, {}).get("inductor", {}).get("compile_s"),
                               ".1f", " s") for t in ctx.threads]
             lines.append("| " + " | ".join(cells) + " |")
+        first = next((r["model"] for r in models if r.get("threads") and any(
+            row.get("inductor", {}).get("first_in_process") for row in r["threads"].values())), None)
+        if first:  # one PyTorch process per thread count times every model, in table order
+            lines += ["", f"Inductor's first call for {first} also holds PyTorch's one-time start-up"
+                          " in its process."]
         lines.append("")
     if not ctx.args.compile_only:
         for t in ctx.threads:
@@ -493,7 +583,8 @@ def main():
                                                            int(ctx.target_s / max(per_run_s, 1e-9))))
     ctx.mode_note = (f"{'quick: ' if args.quick else ''}each median over about {ctx.target_s} s of"
                      f" runs ({ctx.min_runs}..{ctx.max_runs}) after {ctx.warmup} warm-up runs;"
-                     " PyTorch in a fresh process per thread count, Inductor with "
+                     " PyTorch in one process per mode and thread count for all models,"
+                     " Inductor with "
                      + ("a cache filled beforehand" if args.inductor_cache else "an empty cache"))
 
     if not (ctx.corpus / "models").is_dir():
@@ -551,13 +642,22 @@ def main():
         if args.inductor_cache and "inductor" in ctx.torch_modes:
             precompiled = precompile_inductor(ctx, names)
         models = []
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        partial = json_out.with_name(json_out.stem + ".partial.json")
+
+        def save_partial():
+            # Figures are kept as they come, so that a run cut short (a time limit on a borrowed
+            # host) still leaves what it measured.
+            partial.write_text(json.dumps({"stream_add_gbps": ctx.stream, "models": models},
+                                          indent=1) + "\n")
+
         for n in names:
             models.append(bench_model(ctx, n))
-            # Each model's figures are kept as they come, so that a run cut short (a time limit
-            # on a borrowed host) still leaves what it measured.
-            json_out.parent.mkdir(parents=True, exist_ok=True)
-            partial = json_out.with_name(json_out.stem + ".partial.json")
-            partial.write_text(json.dumps({"stream_add_gbps": ctx.stream, "models": models}, indent=1) + "\n")
+            save_partial()
+        # PyTorch after foundry: one process per (thread count, mode) for all models.
+        for t in ctx.threads:
+            for mode in ctx.torch_modes:
+                torch_phase(ctx, models, t, mode, save_partial)
         if args.no_compile:
             version = next((m["foundryc_version"] for m in models if m.get("foundryc_version")),
                            "unknown")

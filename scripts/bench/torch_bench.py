@@ -1,16 +1,28 @@
 #!/usr/bin/env python3
-"""Times one exported model (.pt2) under PyTorch, eager or Inductor, at one thread count.
+"""Times exported models (.pt2) under PyTorch, eager or Inductor, at one thread count, in one process.
 
-    torch_bench.py MODEL.pt2 INPUTS_DIR --threads T --runs N --warmup W --mode eager|inductor
+    torch_bench.py --threads T --mode eager|inductor [--runs N --warmup W ...] \\
+        --model NAME MODEL.pt2 INPUTS_DIR [EXPECTED_DIR|-] [--model ...]
 
-Prints one JSON object on the last line of stdout (median_ms, p10_ms, p90_ms, runs, load_s and, for
-inductor, compile_s: the wall time of the first call, which is when torch.compile compiles).
-scripts/bench/bench.py runs it once per (model, mode, thread count) in a fresh process, because
-PyTorch's thread pools cannot be resized reliably once they have started. With --cache-dir and
+After each model it prints (and flushes) one JSON line, so that the lines of the models done
+survive a timeout or a crash: {"model": NAME, "mode", "threads", "median_ms", "p10_ms", "p90_ms",
+"runs", "load_s", ...}; for inductor also compile_s, the wall time of the first call, which is
+when torch.compile compiles; with EXPECTED_DIR also max_abs_err. A model that raises gives
+{"model": NAME, "error": "..."} and the next model follows. The first model of the process has
+"first_in_process": true: its load_s and compile_s also hold PyTorch's one-time start-up (on a
+16-core host Inductor's first compile takes tens of seconds more than later ones).
+
+scripts/bench/bench.py runs one such process per (mode, thread count) over all its models: a
+fresh process per thread count, because PyTorch's thread pools cannot be resized reliably once
+they have started, and one for all models, because each process spends up to a minute starting.
+Without --cache-dir the process uses a fresh Inductor cache, removed afterwards, so compile_s is a
+cold compile of each model's graph (comparable with foundryc's cold compile); torch._dynamo.reset()
+between models keeps one model's graphs from affecting the next. With --cache-dir and
 --compile-only it fills a persistent Inductor cache ahead of the timing runs (bench.py
 --inductor-cache), which then report the first call with that cache warm.
 """
 import argparse
+import gc
 import json
 import os
 import shutil
@@ -18,12 +30,16 @@ import statistics
 import sys
 import tempfile
 import time
+import traceback
 
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("model", help="the .pt2 archive (torch.export.save)")
-    p.add_argument("inputs", help="folder of inputs 0.npy, 1.npy, ... in graph order")
+    p.add_argument("--model", nargs="+", action="append", required=True,
+                   metavar=("NAME", "MODEL.pt2 INPUTS_DIR [EXPECTED_DIR|-]"),
+                   help="a model to time: its name (for the output), the .pt2 archive "
+                        "(torch.export.save), its inputs 0.npy, 1.npy, ... in graph order and "
+                        "optionally its expected outputs (report the max abs error); repeatable")
     p.add_argument("--threads", type=int, required=True)
     p.add_argument("--runs", type=int, default=100, help="timed runs (at most, with --target-s)")
     p.add_argument("--warmup", type=int, default=5, help="untimed runs before timing")
@@ -31,19 +47,24 @@ def parse_args():
                    help="if > 0, cut the runs so that timing takes about this long")
     p.add_argument("--min-runs", type=int, default=5, help="timed runs at least, with --target-s")
     p.add_argument("--mode", choices=["eager", "inductor"], required=True)
-    p.add_argument("--expected", help="folder of expected outputs: report the max abs error")
     p.add_argument("--cache-dir", help="Inductor cache to use and keep (default: a fresh one, removed"
                                        " afterwards, so that compile_s is a cold compile)")
     p.add_argument("--compile-only", action="store_true",
                    help="only make the first call (fills --cache-dir) and report compile_s")
-    return p.parse_args()
+    args = p.parse_args()
+    for m in args.model:
+        if len(m) not in (3, 4):
+            p.error(f"--model {' '.join(m)}: want NAME MODEL.pt2 INPUTS_DIR [EXPECTED_DIR|-]")
+        if len(m) == 3 or m[3] == "-":
+            m[3:] = [None]
+    return args
 
 
 def main():
     args = parse_args()
     # Set before torch is imported: OpenMP reads these at start-up, and Inductor's generated C++
-    # uses OpenMP too. A fresh Inductor cache makes compile_s a cold compile every time
-    # (comparable with foundryc's cold compile) instead of a hit in /tmp/torchinductor_$USER.
+    # uses OpenMP too. A fresh Inductor cache makes compile_s a cold compile (comparable with
+    # foundryc's cold compile) instead of a hit in /tmp/torchinductor_$USER.
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(args.threads)
     # A CPU benchmark: keep torch away from any GPU of the host (CUDA start-up in every process).
@@ -55,11 +76,23 @@ def main():
     cache = args.cache_dir or tempfile.mkdtemp(prefix="foundry-bench-inductor-")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
     try:
-        result = bench(args)
+        import torch
+        torch.set_num_threads(args.threads)
+        for i, (name, model, inputs, expected) in enumerate(args.model):
+            try:
+                result = {"model": name, **bench(args, model, inputs, expected)}
+            except Exception as e:  # this model's failure, not the others'
+                traceback.print_exc()
+                result = {"model": name, "error": f"{type(e).__name__}: {e}".strip()[:2000]}
+            if i == 0:
+                result["first_in_process"] = True
+            print(json.dumps(result), flush=True)
+            if args.mode == "inductor":
+                torch._dynamo.reset()
+            gc.collect()  # pointwise_64m's inputs and outputs are 768 MiB
     finally:
         if not args.cache_dir:
             shutil.rmtree(cache, ignore_errors=True)
-    print(json.dumps(result))
 
 
 def load_npys(folder):
@@ -69,15 +102,14 @@ def load_npys(folder):
     return [np.load(os.path.join(folder, f)) for f in files]
 
 
-def bench(args):
+def bench(args, model, inputs_dir, expected):
     import torch
     import torch.utils._pytree as pytree
 
-    torch.set_num_threads(args.threads)
-    inputs = [torch.from_numpy(a) for a in load_npys(args.inputs)]
+    inputs = [torch.from_numpy(a) for a in load_npys(inputs_dir)]
 
     t0 = time.perf_counter()
-    module = torch.export.load(args.model).module()
+    module = torch.export.load(model).module()
     load_s = time.perf_counter() - t0
     fn = torch.compile(module) if args.mode == "inductor" else module
 
@@ -116,9 +148,9 @@ def bench(args):
     }
     if args.mode == "inductor":
         result["compile_s"] = first_s
-    if args.expected:
+    if expected:
         outs = [o.detach().numpy() for o in pytree.tree_leaves(out)]
-        refs = load_npys(args.expected)
+        refs = load_npys(expected)
         if len(outs) != len(refs):
             result["max_abs_err"] = None
             result["check"] = f"{len(outs)} outputs, {len(refs)} expected"
