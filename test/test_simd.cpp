@@ -30,7 +30,7 @@ TEST_CASE("simd: vector math matches the C library at every width", "[simd][fast
   for (const std::string& width : runnable_widths()) {
     INFO(width);
     std::string exe = tmp / "check";
-    ProcResult build = run_process({foundry::build::find_compiler(""), "-std=c++17", "-O2", "-fno-math-errno", width,
+    ProcResult build = run_process({foundry::build::find_compiler(""), "-std=c++17", "-O2", "-fopenmp", "-fno-math-errno", width,
                                     "-I" + test_source_dir() + "/../include/foundry/runtime",
                                     test_source_dir() + "/simd/vec_math_check.cpp", "-o", exe, "-lsleef"});
     INFO(build.out << build.err);

@@ -1,8 +1,9 @@
 // Checks foundry_vec.h against the C library, lane by lane: every math function over a grid of
 // inputs and special values (reference: the double-precision function rounded to float), within
-// SLEEF's documented error plus half an ULP; and the operations with PyTorch semantics (NaN
-// propagation, signed zeros, halfway rounding) against their scalar definitions. Compiled and run
-// by test_simd.cpp at several -march levels; exits 1 and prints the first mismatches on failure.
+// the documented error (SLEEF's u10/u35 variants: 1.0/3.5 ULP; glibc's erff) plus half an ULP;
+// and the operations with PyTorch semantics (NaN propagation, signed zeros, halfway rounding)
+// against their scalar definitions. Compiled and run by test_simd.cpp at several -march levels;
+// exits 1 and prints the first mismatches on failure.
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -114,26 +115,26 @@ void reductions() {
 
 int main() {
   unary("exp", foundry_vec::exp, ::exp, 1.5);
-  unary("exp2", foundry_vec::exp2, ::exp2, 1.5);
+  unary("exp2", foundry_vec::exp2, ::exp2, 4.0);
   unary("expm1", foundry_vec::expm1, ::expm1, 1.5);
-  unary("log", foundry_vec::log, ::log, 1.5);
-  unary("log2", foundry_vec::log2, ::log2, 1.5);
+  unary("log", foundry_vec::log, ::log, 4.0);
+  unary("log2", foundry_vec::log2, ::log2, 4.0);
   unary("log10", foundry_vec::log10, ::log10, 1.5);
   unary("log1p", foundry_vec::log1p, ::log1p, 1.5);
   unary("sqrt", foundry_vec::sqrt, ::sqrt, 1.0);
-  unary("sin", foundry_vec::sin, ::sin, 1.5);
-  unary("cos", foundry_vec::cos, ::cos, 1.5);
-  unary("tan", foundry_vec::tan, ::tan, 1.5);
-  unary("asin", foundry_vec::asin, ::asin, 1.5);
-  unary("acos", foundry_vec::acos, ::acos, 1.5);
-  unary("atan", foundry_vec::atan, ::atan, 1.5);
+  unary("sin", foundry_vec::sin, ::sin, 4.0);
+  unary("cos", foundry_vec::cos, ::cos, 4.0);
+  unary("tan", foundry_vec::tan, ::tan, 4.0);
+  unary("asin", foundry_vec::asin, ::asin, 4.0);
+  unary("acos", foundry_vec::acos, ::acos, 4.0);
+  unary("atan", foundry_vec::atan, ::atan, 4.0);
   unary("sinh", foundry_vec::sinh, ::sinh, 1.5);
   unary("cosh", foundry_vec::cosh, ::cosh, 1.5);
-  unary("tanh", foundry_vec::tanh, ::tanh, 1.5);
+  unary("tanh", foundry_vec::tanh, ::tanh, 4.0);
   unary("asinh", foundry_vec::asinh, ::asinh, 1.5);
   unary("acosh", foundry_vec::acosh, ::acosh, 1.5);
   unary("atanh", foundry_vec::atanh, ::atanh, 1.5);
-  unary("erf", foundry_vec::erf, ::erf, 1.5);
+  unary("erf", foundry_vec::erf, ::erf, 4.0);
   unary("erfc", foundry_vec::erfc, ::erfc, 2.0);
   unary("floor", foundry_vec::floor, ::floor, 0);
   unary("ceil", foundry_vec::ceil, ::ceil, 0);
@@ -141,8 +142,8 @@ int main() {
   unary("nearbyint", foundry_vec::nearbyint, ::nearbyint, 0);
   unary("sigmoid", foundry_vec::sigmoid, [](double x) { return 1 / (1 + std::exp(-x)); }, 3.0);
   binary("pow", foundry_vec::pow, ::pow, 1.5);
-  binary("atan2", foundry_vec::atan2, ::atan2, 1.5);
-  binary("hypot", foundry_vec::hypot, ::hypot, 1.0);
+  binary("atan2", foundry_vec::atan2, ::atan2, 4.0);
+  binary("hypot", foundry_vec::hypot, ::hypot, 4.0);
   binary("fmod", foundry_vec::fmod, ::fmod, 0);
   exact("maximum", foundry_vec::maximum, scalar_maximum<float>);
   exact("minimum", foundry_vec::minimum, scalar_minimum<float>);

@@ -26,6 +26,7 @@ FOUNDRY_SIMD_DECL float powf(float, float) noexcept;
 #if __GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35)
 FOUNDRY_SIMD_DECL float tanhf(float) noexcept;
 FOUNDRY_SIMD_DECL float erff(float) noexcept;
+#define FOUNDRY_LIBMVEC_ERF 1  // foundry_vec.h's erf calls it
 FOUNDRY_SIMD_DECL float erfcf(float) noexcept;
 FOUNDRY_SIMD_DECL float expm1f(float) noexcept;
 FOUNDRY_SIMD_DECL float exp2f(float) noexcept;
