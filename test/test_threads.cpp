@@ -71,3 +71,26 @@ TEST_CASE("threads: parallel models match PyTorch at 1, 2 and 3 threads", "[thre
     }
   }
 }
+
+TEST_CASE("threads: whole-tensor reductions are split across threads, same bits at any thread count", "[threads][fast]") {
+  TempDir tmp;
+  std::string dir = samples_dir() + "/whole_reductions";
+  ProcResult r = run_foundryc({dir + "/model.pt2", "-o", tmp / "model"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  std::string kernels = read_file(tmp / "model/kernels.cpp");
+  CHECK(count(kernels, "_chunks[64];") == 3);  // sum, amax and the sum of squares
+  CHECK(count(kernels, "for (int64_t chunk = 0; chunk < 64; ++chunk) {") == 6);  // the pieces, then their combine
+  std::vector<std::string> results;
+  for (const char* threads : {"1", "2", "3"}) {
+    INFO(threads << " threads");
+    std::string out = tmp / (std::string("out") + threads);
+    ProcResult run = run_process({foundry_run_exe(), tmp / "model", "--inputs", dir + "/inputs", "--expected",
+                                  dir + "/expected", "--threads", threads, "--save-outputs", out});
+    INFO(run.out << run.err);
+    CHECK(run.exit_code == 0);  // against PyTorch's values
+    results.push_back(read_file(out + "/0.npy") + read_file(out + "/1.npy") + read_file(out + "/2.npy"));
+  }
+  CHECK(results[0] == results[1]);
+  CHECK(results[0] == results[2]);
+}

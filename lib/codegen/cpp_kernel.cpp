@@ -68,11 +68,17 @@ std::string literal(const ir::Scalar& s) {
 // declarations (before the reduction loop), the loop body, and what follows the loop.
 // Statements are collected per loop block: a reduction loop's accumulators are declared before
 // it (`pre`) and its results read after it (`post`).
+struct Accumulator {
+  std::string name, type;
+  ReduceOp op;
+};
+
 struct Block {
   std::vector<std::string> pre, lines, post;
   ir::Index ranges;  // the loop's ranges
   std::vector<std::string> vars;
-  std::vector<std::pair<std::string, ReduceOp>> accumulators;  // of a reduction loop
+  std::vector<Accumulator> accumulators;  // of a reduction loop
+  int split_chunks = 0;  // > 0: a reduction loop split into this many chunks run on threads
   int nested = 0;  // loops opened inside this one
   int serial = 0;  // tells this loop from a sibling that reused its place on the stack
   // The loop over the last of `vars` can also run `foundry_vec::kLanes` iterations at a time:
@@ -122,6 +128,7 @@ class CppEmitter final : public ir::Ops {
     bool vector = lanes_ > 1 && b.vector_ok && !b.vars.empty() && b.nested == 0 &&
                   !(b.ranges.back().is_const() && b.ranges.back().const_value() < lanes_) &&
                   (!plan || (plan->vectorize && plan->simd_inner && !may_fail_));
+    if (vector && b.split_chunks > 0) return close_split_reduction(b, out);
     out.insert(out.end(), b.pre.begin(), b.pre.end());
     if (vector) out.insert(out.end(), b.vector_pre.begin(), b.vector_pre.end());
     std::string indent;
@@ -165,21 +172,71 @@ class CppEmitter final : public ir::Ops {
   // The last loop of `b` in two parts: whole vectors, then the remaining iterations one by one
   // (none when the range is a multiple of the lanes). A kernel with a single loop runs the vector
   // part on threads (`plan`).
-  void vector_loops(const Block& b, const LoopPlan* plan, const std::string& indent, std::vector<std::string>& out) {
+  // `begin` and `end` bound a chunk of a split reduction instead of the whole range.
+  void vector_loops(const Block& b, const LoopPlan* plan, const std::string& indent, std::vector<std::string>& out,
+                    const std::string& begin = "0", const std::string& chunk_end = "") {
     const std::string& v = b.vars.back();
     const Expr& range = b.ranges.back();
-    std::string n = idx(range), lanes = std::to_string(lanes_);
-    std::string end = range.is_const() ? std::to_string(range.const_value() / lanes_ * lanes_) : n + " - " + n + " % " + lanes;
+    std::string n = chunk_end.empty() ? idx(range) : chunk_end, lanes = std::to_string(lanes_);
+    std::string end = !chunk_end.empty() ? begin + " + (" + n + " - " + begin + ") / " + lanes + " * " + lanes
+                      : range.is_const() ? std::to_string(range.const_value() / lanes_ * lanes_)
+                                         : n + " - " + n + " % " + lanes;
     if (plan && plan->parallel_dims > 0 && b.vars.size() == 1)
       out.push_back(indent + parallel_clause(*plan, "#pragma omp parallel for"));
-    out.push_back(indent + "for (int64_t " + v + " = 0; " + v + " < " + end + "; " + v + " += " + lanes + ") {");
+    out.push_back(indent + "for (int64_t " + v + " = " + begin + "; " + v + " < " + end + "; " + v + " += " + lanes + ") {");
     for (const auto& l : b.vector_lines) out.push_back(indent + "  " + l);
     out.push_back(indent + "}");
-    if (range.is_const() && range.const_value() % lanes_ == 0) return;
+    if (chunk_end.empty() && range.is_const() && range.const_value() % lanes_ == 0) return;
     out.push_back(indent + "for (int64_t " + v + " = " + end + "; " + v + " < " + n + "; ++" + v + ") {");
     for (const auto& l : b.lines) out.push_back(indent + "  " + l);
     out.push_back(indent + "}");
   }
+  // A reduction whose kernel has nothing else to run on threads (one output element) is split
+  // into `chunks` pieces of its first loop, run on threads; each piece's partial results are
+  // stored and then combined in piece order, so the result does not depend on the thread count.
+  void close_split_reduction(const Block& b, std::vector<std::string>& out) {
+    std::string chunks = std::to_string(b.split_chunks);
+    const std::string& first = b.vars[0];
+    for (const Accumulator& a : b.accumulators) out.push_back(a.type + " " + a.name + "_chunks[" + chunks + "];");
+    out.push_back(parallel_clause(LoopPlan{}, "#pragma omp parallel for"));
+    out.push_back("for (int64_t chunk = 0; chunk < " + chunks + "; ++chunk) {");
+    std::string n = idx(b.ranges[0]), begin = first + "_begin", end = first + "_end";
+    out.push_back("  const int64_t " + begin + " = " + n + " * chunk / " + chunks + ";");
+    out.push_back("  const int64_t " + end + " = " + n + " * (chunk + 1) / " + chunks + ";");
+    for (const auto& l : b.pre) out.push_back("  " + l);
+    for (const auto& l : b.vector_pre) out.push_back("  " + l);
+    if (b.vars.size() == 1) {
+      vector_loops(b, nullptr, "  ", out, begin, end);
+    } else {
+      std::string indent = "  ";
+      for (size_t d = 0; d + 1 < b.vars.size(); ++d) {
+        const std::string& v = b.vars[d];
+        std::string from = d == 0 ? begin : "0", to = d == 0 ? end : idx(b.ranges[d]);
+        out.push_back(indent + "for (int64_t " + v + " = " + from + "; " + v + " < " + to + "; ++" + v + ") {");
+        indent += "  ";
+      }
+      vector_loops(b, nullptr, indent, out);
+      for (size_t d = b.vars.size() - 1; d-- > 0;) {
+        indent.resize(indent.size() - 2);
+        out.push_back(indent + "}");
+      }
+    }
+    for (const auto& l : b.vector_combine) out.push_back("  " + l);
+    for (const Accumulator& a : b.accumulators) out.push_back("  " + a.name + "_chunks[chunk] = " + a.name + ";");
+    out.push_back("}");
+    out.insert(out.end(), b.pre.begin(), b.pre.end());
+    out.push_back("for (int64_t chunk = 0; chunk < " + chunks + "; ++chunk) {");
+    for (const Accumulator& a : b.accumulators) {
+      std::string part = a.name + "_chunks[chunk]";
+      if (a.op == ReduceOp::Sum) out.push_back("  " + a.name + " += " + part + ";");
+      else out.push_back("  " + a.name + " = foundry_rt::" + (a.op == ReduceOp::Max ? "maximum(" : "minimum(") + a.name + ", " + part + ");");
+    }
+    out.push_back("}");
+    out.insert(out.end(), b.post.begin(), b.post.end());
+    for (const auto& v : b.vars) extents_.erase(v);
+  }
+  void split_current_block(int chunks) { block().split_chunks = chunks; }
+
   const std::vector<std::string>& lines() const { return blocks_.front().lines; }
   // The dynamic sizes (s0, ...) the emitted code mentions: the kernel takes them as parameters.
   const std::set<std::string>& size_symbols() const { return size_symbols_; }
@@ -212,6 +269,7 @@ class CppEmitter final : public ir::Ops {
   Val constant(const ir::Scalar& s) override {
     Val v = def(s.dtype, literal(s), false);
     vector_def(v, vector_splat(s.dtype, literal(s)));
+    if (is_floating(s.dtype)) float_constants_[v.id] = s.f;
     return v;
   }
   Val index_expr(const Expr& e, DType t) override {
@@ -239,7 +297,11 @@ class CppEmitter final : public ir::Ops {
     DType out = ir::returns_bool(op) ? DType::Bool : a.dtype;
     Val r = def(out, binary_expr(op, a, b), true);
     auto va = vec(a), vb = vec(b);
-    vector_def(r, va && vb ? vector_binary(op, a.dtype, *va, *vb) : std::nullopt);
+    std::optional<std::string> vr = va && vb ? vector_binary(op, a.dtype, *va, *vb) : std::nullopt;
+    auto exponent = float_constants_.find(b.id);
+    if (op == BinaryOp::Pow && va && a.dtype == DType::Float32 && exponent != float_constants_.end())
+      if (auto product = vector_power(*va, exponent->second)) vr = product;
+    vector_def(r, vr);
     return r;
   }
   Val where(Val c, Val a, Val b) override {
@@ -265,7 +327,7 @@ class CppEmitter final : public ir::Ops {
     // float32 sums and products accumulate in double: well within tolerance of PyTorch's
     // cascade sums, and deterministic.
     std::string acc_type = (fl && (op == ReduceOp::Sum || op == ReduceOp::Prod)) ? "double" : vt;
-    block().accumulators.push_back({acc, op});
+    block().accumulators.push_back({acc, acc_type, op});
     switch (op) {
       case ReduceOp::Sum:
         block().pre.push_back(acc_type + " " + acc + " = 0;");
@@ -325,6 +387,7 @@ class CppEmitter final : public ir::Ops {
   int block_serial_ = 0;
   std::map<int, int> defined_in_;  // value id -> serial of the loop block that defines it
   std::set<int> no_vector_form_;   // values of the current loops that have no vector form
+  std::map<int, double> float_constants_;  // value id -> the floating-point constant it is
   bool may_fail_ = false;  // the code calls a helper that can report a kernel error
   int next_ = 0, indirect_ = 0, accumulators_ = 0;
 
@@ -351,11 +414,11 @@ class CppEmitter final : public ir::Ops {
     }
     if (d != last || b.accumulators.empty() || b.nested) return "";
     std::string op, vars;
-    for (const auto& [acc, rop] : b.accumulators) {
-      std::string o = rop == ReduceOp::Sum ? "+" : rop == ReduceOp::Prod ? "*" : "";
+    for (const Accumulator& a : b.accumulators) {
+      std::string o = a.op == ReduceOp::Sum ? "+" : a.op == ReduceOp::Prod ? "*" : "";
       if (o.empty() || (!op.empty() && o != op)) return "";
       op = o;
-      vars += (vars.empty() ? "" : ", ") + acc;
+      vars += (vars.empty() ? "" : ", ") + a.name;
     }
     return "#pragma omp simd reduction(" + op + ":" + vars + ")";
   }
@@ -584,12 +647,20 @@ class CppEmitter final : public ir::Ops {
 // Drives the emitter through a kernel walk: loops for reductions and inner members.
 class CppVisitor final : public sched::KernelVisitor {
  public:
-  explicit CppVisitor(CppEmitter& emitter) : emitter_(emitter) {}
+  // Reductions of at least `min_split_work` elements are split into `split_chunks` pieces (0: none).
+  CppVisitor(CppEmitter& emitter, int split_chunks, int64_t min_split_work)
+      : emitter_(emitter), split_chunks_(split_chunks), min_split_work_(min_split_work) {}
   ir::Ops& ops() override { return emitter_; }
   void begin_reduction(const sched::Member&, const ir::Index& ranges) override {
     std::vector<std::string> vars;
-    for (size_t d = 0; d < ranges.size(); ++d) vars.push_back(ir::reduction_var(static_cast<int>(d)));
+    Expr work = 1;
+    for (size_t d = 0; d < ranges.size(); ++d) {
+      vars.push_back(ir::reduction_var(static_cast<int>(d)));
+      work = work * ranges[d];
+    }
     emitter_.open_block(ranges, vars);
+    if (split_chunks_ > 0 && work.is_const() && work.const_value() >= min_split_work_)
+      emitter_.split_current_block(split_chunks_);
   }
   void end_reduction(const sched::Member&) override { emitter_.close_block(); }
   void begin_inner(const sched::Member&, const ir::Index& ranges, const std::vector<std::string>& vars) override {
@@ -599,6 +670,8 @@ class CppVisitor final : public sched::KernelVisitor {
 
  private:
   CppEmitter& emitter_;
+  int split_chunks_ = 0;
+  int64_t min_split_work_ = 0;
 };
 
 ir::Accesses kernel_accesses(const sched::Kernel& kernel, const sched::Schedule& schedule) {
@@ -689,6 +762,17 @@ LoopPlan plan_loops(const sched::Kernel& kernel, const ir::Accesses& acc, const 
   return plan;
 }
 
+// A kernel of reductions to single elements has no outer loop to run on threads: its large
+// reductions are split into pieces instead (a fixed number, so that results do not depend on the
+// thread count). Only a reduction whose loop is vectorized is split.
+int split_chunks(const sched::Kernel& kernel, const KernelOptions& options) {
+  constexpr int kChunks = 64;
+  if (options.threads == 1) return 0;
+  for (const auto& r : kernel.ranges)
+    if (!r.is_const(1)) return 0;
+  return kChunks;
+}
+
 }  // namespace
 
 int vector_lanes(const std::string& target) {
@@ -721,9 +805,11 @@ EmittedKernel emit_kernel(const sched::Kernel& kernel, const sched::Schedule& sc
   CppEmitter emitter(ptrs, options.threads, options.vectorize ? options.lanes : 1);
   std::vector<std::string> outer = sched::kernel_loop_vars(kernel);
   emitter.open_block(kernel.ranges, outer);
-  CppVisitor visitor(emitter);
+  int chunks = split_chunks(kernel, options);
+  CppVisitor visitor(emitter, chunks, options.min_parallel_work);
   sched::walk_kernel(kernel, schedule, visitor);
   LoopPlan plan = plan_loops(kernel, accesses, outer, emitter.nested_in_outer() > 0, options);
+  if (chunks > 0) plan.parallel_dims = 0;  // one outer iteration: the threads run inside reductions
   emitter.close_block(&plan);
   for (const std::string& s : emitter.size_symbols()) {
     k.size_params.push_back(s);
