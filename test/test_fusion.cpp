@@ -339,4 +339,24 @@ TEST_CASE("fusion: fused and unfused models agree with the reference evaluator o
   }
 }
 
+TEST_CASE("simd: a transposed read goes tile by tile, whole rows at a time", "[simd][fast]") {
+  // relu(x.t()): the output's rows run along x's columns. The kernel reads kLanes rows of x along
+  // the output's row index into a transposed tile instead of gathering one element per lane; 70
+  // output columns leave a scalar tail.
+  Builder b;
+  Value* x = b.input("x", {70, 48});
+  Value* t = b.op("permute", {pos(x), pos(ints({1, 0}))});
+  b.output(b.op("relu", {pos(t)}));
+  ir::LoopProgram program = lower::lower_graph(b.g);
+  sched::Schedule schedule = sched::schedule_program(program, {});
+  codegen::GeneratedModel generated = codegen::generate_model(program, schedule, "tiles");
+  REQUIRE(generated.kernels.size() == 1);
+  const std::string& k = generated.kernels[0].definition;
+  INFO(k);
+  CHECK(k.find("foundry_vec::transpose_tile(in_ptr0 + ((48 * i1) + i0_tile), 48, tile0);") != std::string::npos);
+  CHECK(k.find("foundry_vec::gather") == std::string::npos);
+
+  check_compiled_against_evaluator(b.g);
+}
+
 }  // namespace foundry::test

@@ -87,6 +87,14 @@ struct Block {
   // `vector_ok` turns false when a store or reduction in the loop has no vector form.
   std::vector<std::string> vector_lines, vector_pre, vector_combine;
   bool vector_ok = true;
+  // Loads of the outer loops that stride across the vector variable but run along `tile_var`
+  // (a transpose): the vector lines hold `token` until close_block picks the gather or the tile.
+  struct TileLoad {
+    std::string token, gather, tile, base;  // base: the tile's first element at tile_var = <tile_var>_tile
+    int64_t stride = 0;                    // elements between the tile's rows
+  };
+  std::vector<TileLoad> tile_loads;
+  std::string tile_var;
 };
 
 // How a kernel's outer loop nest runs: threads over the leading `parallel_dims` loops (under a
@@ -143,15 +151,20 @@ class CppEmitter final : public ir::Ops {
       out.push_back(indent + "foundry_rt::kernel_error = 0;");
     }
     size_t scalar_loops = b.vars.size() - (vector ? 1 : 0);
+    bool tiled = vector && plan && !b.tile_loads.empty() && plan->parallel_dims <= 1 && b.vars.size() >= 2;
+    resolve_tile_loads(b, tiled, lanes_);
     for (size_t d = 0; d < scalar_loops; ++d) {
       std::string pragma = loop_pragma(b, d, plan);
       if (collect_errors && d == 0) pragma.replace(0, std::string("#pragma omp parallel for").size(), "#pragma omp for");
       if (!pragma.empty()) out.push_back(indent + pragma);
-      out.push_back(indent + "for (int64_t " + b.vars[d] + " = 0; " + b.vars[d] + " < " + idx(b.ranges[d]) + "; ++" +
-                    b.vars[d] + ") {");
+      bool over_tiles = tiled && b.vars[d] == b.tile_var;  // the tile's own loop is inside the vector loop
+      std::string v = over_tiles ? b.tile_var + "_tile" : b.vars[d];
+      std::string step = over_tiles ? v + " += " + std::to_string(lanes_) : "++" + v;
+      out.push_back(indent + "for (int64_t " + v + " = 0; " + v + " < " + idx(b.ranges[d]) + "; " + step + ") {");
       indent += "  ";
     }
-    if (vector) vector_loops(b, plan, indent, out);
+    if (tiled) tiled_vector_loops(b, indent, out);
+    else if (vector) vector_loops(b, plan, indent, out);
     else
       for (const auto& l : b.lines) out.push_back(indent + l);
     for (size_t d = scalar_loops; d-- > 0;) {
@@ -191,6 +204,35 @@ class CppEmitter final : public ir::Ops {
     for (const auto& l : b.lines) out.push_back(indent + "  " + l);
     out.push_back(indent + "}");
   }
+  // The vector loop of a transposing kernel, inside the loop over tiles of `tile_var`: per vector,
+  // each strided source is read as kLanes rows along tile_var (whole cache lines) and transposed
+  // into a tile; the body then runs for each tile_var in the tile, loading a tile row. A gather
+  // would read kLanes cache lines for every vector.
+  void tiled_vector_loops(const Block& b, const std::string& indent, std::vector<std::string>& out) {
+    const std::string& v = b.vars.back();
+    const Expr& range = b.ranges.back();
+    std::string n = idx(range), lanes = std::to_string(lanes_), t = b.tile_var, tile = t + "_tile";
+    std::string end = range.is_const() ? std::to_string(range.const_value() / lanes_ * lanes_) : n + " - " + n + " % " + lanes;
+    std::string tile_loop = "for (int64_t " + t + " = " + tile + "; " + t + " < " + tile + " + " + lanes + "; ++" + t + ") {";
+    out.push_back(indent + "for (int64_t " + v + " = 0; " + v + " < " + end + "; " + v + " += " + lanes + ") {");
+    std::set<std::string> filled;
+    for (const auto& load : b.tile_loads) {
+      if (!filled.insert(load.tile).second) continue;
+      out.push_back(indent + "  float " + load.tile + "[" + lanes + " * " + lanes + "];");
+      out.push_back(indent + "  foundry_vec::transpose_tile(" + load.base + ", " + std::to_string(load.stride) + ", " + load.tile + ");");
+    }
+    out.push_back(indent + "  " + tile_loop);
+    for (const auto& l : b.vector_lines) out.push_back(indent + "    " + l);
+    out.push_back(indent + "  }");
+    out.push_back(indent + "}");
+    if (range.is_const() && range.const_value() % lanes_ == 0) return;
+    out.push_back(indent + "for (int64_t " + v + " = " + end + "; " + v + " < " + n + "; ++" + v + ") {");
+    out.push_back(indent + "  " + tile_loop);
+    for (const auto& l : b.lines) out.push_back(indent + "    " + l);
+    out.push_back(indent + "  }");
+    out.push_back(indent + "}");
+  }
+
   // A reduction whose kernel has nothing else to run on threads (one output element) is split
   // into `chunks` pieces of its first loop, run on threads; each piece's partial results are
   // stored and then combined in piece order, so the result does not depend on the thread count.
@@ -495,8 +537,43 @@ class CppEmitter final : public ir::Ops {
     auto step = lane_step(index);
     if (!step) return vector_splat(buf.dtype, p + "[" + idx(index) + "]");
     if (*step == 1) return std::string(is_bool ? "foundry_vec::load_bool(" : "foundry_vec::load(") + p + " + " + idx(index) + ")";
-    return std::string(is_bool ? "foundry_vec::gather_bool" : "foundry_vec::gather") + "([&](int64_t " + kLane +
-           ") { return " + p + "[" + lane_index(index) + "]; })";
+    std::string gather = std::string(is_bool ? "foundry_vec::gather_bool" : "foundry_vec::gather") + "([&](int64_t " +
+                         kLane + ") { return " + p + "[" + lane_index(index) + "]; })";
+    if (auto token = tile_load(buf, index, gather)) return token;
+    return gather;
+  }
+  // A float load of the outer loops whose position moves by a constant stride with the vector
+  // variable and by one element with another loop variable, whose range is a multiple of the
+  // lanes: a transposed read. The loops can then go tile by tile (tiled_vector_loops).
+  std::optional<std::string> tile_load(const ir::Buffer& buf, const Expr& index, const std::string& gather) {
+    if (buf.dtype != DType::Float32 || blocks_.size() != 2) return std::nullopt;
+    Block& b = block();
+    auto stride = ir::affine_coefficient(index, *vector_var());
+    if (!stride || !stride->is_const()) return std::nullopt;
+    for (size_t d = 0; d + 1 < b.vars.size(); ++d) {
+      const std::string& t = b.vars[d];
+      auto along = ir::affine_coefficient(index, t);
+      if ((!b.tile_var.empty() && b.tile_var != t) || !along || !along->is_const(1) || !b.ranges[d].is_const() ||
+          b.ranges[d].const_value() % lanes_ != 0)
+        continue;
+      b.tile_var = t;
+      extents_[t + "_tile"] = b.ranges[d];
+      std::string n = std::to_string(b.tile_loads.size());
+      std::string base = ptr(buf) + " + " + idx(ir::substitute(index, {{t, Expr::sym(t + "_tile")}}));
+      b.tile_loads.push_back({"@tile" + n + "@", gather, "tile" + n, base, stride->const_value()});
+      return b.tile_loads.back().token;
+    }
+    return std::nullopt;
+  }
+  // Puts the tile loads or their gathers in place of the tokens.
+  static void resolve_tile_loads(Block& b, bool tiled, int lanes) {
+    for (auto& line : b.vector_lines)
+      for (const auto& t : b.tile_loads)
+        for (size_t at = line.find(t.token); at != std::string::npos; at = line.find(t.token)) {
+          std::string tile = "foundry_vec::load(" + t.tile + " + (" + b.tile_var + " - " + b.tile_var + "_tile) * " +
+                             std::to_string(lanes) + ")";
+          line.replace(at, t.token.size(), tiled ? tile : t.gather);
+        }
   }
   void vector_store(const ir::Buffer& buf, const Expr& index, Val v, ir::StoreMode mode) {
     auto x = vec(v);

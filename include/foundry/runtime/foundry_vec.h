@@ -102,6 +102,14 @@ template <typename F>
 inline void scatter_bool(Mask m, F&& at) {
   for (int l = 0; l < kLanes; ++l) at(l) = m[l] != 0;
 }
+// kLanes rows of kLanes floats, `stride` apart from `p`, transposed: tile[j * kLanes + l] =
+// p[l * stride + j]. Each row is read whole (a transposing kernel's strided source).
+inline void transpose_tile(const float* p, int64_t stride, float* tile) {
+  for (int l = 0; l < kLanes; ++l) {
+    VecF row = load(p + l * stride);
+    for (int j = 0; j < kLanes; ++j) tile[j * kLanes + l] = row[j];
+  }
+}
 // float(start + step * lane): an index as a value, rounded as the scalar code rounds it.
 inline VecF iota(int64_t start, int64_t step) {
   VecF r;
