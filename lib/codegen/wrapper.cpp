@@ -187,6 +187,7 @@ GeneratedModel generate_model(const ir::LoopProgram& program, const sched::Sched
   GeneratedModel m;
   m.name = model_name;
   m.weights = layout_weights(program);
+  if (options.vectorize) m.march = options.lanes == 16 ? "skylake-avx512" : options.lanes == 8 ? "haswell" : "x86-64";
   const std::string& n = model_name;
 
   std::ostringstream kernels;

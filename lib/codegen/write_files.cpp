@@ -44,14 +44,16 @@ std::string standalone_cmake(const GeneratedModel& model) {
          ").\n"
          "cmake_minimum_required(VERSION 3.16)\n"
          "project(" + n + " LANGUAGES CXX)\n"
-         "set(FOUNDRY_MARCH native CACHE STRING \"-march of the generated code (native, haswell, skylake-avx512, x86-64)\")\n"
+         "# The vector loops were generated for this instruction set's width (kernels.cpp asserts it).\n"
+         "set(FOUNDRY_MARCH " + model.march + " CACHE STRING \"-march of the generated code (haswell, skylake-avx512, x86-64, native)\")\n"
          "find_package(OpenMP REQUIRED)\n"
          "add_library(" + n + " SHARED kernels.cpp wrapper.cpp" + (dnnl ? " externs.cpp" : "") + ")\n"
          "set_target_properties(" + n + " PROPERTIES OUTPUT_NAME model PREFIX \"\" CXX_STANDARD 17\n"
          "  CXX_VISIBILITY_PRESET hidden LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})\n"
          "# -fwrapv: integer overflow wraps as in PyTorch; -fno-math-errno: math calls may vectorize.\n"
          "target_compile_options(" + n + " PRIVATE -O3 -fwrapv -fno-math-errno -fno-plt -march=${FOUNDRY_MARCH})\n"
-         "target_link_libraries(" + n + " PRIVATE OpenMP::OpenMP_CXX" + (dnnl ? " dnnl" : "") + ")\n";
+         "# sleef: the vector math functions of the kernels.\n"
+         "target_link_libraries(" + n + " PRIVATE OpenMP::OpenMP_CXX sleef" + (dnnl ? " dnnl" : "") + ")\n";
 }
 
 }  // namespace

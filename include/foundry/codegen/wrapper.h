@@ -28,6 +28,7 @@ struct GeneratedModel {
   std::string kernels_cpp, wrapper_cpp, model_h;
   std::string externs_cpp;  // empty when the model calls no extern kernel
   WeightsLayout weights;
+  std::string march = "native";  // the -march of the float lanes kernels.cpp was generated for
 };
 
 GeneratedModel generate_model(const ir::LoopProgram& program, const sched::Schedule& schedule,
