@@ -710,12 +710,9 @@ class CppEmitter final : public ir::Ops {
       case BinaryOp::LogicalAnd: return "(" + a + " != 0) && (" + b + " != 0)";
       case BinaryOp::LogicalOr: return "(" + a + " != 0) || (" + b + " != 0)";
       case BinaryOp::LogicalXor: return "(" + a + " != 0) != (" + b + " != 0)";
-      case BinaryOp::Eq: return a + " == " + b;
-      case BinaryOp::Ne: return a + " != " + b;
-      case BinaryOp::Lt: return a + " < " + b;
-      case BinaryOp::Le: return a + " <= " + b;
-      case BinaryOp::Gt: return a + " > " + b;
-      case BinaryOp::Ge: return a + " >= " + b;
+      case BinaryOp::Eq: case BinaryOp::Ne: case BinaryOp::Lt: case BinaryOp::Le: case BinaryOp::Gt:
+      case BinaryOp::Ge:
+        return a + " " + infix_operator(op) + " " + b;
     }
     throw InternalError("unknown binary op");
   }

@@ -12,6 +12,22 @@ std::string call(const char* fn, const std::string& a, const std::string& b) {
 }
 }  // namespace
 
+const char* infix_operator(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::Add: return "+";
+    case BinaryOp::Sub: return "-";
+    case BinaryOp::Mul: return "*";
+    case BinaryOp::Div: return "/";
+    case BinaryOp::Eq: return "==";
+    case BinaryOp::Ne: return "!=";
+    case BinaryOp::Lt: return "<";
+    case BinaryOp::Le: return "<=";
+    case BinaryOp::Gt: return ">";
+    case BinaryOp::Ge: return ">=";
+    default: return nullptr;
+  }
+}
+
 bool has_vector_form(DType t) { return t == DType::Float32 || t == DType::Bool; }
 
 std::string vector_type(DType t) { return t == DType::Bool ? "foundry_vec::Mask" : "foundry_vec::VecF"; }
@@ -59,17 +75,8 @@ std::optional<std::string> vector_binary(BinaryOp op, DType t, const std::string
     }
   }
   if (t != DType::Float32) return std::nullopt;
+  if (const char* infix = infix_operator(op)) return a + " " + infix + " " + b;
   switch (op) {
-    case BinaryOp::Add: return a + " + " + b;
-    case BinaryOp::Sub: return a + " - " + b;
-    case BinaryOp::Mul: return a + " * " + b;
-    case BinaryOp::Div: return a + " / " + b;
-    case BinaryOp::Eq: return a + " == " + b;
-    case BinaryOp::Ne: return a + " != " + b;
-    case BinaryOp::Lt: return a + " < " + b;
-    case BinaryOp::Le: return a + " <= " + b;
-    case BinaryOp::Gt: return a + " > " + b;
-    case BinaryOp::Ge: return a + " >= " + b;
     case BinaryOp::Fmod: return call("fmod", a, b);
     case BinaryOp::Pow: return call("pow", a, b);
     case BinaryOp::Atan2: return call("atan2", a, b);

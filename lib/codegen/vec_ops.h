@@ -9,6 +9,10 @@
 
 namespace foundry::codegen {
 
+// The C++ infix operator of an arithmetic op or comparison (+, ==, ...): the same text in the
+// scalar and the vector form. nullptr for the other ops.
+const char* infix_operator(ir::BinaryOp op);
+
 // Whether values of `t` have a vector form (float32 and bool).
 bool has_vector_form(DType t);
 // "foundry_vec::VecF" or "foundry_vec::Mask".
