@@ -127,8 +127,10 @@ class CppEmitter final : public ir::Ops {
   int nested_in_outer() const { return blocks_.size() > 1 ? blocks_[1].nested : 0; }
 
   // Closes the innermost loop and writes it, with its accumulators, into the enclosing block.
-  // The kernel's outer loop nest follows `plan`; a reduction loop whose accumulators are all sums
-  // or products gets SIMD lanes (each lane accumulates a partial result, combined once at the end).
+  // The kernel's outer loop nest follows `plan`. A loop with no loop inside it whose body has a
+  // vector form becomes vector loops (vector_loops; tile by tile for a transposed read; split
+  // into pieces on threads for a whole-tensor reduction); otherwise a reduction loop whose
+  // accumulators are all sums or products gets `omp simd` lanes.
   void close_block(const LoopPlan* plan = nullptr) {
     Block b = std::move(blocks_.back());
     blocks_.pop_back();

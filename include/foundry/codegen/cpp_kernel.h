@@ -1,6 +1,7 @@
 // C++ kernels: each scheduled kernel becomes one function over raw pointers, produced by running
 // its nodes' bodies through an emitting `Ops` handler (named SSA temporaries, loops over the
-// iteration ranges, accumulators for reductions).
+// iteration ranges, accumulators for reductions), which writes each statement in scalar form and,
+// where the op has one, in vector form (foundry_vec.h) for the innermost loops.
 #pragma once
 #include <string>
 #include <vector>
