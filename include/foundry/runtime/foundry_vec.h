@@ -20,7 +20,6 @@
 #include <sleef.h>
 #define FOUNDRY_VEC_LANES 16
 #define FOUNDRY_SLEEF(fn, ulp) Sleef_##fn##f16_##ulp##avx512f
-#define FOUNDRY_SLEEF_EXACT(fn) Sleef_##fn##f16_avx512f
 #define FOUNDRY_VEC_REG __m512
 #define FOUNDRY_VEC_SQRT _mm512_sqrt_ps
 #elif defined(__AVX2__) && defined(__FMA__)
@@ -28,7 +27,6 @@
 #include <sleef.h>
 #define FOUNDRY_VEC_LANES 8
 #define FOUNDRY_SLEEF(fn, ulp) Sleef_##fn##f8_##ulp##avx2
-#define FOUNDRY_SLEEF_EXACT(fn) Sleef_##fn##f8_avx2
 #define FOUNDRY_VEC_REG __m256
 #define FOUNDRY_VEC_SQRT _mm256_sqrt_ps
 #elif defined(__SSE2__)
@@ -36,7 +34,6 @@
 #include <sleef.h>
 #define FOUNDRY_VEC_LANES 4
 #define FOUNDRY_SLEEF(fn, ulp) Sleef_##fn##f4_##ulp##sse2
-#define FOUNDRY_SLEEF_EXACT(fn) Sleef_##fn##f4_sse2
 #define FOUNDRY_VEC_REG __m128
 #define FOUNDRY_VEC_SQRT _mm_sqrt_ps
 #else
@@ -141,31 +138,24 @@ inline VecF sign(VecF x) {
 }
 
 // ---- math functions ----------------------------------------------------------------------------
+// One table for every width: X(our name, the library function, SLEEF's ULP variant; empty for
+// SLEEF's exact functions). `_sleef` names are wrapped below (SLEEF overflows early there).
+#define FOUNDRY_VEC_UNARY_FUNCTIONS(X)                                                              \
+  X(exp, exp, u10) X(exp2, exp2, u35) X(expm1, expm1, u10) X(log, log, u35) X(log2, log2, u35)       \
+  X(log10, log10, u10) X(log1p_sleef, log1p, u10) X(sin, sin, u35) X(cos, cos, u35) X(tan, tan, u35) \
+  X(asin, asin, u35) X(acos, acos, u35) X(atan, atan, u35)                                           \
+  X(sinh, sinh, u10) X(cosh, cosh, u10) /* their u35 variants overflow from 88.7 */                 \
+  X(tanh, tanh, u35) X(asinh_sleef, asinh, u10) X(acosh_sleef, acosh, u10) X(atanh, atanh, u10)     \
+  X(erfc, erfc, u15) X(floor, floor, ) X(ceil, ceil, ) X(trunc, trunc, )                             \
+  X(nearbyint, rint, ) /* halfway cases to even, as torch.round */
+#define FOUNDRY_VEC_BINARY_FUNCTIONS(X) X(pow, pow, u10) X(atan2, atan2, u35) X(hypot, hypot, u35)
+
 #if FOUNDRY_VEC_LANES > 1
-#define FOUNDRY_VEC_UNARY(name, call) \
-  inline VecF name(VecF x) { return (VecF)call((FOUNDRY_VEC_REG)x); }
-#define FOUNDRY_VEC_BINARY(name, call) \
-  inline VecF name(VecF a, VecF b) { return (VecF)call((FOUNDRY_VEC_REG)a, (FOUNDRY_VEC_REG)b); }
-FOUNDRY_VEC_UNARY(exp, FOUNDRY_SLEEF(exp, u10))
-FOUNDRY_VEC_UNARY(exp2, FOUNDRY_SLEEF(exp2, u35))
-FOUNDRY_VEC_UNARY(expm1, FOUNDRY_SLEEF(expm1, u10))
-FOUNDRY_VEC_UNARY(log, FOUNDRY_SLEEF(log, u35))
-FOUNDRY_VEC_UNARY(log2, FOUNDRY_SLEEF(log2, u35))
-FOUNDRY_VEC_UNARY(log10, FOUNDRY_SLEEF(log10, u10))
-FOUNDRY_VEC_UNARY(log1p_sleef, FOUNDRY_SLEEF(log1p, u10))
-FOUNDRY_VEC_UNARY(sqrt, FOUNDRY_VEC_SQRT)  // the instruction: correctly rounded
-FOUNDRY_VEC_UNARY(sin, FOUNDRY_SLEEF(sin, u35))
-FOUNDRY_VEC_UNARY(cos, FOUNDRY_SLEEF(cos, u35))
-FOUNDRY_VEC_UNARY(tan, FOUNDRY_SLEEF(tan, u35))
-FOUNDRY_VEC_UNARY(asin, FOUNDRY_SLEEF(asin, u35))
-FOUNDRY_VEC_UNARY(acos, FOUNDRY_SLEEF(acos, u35))
-FOUNDRY_VEC_UNARY(atan, FOUNDRY_SLEEF(atan, u35))
-FOUNDRY_VEC_UNARY(sinh, FOUNDRY_SLEEF(sinh, u10))  // u35 overflows from 88.7
-FOUNDRY_VEC_UNARY(cosh, FOUNDRY_SLEEF(cosh, u10))
-FOUNDRY_VEC_UNARY(tanh, FOUNDRY_SLEEF(tanh, u35))
-FOUNDRY_VEC_UNARY(asinh_sleef, FOUNDRY_SLEEF(asinh, u10))
-FOUNDRY_VEC_UNARY(acosh_sleef, FOUNDRY_SLEEF(acosh, u10))
-FOUNDRY_VEC_UNARY(atanh, FOUNDRY_SLEEF(atanh, u10))
+#define FOUNDRY_VEC_UNARY(name, fn, ulp) \
+  inline VecF name(VecF x) { return (VecF)FOUNDRY_SLEEF(fn, ulp)((FOUNDRY_VEC_REG)x); }
+#define FOUNDRY_VEC_BINARY(name, fn, ulp) \
+  inline VecF name(VecF a, VecF b) { return (VecF)FOUNDRY_SLEEF(fn, ulp)((FOUNDRY_VEC_REG)a, (FOUNDRY_VEC_REG)b); }
+inline VecF sqrt(VecF x) { return (VecF)FOUNDRY_VEC_SQRT((FOUNDRY_VEC_REG)x); }  // the instruction: correctly rounded
 #if defined(FOUNDRY_LIBMVEC_ERF)
 inline VecF erf(VecF x) {
   float in[kLanes], out[kLanes];
@@ -177,37 +167,20 @@ inline VecF erf(VecF x) {
   return r;
 }
 #else
-FOUNDRY_VEC_UNARY(erf, FOUNDRY_SLEEF(erf, u10))
+inline VecF erf(VecF x) { return (VecF)FOUNDRY_SLEEF(erf, u10)((FOUNDRY_VEC_REG)x); }
 #endif
-FOUNDRY_VEC_UNARY(erfc, FOUNDRY_SLEEF(erfc, u15))
-FOUNDRY_VEC_UNARY(floor, FOUNDRY_SLEEF_EXACT(floor))
-FOUNDRY_VEC_UNARY(ceil, FOUNDRY_SLEEF_EXACT(ceil))
-FOUNDRY_VEC_UNARY(trunc, FOUNDRY_SLEEF_EXACT(trunc))
-FOUNDRY_VEC_UNARY(nearbyint, FOUNDRY_SLEEF_EXACT(rint))  // halfway cases to even, as torch.round
-FOUNDRY_VEC_BINARY(pow, FOUNDRY_SLEEF(pow, u10))
-FOUNDRY_VEC_BINARY(atan2, FOUNDRY_SLEEF(atan2, u35))
-FOUNDRY_VEC_BINARY(hypot, FOUNDRY_SLEEF(hypot, u35))
-#undef FOUNDRY_VEC_UNARY
-#undef FOUNDRY_VEC_BINARY
 #else  // one lane: the C library
-#define FOUNDRY_VEC_UNARY(name) \
-  inline VecF name(VecF x) { return splat(std::name(x[0])); }
-#define FOUNDRY_VEC_BINARY(name) \
-  inline VecF name(VecF a, VecF b) { return splat(std::name(a[0], b[0])); }
-FOUNDRY_VEC_UNARY(exp) FOUNDRY_VEC_UNARY(exp2) FOUNDRY_VEC_UNARY(expm1) FOUNDRY_VEC_UNARY(log)
-FOUNDRY_VEC_UNARY(log2) FOUNDRY_VEC_UNARY(log10) FOUNDRY_VEC_UNARY(sqrt)
-FOUNDRY_VEC_UNARY(sin) FOUNDRY_VEC_UNARY(cos) FOUNDRY_VEC_UNARY(tan) FOUNDRY_VEC_UNARY(asin)
-FOUNDRY_VEC_UNARY(acos) FOUNDRY_VEC_UNARY(atan) FOUNDRY_VEC_UNARY(sinh) FOUNDRY_VEC_UNARY(cosh)
-FOUNDRY_VEC_UNARY(tanh) FOUNDRY_VEC_UNARY(atanh)
-FOUNDRY_VEC_UNARY(erf) FOUNDRY_VEC_UNARY(erfc)
-inline VecF log1p_sleef(VecF x) { return splat(std::log1p(x[0])); }
-inline VecF asinh_sleef(VecF x) { return splat(std::asinh(x[0])); }
-inline VecF acosh_sleef(VecF x) { return splat(std::acosh(x[0])); } FOUNDRY_VEC_UNARY(floor) FOUNDRY_VEC_UNARY(ceil)
-FOUNDRY_VEC_UNARY(trunc) FOUNDRY_VEC_UNARY(nearbyint)
-FOUNDRY_VEC_BINARY(pow) FOUNDRY_VEC_BINARY(atan2) FOUNDRY_VEC_BINARY(hypot)
+#define FOUNDRY_VEC_UNARY(name, fn, ulp) \
+  inline VecF name(VecF x) { return splat(std::fn(x[0])); }
+#define FOUNDRY_VEC_BINARY(name, fn, ulp) \
+  inline VecF name(VecF a, VecF b) { return splat(std::fn(a[0], b[0])); }
+inline VecF sqrt(VecF x) { return splat(std::sqrt(x[0])); }
+inline VecF erf(VecF x) { return splat(std::erf(x[0])); }
+#endif
+FOUNDRY_VEC_UNARY_FUNCTIONS(FOUNDRY_VEC_UNARY)
+FOUNDRY_VEC_BINARY_FUNCTIONS(FOUNDRY_VEC_BINARY)
 #undef FOUNDRY_VEC_UNARY
 #undef FOUNDRY_VEC_BINARY
-#endif
 inline VecF sigmoid(VecF x) { return splat(1.0f) / (splat(1.0f) + exp(-x)); }
 // SLEEF's log1p, asinh and acosh overflow to infinity for |x| beyond about 1e38; there
 // log1p(x) = log(x) and asinh(x) = acosh(x) = log(2x) to float precision.
