@@ -103,7 +103,6 @@ struct LoopPlan {
   size_t parallel_dims = 0;
   std::string condition;  // e.g. "(128 * s0) >= 32768"
   bool simd_inner = false;
-  bool vectorize = false;  // explicit SIMD for the innermost loop, when its body has a vector form
 };
 
 class CppEmitter final : public ir::Ops {
@@ -137,7 +136,7 @@ class CppEmitter final : public ir::Ops {
     std::vector<std::string>& out = blocks_.back().lines;
     bool vector = lanes_ > 1 && b.vector_ok && !b.vars.empty() && b.nested == 0 &&
                   !(b.ranges.back().is_const() && b.ranges.back().const_value() < lanes_) &&
-                  (!plan || (plan->vectorize && plan->simd_inner && !may_fail_));
+                  (!plan || (plan->simd_inner && !may_fail_));
     if (vector && b.split_chunks > 0) return close_split_reduction(b, out);
     out.insert(out.end(), b.pre.begin(), b.pre.end());
     if (vector) out.insert(out.end(), b.vector_pre.begin(), b.vector_pre.end());
@@ -193,9 +192,8 @@ class CppEmitter final : public ir::Ops {
     const std::string& v = b.vars.back();
     const Expr& range = b.ranges.back();
     std::string n = chunk_end.empty() ? idx(range) : chunk_end, lanes = std::to_string(lanes_);
-    std::string end = !chunk_end.empty() ? begin + " + (" + n + " - " + begin + ") / " + lanes + " * " + lanes
-                      : range.is_const() ? std::to_string(range.const_value() / lanes_ * lanes_)
-                                         : n + " - " + n + " % " + lanes;
+    std::string end = chunk_end.empty() ? whole_vectors_end(range)
+                                        : begin + " + (" + n + " - " + begin + ") / " + lanes + " * " + lanes;
     if (plan && plan->parallel_dims > 0 && b.vars.size() == 1)
       out.push_back(indent + parallel_clause(*plan, "#pragma omp parallel for"));
     out.push_back(indent + "for (int64_t " + v + " = " + begin + "; " + v + " < " + end + "; " + v + " += " + lanes + ") {");
@@ -206,6 +204,12 @@ class CppEmitter final : public ir::Ops {
     for (const auto& l : b.lines) out.push_back(indent + "  " + l);
     out.push_back(indent + "}");
   }
+  // Where the whole vectors of a loop over [0, range) end: the scalar tail starts there.
+  std::string whole_vectors_end(const Expr& range) {
+    if (range.is_const()) return std::to_string(range.const_value() / lanes_ * lanes_);
+    std::string n = idx(range);
+    return n + " - " + n + " % " + std::to_string(lanes_);
+  }
   // The vector loop of a transposing kernel, inside the loop over tiles of `tile_var`: per vector,
   // each strided source is read as kLanes rows along tile_var (whole cache lines) and transposed
   // into a tile; the body then runs for each tile_var in the tile, loading a tile row. A gather
@@ -214,7 +218,7 @@ class CppEmitter final : public ir::Ops {
     const std::string& v = b.vars.back();
     const Expr& range = b.ranges.back();
     std::string n = idx(range), lanes = std::to_string(lanes_), t = b.tile_var, tile = t + "_tile";
-    std::string end = range.is_const() ? std::to_string(range.const_value() / lanes_ * lanes_) : n + " - " + n + " % " + lanes;
+    std::string end = whole_vectors_end(range);
     std::string tile_loop = "for (int64_t " + t + " = " + tile + "; " + t + " < " + tile + " + " + lanes + "; ++" + t + ") {";
     out.push_back(indent + "for (int64_t " + v + " = 0; " + v + " < " + end + "; " + v + " += " + lanes + ") {");
     std::set<std::string> filled;
@@ -313,7 +317,6 @@ class CppEmitter final : public ir::Ops {
   Val constant(const ir::Scalar& s) override {
     Val v = def(s.dtype, literal(s), false);
     vector_def(v, vector_splat(s.dtype, literal(s)));
-    if (is_floating(s.dtype)) float_constants_[v.id] = s.f;
     return v;
   }
   Val index_expr(const Expr& e, DType t) override {
@@ -341,11 +344,7 @@ class CppEmitter final : public ir::Ops {
     DType out = ir::returns_bool(op) ? DType::Bool : a.dtype;
     Val r = def(out, binary_expr(op, a, b), true);
     auto va = vec(a), vb = vec(b);
-    std::optional<std::string> vr = va && vb ? vector_binary(op, a.dtype, *va, *vb) : std::nullopt;
-    auto exponent = float_constants_.find(b.id);
-    if (op == BinaryOp::Pow && va && a.dtype == DType::Float32 && exponent != float_constants_.end())
-      if (auto product = vector_power(*va, exponent->second)) vr = product;
-    vector_def(r, vr);
+    vector_def(r, va && vb ? vector_binary(op, a.dtype, *va, *vb) : std::nullopt);
     return r;
   }
   Val where(Val c, Val a, Val b) override {
@@ -431,7 +430,6 @@ class CppEmitter final : public ir::Ops {
   int block_serial_ = 0;
   std::map<int, int> defined_in_;  // value id -> serial of the loop block that defines it
   std::set<int> no_vector_form_;   // values of the current loops that have no vector form
-  std::map<int, double> float_constants_;  // value id -> the floating-point constant it is
   bool may_fail_ = false;  // the code calls a helper that can report a kernel error
   int next_ = 0, indirect_ = 0, accumulators_ = 0;
 
@@ -811,7 +809,6 @@ LoopPlan plan_loops(const sched::Kernel& kernel, const ir::Accesses& acc, const 
     if (written.count(r.buffer)) return plan;
   if (outer.empty()) return plan;
   plan.simd_inner = !nested;
-  plan.vectorize = options.vectorize;
   if (options.threads == 1) return plan;
   size_t dims = nested ? outer.size() : std::max<size_t>(1, outer.size() - 1);
   size_t usable = 0;

@@ -90,15 +90,6 @@ std::optional<std::string> vector_binary(BinaryOp op, DType t, const std::string
   }
 }
 
-std::optional<std::string> vector_power(const std::string& x, double exponent) {
-  if (exponent == 2) return x + " * " + x;
-  if (exponent == 3) return x + " * " + x + " * " + x;
-  if (exponent == 0.5) return call("sqrt", x);
-  if (exponent == -1) return "foundry_vec::splat(1.0f) / " + x;
-  if (exponent == -2) return "foundry_vec::splat(1.0f) / (" + x + " * " + x + ")";
-  return std::nullopt;
-}
-
 std::optional<std::string> vector_convert(DType from, DType to, const std::string& x) {
   if (from == to && has_vector_form(to)) return x;
   if (from == DType::Bool && to == DType::Float32) return call("to_float", x);

@@ -22,9 +22,6 @@ std::string vector_splat(DType t, const std::string& scalar);
 
 std::optional<std::string> vector_unary(ir::UnaryOp op, DType t, const std::string& x);
 std::optional<std::string> vector_binary(ir::BinaryOp op, DType t, const std::string& a, const std::string& b);
-// x ** exponent for the exponents PyTorch computes without pow (2, 3, 0.5, -1, -2: products,
-// sqrt, reciprocals); nullopt for others.
-std::optional<std::string> vector_power(const std::string& x, double exponent);
 std::optional<std::string> vector_convert(DType from, DType to, const std::string& x);
 
 }  // namespace foundry::codegen

@@ -20,6 +20,7 @@ Outs lower_leaky_relu(LoweringContext&, const Node&);
 Outs lower_elu(LoweringContext&, const Node&);
 Outs lower_gelu(LoweringContext&, const Node&);
 Outs lower_pow_scalar_base(LoweringContext&, const Node&);
+Outs lower_pow_tensor_scalar(LoweringContext&, const Node&);
 Outs lower_to_copy(LoweringContext&, const Node&);
 Outs lower_copy(LoweringContext&, const Node&);
 Outs lower_identity(LoweringContext&, const Node&);

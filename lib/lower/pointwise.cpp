@@ -143,6 +143,26 @@ Outs lower_gelu(LoweringContext& ctx, const Node& node) {
   })};
 }
 
+// x ** c for float x and the exponents PyTorch's CPU kernel computes without pow (2, 3: products;
+// 0.5, -0.5: square roots; -1, -2: reciprocals), so that kernels and the evaluator match it and
+// vector loops need no pow call; other exponents and types stay pow.
+Outs lower_pow_tensor_scalar(LoweringContext& ctx, const Node& node) {
+  DType out = out_dtype(node);
+  const Arg& exponent = node.arg("exponent");
+  double c = exponent.is_number() ? exponent.as_double() : NAN;
+  bool special = c == 2 || c == 3 || c == 0.5 || c == -0.5 || c == -1 || c == -2;
+  if (!special || !(out == DType::Float32 || out == DType::Float64)) return binary(BinaryOp::Pow)(ctx, node);
+  return {map1(ctx.tensor(node.arg("self"), out), out, out, [c](Ops& ops, Val x) {
+    if (c == 0.5) return ops.unary(UnaryOp::Sqrt, x);
+    if (c == -0.5) return ops.unary(UnaryOp::Rsqrt, x);
+    if (c == -1) return ops.unary(UnaryOp::Reciprocal, x);
+    Val square = ops.mul(x, x);
+    if (c == 2) return square;
+    if (c == 3) return ops.mul(square, x);
+    return ops.unary(UnaryOp::Reciprocal, square);  // -2
+  })};
+}
+
 Outs lower_pow_scalar_base(LoweringContext& ctx, const Node& node) {
   DType out = out_dtype(node);
   TensorRef base = ctx.tensor(node.arg("self"), out), exponent = ctx.tensor(node.arg("exponent"), out);
