@@ -1,0 +1,56 @@
+// A kernel as a loop nest: loops with their ranges and how they run (threads, SIMD hints, steps
+// of a vector), parallel regions, and the body statements that the scalar and vector handlers
+// wrote. The kernel emitter builds it from the scheduler's plan; a printer turns it into text
+// (print_cpp: C++ with OpenMP pragmas; a CUDA printer would map the parallel loops to the grid).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace foundry::codegen {
+
+struct Stmt;
+using Stmts = std::vector<Stmt>;
+
+// `for (int64_t var = begin; var < end; var += step)`; bounds are C++ index expressions.
+struct Loop {
+  enum class Threads {
+    None,
+    Team,    // starts a team of threads that share the iterations (`omp parallel for`)
+    Shared,  // shares the iterations among the enclosing region's team (`omp for`)
+  };
+  std::string var, begin = "0", end;
+  int64_t step = 1;
+  Threads threads = Threads::None;
+  int collapse = 1;            // threads share this loop and the collapse-1 loops inside it
+  std::string num_threads;     // Team: the team's size (C++ expression)
+  std::string condition;       // Team: run on threads only when this holds ("" = always)
+  bool simd = false;           // iterations may also run in SIMD lanes (`omp simd`)
+  std::string simd_reduction;  // simd: the accumulators combined across lanes, "+:acc0, acc1"
+  Stmts body;
+};
+
+// A block run by a team of threads, whose `Shared` loops divide the work (`omp parallel`):
+// `reduction` combines a per-thread variable after the block ("|:errors").
+struct ParallelRegion {
+  std::string num_threads, condition, reduction;
+  Stmts body;
+};
+
+// A statement of a kernel: one line of code, a loop, or a parallel region.
+struct Stmt {
+  std::variant<std::string, Loop, ParallelRegion> node;
+  Stmt(std::string line) : node(std::move(line)) {}  // NOLINT: lines read as statements
+  Stmt(Loop loop) : node(std::move(loop)) {}         // NOLINT
+  Stmt(ParallelRegion region) : node(std::move(region)) {}  // NOLINT
+};
+
+// Appends `from` to `to`.
+void append(Stmts& to, const Stmts& from);
+void append_lines(Stmts& to, const std::vector<std::string>& lines);
+
+// The C++ text of `stmts`, one line each, indented by `indent` (two spaces a level).
+void print_cpp(const Stmts& stmts, const std::string& indent, std::vector<std::string>& out);
+
+}  // namespace foundry::codegen

@@ -1,0 +1,77 @@
+// The two emitting handlers of a C++ kernel, as Inductor's CppKernel and CppVecKernel: each runs
+// the same bodies and writes its own form of every statement into the current loop scope.
+// CppScalarOps writes one element at a time (named SSA temporaries `tmpN`, accumulators for
+// reductions); CppVectorOps writes the vector form over the scope's last loop variable
+// (foundry_vec.h), or marks the scope as having none. Both number values in call order, so a
+// value has the same name `tmpN` in both forms.
+#pragma once
+#include <optional>
+#include <set>
+#include <string>
+
+#include "codegen/kernel_scopes.h"
+#include "foundry/ir/ops.h"
+
+namespace foundry::codegen {
+
+class CppScalarOps final : public ir::Ops {
+ public:
+  explicit CppScalarOps(ScopeStack& scopes) : scopes_(scopes) {}
+
+  ir::Val load(const ir::Buffer& buf, const ir::Expr& index) override;
+  void store(const ir::Buffer& buf, const ir::Expr& index, ir::Val v, ir::StoreMode mode) override;
+  ir::Val constant(const ir::Scalar& s) override;
+  ir::Val index_expr(const ir::Expr& e, DType t) override;
+  ir::Val to_dtype(ir::Val v, DType t) override;
+  ir::Val unary(ir::UnaryOp op, ir::Val x) override;
+  ir::Val binary(ir::BinaryOp op, ir::Val a, ir::Val b) override;
+  ir::Val where(ir::Val c, ir::Val a, ir::Val b) override;
+  ir::Expr indirect(ir::Val v, const ir::Expr& size) override;
+  ir::Val reduction(ir::ReduceOp op, ir::Val v) override;
+  void store_reduction(const ir::Buffer& buf, const ir::Expr& index, ir::Val v) override;
+
+ private:
+  ScopeStack& scopes_;
+  int next_ = 0, indirect_ = 0, accumulators_ = 0;
+
+  ir::Val def(DType t, const std::string& rhs, bool may_round);
+  void emit(const std::string& line) { scopes_.top().lines.push_back(line); }
+  std::string reduction_position();
+};
+
+class CppVectorOps final : public ir::Ops {
+ public:
+  explicit CppVectorOps(ScopeStack& scopes) : scopes_(scopes) {}
+
+  ir::Val load(const ir::Buffer& buf, const ir::Expr& index) override;
+  void store(const ir::Buffer& buf, const ir::Expr& index, ir::Val v, ir::StoreMode mode) override;
+  ir::Val constant(const ir::Scalar& s) override;
+  ir::Val index_expr(const ir::Expr& e, DType t) override;
+  ir::Val to_dtype(ir::Val v, DType t) override;
+  ir::Val unary(ir::UnaryOp op, ir::Val x) override;
+  ir::Val binary(ir::BinaryOp op, ir::Val a, ir::Val b) override;
+  ir::Val where(ir::Val c, ir::Val a, ir::Val b) override;
+  ir::Expr indirect(ir::Val v, const ir::Expr& size) override;
+  ir::Val reduction(ir::ReduceOp op, ir::Val v) override;
+  void store_reduction(const ir::Buffer&, const ir::Expr&, ir::Val) override {}  // after the loop: scalar
+
+ private:
+  ScopeStack& scopes_;
+  std::set<int> no_vector_form_;  // values of the current loops that have no vector form
+  int next_ = 0, indirect_ = 0, accumulators_ = 0;
+
+  // Defines value number next_ as `rhs` (nullopt: it has no vector form).
+  ir::Val def(DType t, const std::optional<std::string>& rhs);
+  std::optional<std::string> vec(ir::Val v) const;
+  const std::string* vector_var() const;
+  std::optional<int> lane_step(const ir::Expr& index) const;
+  std::string lane_index(const ir::Expr& index);
+  std::optional<std::string> tile_load(const ir::Buffer& buf, const ir::Expr& index);
+  void emit(const std::string& line) { scopes_.top().vector_lines.push_back(line); }
+};
+
+// The C++ spelling of values and types shared by both forms.
+std::string value_name(ir::Val v);  // "tmp3"
+std::string literal(const ir::Scalar& s);  // exact, in the scalar's compute type
+
+}  // namespace foundry::codegen

@@ -1,0 +1,158 @@
+#include "codegen/cpp_ops.h"
+#include "codegen/vec_ops.h"
+#include "foundry/codegen/cpp_kernel.h"
+#include "foundry/support/error.h"
+
+namespace foundry::codegen {
+
+using ir::Expr;
+using ir::ReduceOp;
+using ir::Val;
+
+// A value without a vector form only stops vectorization when a store or reduction needs it.
+Val CppVectorOps::def(DType t, const std::optional<std::string>& rhs) {
+  Val v{next_++, t};
+  if (rhs && has_vector_form(t)) emit("const " + vector_type(t) + " " + value_name(v) + " = " + *rhs + ";");
+  else no_vector_form_.insert(v.id);
+  return v;
+}
+
+// `v` in vector form: its own temporary when the current loop defines it, otherwise a value of
+// an enclosing loop broadcast to every lane; nullopt when it has no vector form.
+std::optional<std::string> CppVectorOps::vec(Val v) const {
+  if (!has_vector_form(v.dtype)) return std::nullopt;
+  auto it = scopes_.defined_in.find(v.id);
+  if (it == scopes_.defined_in.end() || it->second != scopes_.top().serial) return vector_splat(v.dtype, value_name(v));
+  if (no_vector_form_.count(v.id)) return std::nullopt;
+  return value_name(v);
+}
+
+const std::string* CppVectorOps::vector_var() const {
+  return scopes_.top().vars.empty() ? nullptr : &scopes_.top().vars.back();
+}
+
+// How `index` moves with the vector variable: not at all (nullopt), one element per lane (1),
+// or otherwise (0: the lanes are addressed one by one).
+std::optional<int> CppVectorOps::lane_step(const Expr& index) const {
+  if (!ir::free_symbols(index).count(*vector_var())) return std::nullopt;
+  auto c = ir::affine_coefficient(index, *vector_var());
+  return c && c->is_const(1) ? 1 : 0;
+}
+
+// `index` at the current position plus `lane`.
+std::string CppVectorOps::lane_index(const Expr& index) {
+  return scopes_.idx(ir::substitute(index, {{*vector_var(), Expr::sym(*vector_var()) + Expr::sym(kLane)}}));
+}
+
+Val CppVectorOps::load(const ir::Buffer& buf, const Expr& index) {
+  if (!has_vector_form(buf.dtype) || !vector_var()) return def(buf.dtype, std::nullopt);
+  bool is_bool = buf.dtype == DType::Bool;
+  std::string p = scopes_.ptr(buf);
+  auto step = lane_step(index);
+  if (!step) return def(buf.dtype, vector_splat(buf.dtype, p + "[" + scopes_.idx(index) + "]"));
+  if (*step == 1)
+    return def(buf.dtype, std::string(is_bool ? "foundry_vec::load_bool(" : "foundry_vec::load(") + p + " + " +
+                              scopes_.idx(index) + ")");
+  if (auto tile = tile_load(buf, index)) return def(buf.dtype, tile);
+  return def(buf.dtype, std::string(is_bool ? "foundry_vec::gather_bool" : "foundry_vec::gather") + "([&](int64_t " +
+                            kLane + ") { return " + p + "[" + lane_index(index) + "]; })");
+}
+
+// A float load of a tiled scope (the plan chose `tile_var`: see plan_tiles in cpp_kernel.cpp)
+// whose position moves by a constant stride with the vector variable and by one element along
+// the tile variable: a row of the tile that kLanes whole rows of the source were transposed into.
+std::optional<std::string> CppVectorOps::tile_load(const ir::Buffer& buf, const Expr& index) {
+  Scope& s = scopes_.top();
+  if (s.tile_var.empty() || buf.dtype != DType::Float32) return std::nullopt;
+  const std::string& t = s.tile_var;
+  auto stride = ir::affine_coefficient(index, *vector_var());
+  auto along = ir::affine_coefficient(index, t);
+  if (!stride || !stride->is_const() || !along || !along->is_const(1)) return std::nullopt;
+  std::string tile = "tile" + std::to_string(s.tile_loads.size());
+  std::string base = scopes_.ptr(buf) + " + " + scopes_.idx(ir::substitute(index, {{t, Expr::sym(t + "_tile")}}));
+  s.tile_loads.push_back({tile, base, stride->const_value()});
+  std::string lanes = std::to_string(scopes_.lanes());
+  return "foundry_vec::load(" + tile + " + (" + t + " - " + t + "_tile) * " + lanes + ")";
+}
+
+void CppVectorOps::store(const ir::Buffer& buf, const Expr& index, Val v, ir::StoreMode mode) {
+  auto x = vec(v);
+  if (!x || !vector_var() || mode != ir::StoreMode::Set || buf.dtype != v.dtype) {
+    scopes_.top().vector_ok = false;
+    return;
+  }
+  bool is_bool = buf.dtype == DType::Bool;
+  std::string p = scopes_.ptr(buf);
+  if (lane_step(index) == 1) {
+    emit(std::string(is_bool ? "foundry_vec::store_bool(" : "foundry_vec::store(") + p + " + " + scopes_.idx(index) +
+         ", " + *x + ");");
+    return;
+  }
+  emit(std::string(is_bool ? "foundry_vec::scatter_bool(" : "foundry_vec::scatter(") + *x + ", [&](int64_t " + kLane +
+       ") -> " + storage_type(buf.dtype) + "& { return " + p + "[" + lane_index(index) + "]; });");
+}
+
+Val CppVectorOps::constant(const ir::Scalar& s) { return def(s.dtype, vector_splat(s.dtype, literal(s))); }
+
+Val CppVectorOps::index_expr(const Expr& e, DType t) {
+  if (t != DType::Float32 || !vector_var()) return def(t, std::nullopt);
+  auto step = lane_step(e);
+  if (!step) return def(t, vector_splat(DType::Float32, "static_cast<float>(" + scopes_.idx(e) + ")"));
+  if (*step == 1) return def(t, "foundry_vec::iota(" + scopes_.idx(e) + ", 1)");
+  return def(t, "foundry_vec::gather([&](int64_t " + kLane + ") { return static_cast<float>(" + lane_index(e) + "); })");
+}
+
+Val CppVectorOps::to_dtype(Val v, DType t) {
+  auto x = vec(v);
+  return def(t, x ? vector_convert(v.dtype, t, *x) : std::nullopt);
+}
+
+Val CppVectorOps::unary(ir::UnaryOp op, Val x) {
+  auto vx = vec(x);
+  return def(ir::returns_bool(op) ? DType::Bool : x.dtype, vx ? vector_unary(op, x.dtype, *vx) : std::nullopt);
+}
+
+Val CppVectorOps::binary(ir::BinaryOp op, Val a, Val b) {
+  auto va = vec(a), vb = vec(b);
+  return def(ir::returns_bool(op) ? DType::Bool : a.dtype, va && vb ? vector_binary(op, a.dtype, *va, *vb) : std::nullopt);
+}
+
+Val CppVectorOps::where(Val c, Val a, Val b) {
+  auto vc = vec(c), va = vec(a), vb = vec(b);
+  return def(a.dtype, vc && va && vb ? std::optional("foundry_vec::select(" + *vc + ", " + *va + ", " + *vb + ")")
+                                     : std::nullopt);
+}
+
+// Positions read from memory, one per iteration: the loop stays scalar.
+Expr CppVectorOps::indirect(Val, const Expr&) {
+  scopes_.top().vector_ok = false;
+  return Expr::sym("ind" + std::to_string(indirect_++));
+}
+
+// Float sums keep a double per lane; max and min a float per lane. The lanes are combined in
+// lane order after the loops, so a run's result does not depend on the thread count.
+Val CppVectorOps::reduction(ReduceOp op, Val v) {
+  std::string acc = "acc" + std::to_string(accumulators_++);
+  Val r{next_++, ir::reduce_result_dtype(op, v.dtype)};
+  auto x = vec(v);
+  Scope& s = scopes_.top();
+  if (!x || v.dtype != DType::Float32 || !(op == ReduceOp::Sum || op == ReduceOp::Max || op == ReduceOp::Min)) {
+    s.vector_ok = false;
+    return r;
+  }
+  std::string lanes = acc + "_lanes";
+  if (op == ReduceOp::Sum) {
+    s.vector_pre.push_back("foundry_vec::VecD " + lanes + " = {};");
+    emit(lanes + " += foundry_vec::widen(" + *x + ");");
+    s.vector_combine.push_back(acc + " += foundry_vec::sum(" + lanes + ");");
+    return r;
+  }
+  bool mx = op == ReduceOp::Max;
+  s.vector_pre.push_back("foundry_vec::VecF " + lanes + " = foundry_vec::splat(" + (mx ? "-" : "") + "INFINITY);");
+  emit(lanes + " = foundry_vec::" + (mx ? "maximum(" : "minimum(") + lanes + ", " + *x + ");");
+  s.vector_combine.push_back(acc + " = foundry_rt::" + (mx ? "maximum(" : "minimum(") + acc + ", foundry_vec::" +
+                             (mx ? "max(" : "min(") + lanes + "));");
+  return r;
+}
+
+}  // namespace foundry::codegen

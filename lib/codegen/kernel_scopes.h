@@ -1,0 +1,88 @@
+// The loop scopes a kernel's bodies are emitted into, shared by its two emitting handlers: the
+// scalar one (CppScalarOps) and the vector one (CppVectorOps). There is one scope per loop block
+// of the kernel walk: the kernel's outer loops, then each reduction's or inner member's loops.
+// A scope collects each handler's statements; the kernel emitter then arranges them into a loop
+// nest (loop_nest.h).
+#pragma once
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "foundry/codegen/loop_nest.h"
+#include "foundry/ir/loop_ir.h"
+
+namespace foundry::codegen {
+
+struct Accumulator {
+  std::string name, type;
+  ir::ReduceOp op;
+};
+
+// A transposed read in tile form: kLanes rows read whole into `tile` from `base`, `stride`
+// elements apart (see tiled loops in cpp_kernel.cpp).
+struct TileLoad {
+  std::string tile, base;
+  int64_t stride = 0;
+};
+
+struct Scope {
+  ir::Index ranges;  // the loops' ranges
+  std::vector<std::string> vars;
+  int serial = 0;        // tells this scope from a sibling that reused its place on the stack
+  int nested = 0;        // loops opened inside this one
+  int split_chunks = 0;  // > 0: a reduction loop split into this many pieces run on threads
+
+  // Scalar form: `lines` is the loop body (with the loops of inner scopes). A reduction loop's
+  // accumulators are declared before it (`pre`) and its results read after it (`post`).
+  std::vector<std::string> pre, post;
+  Stmts lines;
+  std::vector<Accumulator> accumulators;
+
+  // Vector form of the loop over the last of `vars`, `foundry_vec::kLanes` iterations at a time:
+  // `vector_lines` are its body, `vector_pre` the lanes' accumulators (declared after `pre`),
+  // `vector_combine` folds them into the scalar accumulators after the loops. `vector_ok` turns
+  // false when a store or reduction in the loop has no vector form.
+  std::vector<std::string> vector_pre, vector_lines, vector_combine;
+  bool vector_ok = true;
+  // The outer scope of a transposing kernel runs tile by tile along `tile_var` (the plan's choice).
+  std::string tile_var;
+  std::vector<TileLoad> tile_loads;
+};
+
+class ScopeStack {
+ public:
+  ScopeStack(const std::map<const ir::Buffer*, std::string>& ptrs, int lanes);
+
+  void open(const ir::Index& ranges, const std::vector<std::string>& vars);
+  Scope close();  // the innermost scope, taken off the stack
+  Scope& top() { return stack_.back(); }
+  const Scope& top() const { return stack_.back(); }
+  size_t depth() const { return stack_.size(); }
+  bool is_open(int serial) const;  // a value defined in scope `serial` is visible here
+  int enclosing_serial() const { return stack_[stack_.size() - 2].serial; }
+
+  // The C++ of an index expression, simplified with the extents of the loops in scope; the
+  // dynamic sizes it mentions become kernel parameters.
+  std::string idx(const ir::Expr& e);
+  std::string ptr(const ir::Buffer& buf) const;
+  void set_extent(const std::string& symbol, const ir::Expr& extent) { extents_[symbol] = extent; }
+
+  const std::set<std::string>& size_symbols() const { return size_symbols_; }
+  int lanes() const { return lanes_; }
+  std::map<int, int> defined_in;  // value id -> serial of the scope that defines it
+  bool may_fail = false;          // the code calls a helper that can report a kernel error
+
+ private:
+  const std::map<const ir::Buffer*, std::string>& ptrs_;
+  int lanes_;
+  std::vector<Scope> stack_;
+  ir::SymbolExtents extents_;
+  std::set<std::string> size_symbols_;
+  int serial_ = 0;
+};
+
+// The lane symbol of per-lane index lambdas (`[&](int64_t lane) { ... }`).
+inline const std::string kLane = "lane";
+
+}  // namespace foundry::codegen
