@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "foundry/graph/graph.h"
-#include "foundry/ops/registry.h"
+#include "foundry/graph/op_schema.h"
 #include "foundry/support/error.h"
 
 namespace foundry {

@@ -3,7 +3,7 @@
 #include <unordered_set>
 
 #include "foundry/graph/graph.h"
-#include "foundry/ops/registry.h"
+#include "foundry/graph/op_schema.h"
 #include "foundry/support/error.h"
 
 namespace foundry {

@@ -14,7 +14,7 @@
 
 namespace foundry {
 
-struct OpInfo;  // foundry/ops/registry.h
+struct OpInfo;  // foundry/graph/op_schema.h
 
 // One dimension's size: a constant, or a symbolic expression (kept as its sympy srepr string
 // until dynamic shapes are lowered) with the hint recorded at export time.

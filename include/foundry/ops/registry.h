@@ -1,46 +1,19 @@
 // The op registry: one table (ops.def) of every operator foundryc understands, with its ATen
-// schema and its shape/dtype rule. Adding an op is adding a row there.
+// schema and its shape/dtype rule. Adding an op is adding a row there. The types of a table row
+// (OpInfo, OpSchema) are the graph's, in foundry/graph/op_schema.h.
 #pragma once
-#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "foundry/graph/graph.h"
+#include "foundry/graph/op_schema.h"
 
 namespace foundry {
 
-// One argument of a parsed ATen schema, e.g. "Scalar alpha=1" or "*, ScalarType? dtype=None".
-struct ArgSchema {
-  std::string name;
-  std::string type;        // as written, e.g. "Tensor", "int[]", "Scalar?", "SymInt[1]"
-  bool optional = false;   // type ends in '?'
-  bool kwarg_only = false; // after '*'
-  std::optional<std::string> default_text;  // as written after '=', e.g. "1", "None", "[]", "False"
-  std::string alias;       // alias annotation without parentheses, e.g. "a!" for "Tensor(a!)"; not in `type`
-};
-
-struct OpSchema {
-  std::string name;      // "add"
-  std::string overload;  // "Tensor" ("" for default)
-  std::vector<ArgSchema> args;
-  std::vector<std::string> returns;  // return types, e.g. {"Tensor", "Tensor"}
-  std::string text;                  // the schema as written in ops.def
-};
-
 // Parses an ATen schema string; throws InternalError on malformed text (the table is ours).
 OpSchema parse_schema(std::string_view text);
-
-// Computes the output types of a bound node (args in schema order, defaults filled in).
-// Throws UserError with a message (without the node name; the caller adds it) on invalid input.
-using ShapeRule = std::function<std::vector<TensorType>(const Node&)>;
-
-struct OpInfo {
-  std::string name;  // "add.Tensor", "relu" (".default" dropped)
-  OpSchema schema;
-  ShapeRule infer;   // may be empty for ops whose recorded types are trusted
-};
 
 // Looks up an op by its export target ("torch.ops.aten.add.Tensor") or short name ("add.Tensor").
 const OpInfo* find_op(std::string_view target);

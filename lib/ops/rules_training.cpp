@@ -1,7 +1,6 @@
 // Shape rules of the training-IR ops that only the decomposition pass sees (the rows at the end
-// of ops.def): reshape, view_as/reshape_as, chunk, split.Tensor, unbind.int and to.other. They
-// are here, next to the pass that removes these ops, rather than in lib/ops/rules_*.cpp; the op
-// table declares them (namespace foundry::rules) like any other rule.
+// of ops.def): reshape, view_as/reshape_as, chunk, split.Tensor, unbind.int and to.other. Like
+// every rule they belong to the op table, which the passes are built on.
 #include <numeric>
 
 #include "foundry/ops/registry.h"
