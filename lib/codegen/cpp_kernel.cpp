@@ -194,11 +194,9 @@ class NestBuilder final : public sched::KernelVisitor {
   // Loop `d` of scope `b` run one iteration at a time: threads over the plan's leading loops,
   // `omp simd` over the innermost; a tiled scope's tile loop steps a tile at a time.
   Loop scalar_loop(const Scope& b, size_t d, const LoopPlan* plan, bool tiled) {
-    Loop loop;
     bool over_tiles = tiled && b.vars[d] == b.tile_var;  // the tile's own loop is inside the vector loop
-    loop.var = over_tiles ? b.tile_var + "_tile" : b.vars[d];
-    loop.end = scopes_.idx(b.ranges[d]);
-    loop.step = over_tiles ? scopes_.lanes() : 1;
+    Loop loop = loop_over(over_tiles ? b.tile_var + "_tile" : b.vars[d], "0", scopes_.idx(b.ranges[d]),
+                          over_tiles ? scopes_.lanes() : 1);
     size_t last = b.vars.size() - 1;
     if (!plan) {
       loop.simd_reduction = d == last && b.nested == 0 ? simd_reduction(b) : "";
@@ -247,15 +245,16 @@ class NestBuilder final : public sched::KernelVisitor {
     const Expr& range = b.ranges.back();
     std::string lanes = std::to_string(scopes_.lanes());
     std::string n = chunk_end.empty() ? scopes_.idx(range) : chunk_end;
-    Loop whole{.var = b.vars.back(), .begin = begin, .step = scopes_.lanes()};
-    whole.end = chunk_end.empty() ? whole_vectors_end(range) : begin + " + (" + n + " - " + begin + ") / " + lanes + " * " + lanes;
+    std::string end = chunk_end.empty() ? whole_vectors_end(range) : begin + " + (" + n + " - " + begin + ") / " + lanes + " * " + lanes;
+    Loop whole = loop_over(b.vars.back(), begin, end, scopes_.lanes());
     if (plan && plan->parallel_dims > 0 && b.vars.size() == 1) {
       whole.threads = Loop::Threads::Team;
       whole.num_threads = num_threads();
       whole.condition = plan->condition;
     }
     append_lines(whole.body, b.vector_lines);
-    Loop tail{.var = whole.var, .begin = whole.end, .end = n, .body = b.lines};
+    Loop tail = loop_over(whole.var, end, n);
+    tail.body = b.lines;
     Stmts out{std::move(whole)};
     if (!chunk_end.empty() || !range.is_const() || range.const_value() % scopes_.lanes() != 0) out.push_back(std::move(tail));
     return out;
@@ -268,8 +267,8 @@ class NestBuilder final : public sched::KernelVisitor {
   Stmts tiled_vector_loops(const Scope& b) {
     const Expr& range = b.ranges.back();
     std::string lanes = std::to_string(scopes_.lanes()), t = b.tile_var, tile = t + "_tile";
-    Loop in_tile{.var = t, .begin = tile, .end = tile + " + " + lanes};
-    Loop whole{.var = b.vars.back(), .end = whole_vectors_end(range), .step = scopes_.lanes()};
+    Loop in_tile = loop_over(t, tile, tile + " + " + lanes);
+    Loop whole = loop_over(b.vars.back(), "0", whole_vectors_end(range), scopes_.lanes());
     for (const TileLoad& load : b.tile_loads) {
       whole.body.push_back("float " + load.tile + "[" + lanes + " * " + lanes + "];");
       whole.body.push_back("foundry_vec::transpose_tile(" + load.base + ", " + std::to_string(load.stride) + ", " +
@@ -281,7 +280,9 @@ class NestBuilder final : public sched::KernelVisitor {
     Stmts out{whole};
     if (range.is_const() && range.const_value() % scopes_.lanes() == 0) return out;
     in_tile.body = b.lines;
-    out.push_back(Loop{.var = whole.var, .begin = whole.end, .end = scopes_.idx(range), .body = {std::move(in_tile)}});
+    Loop tail = loop_over(whole.var, whole.end, scopes_.idx(range));
+    tail.body.push_back(std::move(in_tile));
+    out.push_back(std::move(tail));
     return out;
   }
 
@@ -294,7 +295,9 @@ class NestBuilder final : public sched::KernelVisitor {
     std::string n = scopes_.idx(b.ranges[0]), begin = first + "_begin", end = first + "_end";
     Stmts out;
     for (const Accumulator& a : b.accumulators) out.push_back(a.type + " " + a.name + "_chunks[" + chunks + "];");
-    Loop pieces{.var = "chunk", .end = chunks, .threads = Loop::Threads::Team, .num_threads = num_threads()};
+    Loop pieces = loop_over("chunk", "0", chunks);
+    pieces.threads = Loop::Threads::Team;
+    pieces.num_threads = num_threads();
     append_lines(pieces.body, {"const int64_t " + begin + " = " + n + " * chunk / " + chunks + ";",
                          "const int64_t " + end + " = " + n + " * (chunk + 1) / " + chunks + ";"});
     append_lines(pieces.body, b.pre);
@@ -304,7 +307,7 @@ class NestBuilder final : public sched::KernelVisitor {
     } else {
       Stmts body = vector_loops(b, nullptr);
       for (size_t d = b.vars.size() - 1; d-- > 0;) {
-        Loop loop{.var = b.vars[d], .begin = d == 0 ? begin : "0", .end = d == 0 ? end : scopes_.idx(b.ranges[d])};
+        Loop loop = loop_over(b.vars[d], d == 0 ? begin : "0", d == 0 ? end : scopes_.idx(b.ranges[d]));
         loop.body = std::move(body);
         body = {std::move(loop)};
       }
@@ -314,7 +317,7 @@ class NestBuilder final : public sched::KernelVisitor {
     for (const Accumulator& a : b.accumulators) pieces.body.push_back(a.name + "_chunks[chunk] = " + a.name + ";");
     out.push_back(std::move(pieces));
     append_lines(out, b.pre);
-    Loop combine{.var = "chunk", .end = chunks};
+    Loop combine = loop_over("chunk", "0", chunks);
     for (const Accumulator& a : b.accumulators) {
       std::string part = a.name + "_chunks[chunk]";
       if (a.op == ReduceOp::Sum) combine.body.push_back(a.name + " += " + part + ";");

@@ -45,6 +45,15 @@ struct CppPrinter {
 
 }  // namespace
 
+Loop loop_over(std::string var, std::string begin, std::string end, int64_t step) {
+  Loop loop;
+  loop.var = std::move(var);
+  loop.begin = std::move(begin);
+  loop.end = std::move(end);
+  loop.step = step;
+  return loop;
+}
+
 void append(Stmts& to, const Stmts& from) { to.insert(to.end(), from.begin(), from.end()); }
 
 void append_lines(Stmts& to, const std::vector<std::string>& lines) { to.insert(to.end(), lines.begin(), lines.end()); }

@@ -46,6 +46,9 @@ struct Stmt {
   Stmt(ParallelRegion region) : node(std::move(region)) {}  // NOLINT
 };
 
+// A plain loop over [begin, end) by `step`.
+Loop loop_over(std::string var, std::string begin, std::string end, int64_t step = 1);
+
 // Appends `from` to `to`.
 void append(Stmts& to, const Stmts& from);
 void append_lines(Stmts& to, const std::vector<std::string>& lines);
