@@ -3,9 +3,18 @@
 // at every thread count.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <string>
 
+#include "foundry/build/compile.h"
+#include "foundry/codegen/wrapper.h"
+#include "foundry/lower/lowering.h"
+#include "foundry/runtime/loaded_model.h"
+#include "foundry/sched/schedule.h"
+#include "graph_builder.h"
 #include "support.h"
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -94,3 +103,68 @@ TEST_CASE("threads: whole-tensor reductions are split across threads, same bits 
   CHECK(results[0] == results[1]);
   CHECK(results[0] == results[2]);
 }
+
+namespace foundry::test {
+namespace {
+
+// An embedding of 8 x 64 tokens into rows of 64 floats: 32768 output elements, over the work
+// threshold, each read at a checked position (a kernel that can report an error).
+struct EmbeddingModel {
+  TempDir tmp{"foundry_threads_"};
+  Builder b;
+  std::string dir = tmp / "model";
+  std::string kernels;
+
+  EmbeddingModel() {
+    Value* table = b.weight("table", {100, 64});
+    Value* ids = b.input("ids", {8, 64}, DType::Int64);
+    b.output(b.op("embedding", {pos(table), pos(ids)}));
+    ir::LoopProgram program = lower::lower_graph(b.g);
+    sched::Schedule schedule = sched::schedule_program(program, {});
+    fs::create_directories(dir);
+    codegen::GeneratedModel generated = codegen::generate_model(program, schedule, "embed");
+    kernels = generated.kernels_cpp;
+    codegen::write_model_files(generated, dir);
+    build::CompileOptions options;
+    options.cache_dir = tmp / "cache";
+    build::compile_model(dir, options);
+  }
+
+  static NpyArray ids(int64_t bad_at = -1) {
+    NpyArray a;
+    a.dtype = DType::Int64;
+    a.shape = {8, 64};
+    a.data.resize(8 * 64 * sizeof(int64_t));
+    for (int64_t i = 0; i < 8 * 64; ++i) a.as<int64_t>()[i] = i == bad_at ? 100 : (i * 37) % 100 - (i % 3 == 0 ? 100 : 0);
+    return a;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("threads: a kernel with index checks runs on threads and collects their errors", "[threads][fast]") {
+  EmbeddingModel m;
+  INFO(m.kernels);
+  // One team of threads whose loop is shared with `omp for` (no num_threads there: g++ refuses it).
+  CHECK(count(m.kernels, "#pragma omp parallel num_threads(foundry_rt::num_threads(0)) reduction(|:errors)") == 1);
+  CHECK(count(m.kernels, "#pragma omp for") == 1);
+  CHECK(count(m.kernels, "#pragma omp for num_threads") == 0);
+
+  LoadedModel model(m.dir + "/model.so", "embed", m.dir);
+  NpyArray ids = EmbeddingModel::ids();
+  std::vector<NpyArray> got = model.run({ids});
+  REQUIRE(got.size() == 1);
+  // Each output row is the table row at its index (negative indices count from the end); the
+  // table holds 0.25 * (k % 11) - 1 at flat position k (Builder::weight).
+  int64_t wrong = 0;
+  for (int64_t t = 0; t < 8 * 64; ++t) {
+    int64_t row = ids.as<int64_t>()[t] < 0 ? ids.as<int64_t>()[t] + 100 : ids.as<int64_t>()[t];
+    for (int64_t c = 0; c < 64; ++c)
+      wrong += got[0].as<float>()[t * 64 + c] != 0.25f * static_cast<float>((row * 64 + c) % 11) - 1.0f;
+  }
+  CHECK(wrong == 0);
+  // An index out of range on some thread fails the run with a message, from every thread count.
+  CHECK_THROWS_WITH(model.run({EmbeddingModel::ids(300)}), Catch::Contains("out of range"));
+}
+
+}  // namespace foundry::test
