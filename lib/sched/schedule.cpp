@@ -232,6 +232,17 @@ Schedule schedule_program(const ir::LoopProgram& program, const ScheduleOptions&
   return schedule;
 }
 
+std::vector<std::string> kernel_origins(const Kernel& kernel) {
+  std::vector<const ir::LoopNode*> nodes(kernel.inlined.begin(), kernel.inlined.end());
+  for (const auto& m : kernel.members) nodes.push_back(m.node);
+  std::sort(nodes.begin(), nodes.end(), [](const ir::LoopNode* a, const ir::LoopNode* b) { return a->id < b->id; });
+  std::vector<std::string> origins;
+  for (const ir::LoopNode* node : nodes)
+    for (const std::string& o : node->origins)
+      if (std::find(origins.begin(), origins.end(), o) == origins.end()) origins.push_back(o);
+  return origins;
+}
+
 Traffic step_traffic(const Step& step, const Schedule& schedule) {
   ir::Accesses acc = step_accesses(step, schedule);
   Traffic t;
