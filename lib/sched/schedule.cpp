@@ -96,6 +96,9 @@ std::string kernel_name(const Kernel& k, const std::set<const ir::LoopNode*>& in
     for (const auto& op : m.node->origin_ops) ops.insert(op);
   for (const auto* n : inlined)
     for (const auto& op : n->origin_ops) ops.insert(op);
+  // A kernel that only copies (a library call's operand put in a layout the call takes, an
+  // aten.copy) fuses nothing: "cpp_copy_0".
+  if (ops == std::set<std::string>{"copy"}) return "cpp_copy_" + std::to_string(index);
   std::string name = "cpp_fused";
   for (const auto& op : ops) name += "_" + op;
   return name + "_" + std::to_string(index);
