@@ -15,6 +15,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 
@@ -258,6 +260,141 @@ void write_file(const std::string& path, const std::string& contents) {
   out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
   out.close();
   if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+size_t count_occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+// --- file_check ----------------------------------------------------------------------------------
+
+namespace {
+
+struct Directive {
+  enum class Kind { Check, Next, Same, Not };
+  Kind kind = Kind::Check;
+  std::regex pattern;
+  std::string written;  // the directive as written, for messages
+};
+
+// A pattern's regular expression: the text literally, {{...}} as a regular expression.
+std::regex pattern_regex(const std::string& pattern) {
+  static const std::regex special(R"([.^$|()\[\]{}*+?\\])");
+  std::string re;
+  size_t pos = 0;
+  while (pos < pattern.size()) {
+    size_t open = pattern.find("{{", pos), close = open == std::string::npos ? open : pattern.find("}}", open + 2);
+    if (close == std::string::npos) open = pattern.size();
+    re += std::regex_replace(pattern.substr(pos, open - pos), special, R"(\$&)");
+    if (open == pattern.size()) break;
+    re += "(?:" + pattern.substr(open + 2, close - open - 2) + ")";
+    pos = close + 2;
+  }
+  return std::regex(re);
+}
+
+std::string trimmed(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+std::vector<Directive> parse_checks(const std::string& checks) {
+  static const std::vector<std::pair<std::string, Directive::Kind>> prefixes = {
+      {"CHECK:", Directive::Kind::Check},
+      {"CHECK-NEXT:", Directive::Kind::Next},
+      {"CHECK-SAME:", Directive::Kind::Same},
+      {"CHECK-NOT:", Directive::Kind::Not}};
+  std::vector<Directive> out;
+  std::istringstream lines(checks);
+  for (std::string line; std::getline(lines, line);) {
+    line = trimmed(line);
+    for (const auto& [prefix, kind] : prefixes)
+      if (line.rfind(prefix, 0) == 0) out.push_back({kind, pattern_regex(trimmed(line.substr(prefix.size()))), line});
+  }
+  return out;
+}
+
+size_t line_start(const std::string& text, size_t pos) {
+  size_t nl = pos == 0 ? std::string::npos : text.rfind('\n', pos - 1);
+  return nl == std::string::npos ? 0 : nl + 1;
+}
+
+size_t line_end(const std::string& text, size_t pos) { return std::min(text.find('\n', pos), text.size()); }
+
+size_t line_number(const std::string& text, size_t pos) {
+  return 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(pos), '\n'));
+}
+
+// Up to `count` numbered lines of `text` from the one holding `pos`.
+std::string excerpt(const std::string& text, size_t pos, int count = 4) {
+  std::string out;
+  for (size_t start = line_start(text, pos); start < text.size() && count-- > 0;) {
+    size_t end = line_end(text, start);
+    out += "  " + std::to_string(line_number(text, start)) + " | " + text.substr(start, end - start) + "\n";
+    start = end + 1;
+  }
+  return out.empty() ? "  (end of text)\n" : out;
+}
+
+struct Span {
+  size_t begin = 0, end = 0;
+};
+
+std::optional<Span> search(const std::string& text, const std::regex& re, size_t from, size_t to) {
+  if (from > to) return std::nullopt;
+  std::smatch m;
+  auto first = text.begin() + static_cast<std::ptrdiff_t>(from), last = text.begin() + static_cast<std::ptrdiff_t>(to);
+  if (!std::regex_search(first, last, m, re)) return std::nullopt;
+  size_t begin = from + static_cast<size_t>(m.position(0));
+  return Span{begin, begin + static_cast<size_t>(m.length(0))};
+}
+
+// The text a positive directive may match in, given the end of the previous match.
+Span search_range(const std::string& text, Directive::Kind kind, size_t pos) {
+  size_t eol = line_end(text, pos);
+  if (kind == Directive::Kind::Same) return {pos, eol};
+  if (kind == Directive::Kind::Next) return {std::min(eol + 1, text.size()), line_end(text, std::min(eol + 1, text.size()))};
+  return {pos, text.size()};
+}
+
+// The first CHECK-NOT among `pending` that occurs in [from, to), as a failure message.
+std::string forbidden_match(const std::string& text, const std::vector<const Directive*>& pending, size_t from,
+                            size_t to) {
+  for (const Directive* d : pending)
+    if (auto hit = search(text, d->pattern, from, to))
+      return "\"" + d->written + "\" failed: it occurs on line " + std::to_string(line_number(text, hit->begin)) +
+             ":\n" + excerpt(text, hit->begin, 1);
+  return "";
+}
+
+}  // namespace
+
+std::string file_check(const std::string& text, const std::string& checks) {
+  std::vector<Directive> directives = parse_checks(checks);
+  if (directives.empty()) return "no CHECK directives in the check list";
+  std::vector<const Directive*> pending_nots;
+  size_t pos = 0;
+  bool matched_before = false;
+  for (const Directive& d : directives) {
+    if (d.kind == Directive::Kind::Not) {
+      pending_nots.push_back(&d);
+      continue;
+    }
+    if (d.kind != Directive::Kind::Check && !matched_before)
+      return "\"" + d.written + "\" has no previous match to follow (a bug in the check list)";
+    Span range = search_range(text, d.kind, pos);
+    std::optional<Span> hit = search(text, d.pattern, range.begin, range.end);
+    if (!hit)
+      return "\"" + d.written + "\" not matched; the search started on line " +
+             std::to_string(line_number(text, range.begin)) + ":\n" + excerpt(text, range.begin);
+    if (std::string failure = forbidden_match(text, pending_nots, pos, hit->begin); !failure.empty()) return failure;
+    pending_nots.clear();
+    pos = hit->end;
+    matched_before = true;
+  }
+  return forbidden_match(text, pending_nots, pos, text.size());
 }
 
 }  // namespace foundry::test

@@ -1,6 +1,7 @@
 // Helpers shared by all tests: where the corpus and samples are, running foundryc and other
-// processes, temporary folders.
+// processes, temporary folders, and checks of generated text.
 #pragma once
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,22 @@ class TempDir {
 std::string read_file(const std::string& path);
 // Creates or replaces the file; throws std::runtime_error on failure.
 void write_file(const std::string& path, const std::string& contents);
+
+// How many times `what` occurs in `text` (overlapping occurrences counted).
+size_t count_occurrences(const std::string& text, const std::string& what);
+
+// FileCheck-style matching of generated text (a format check: what is there and in which order,
+// not whether it computes the right values). `checks` holds one directive a line (blank lines
+// and lines without a directive are skipped); each pattern is a literal substring, except that
+// {{regex}} matches a regular expression (ECMAScript):
+//   CHECK: p       p occurs at or after the end of the previous match
+//   CHECK-NEXT: p  p occurs on the line after the previous match's line
+//   CHECK-SAME: p  p occurs on the previous match's line, after it
+//   CHECK-NOT: p   p does not occur between the previous match and the next one (or the end)
+// Returns "" when every directive holds; else a message naming the first one that does not, the
+// line where its search started and the text around it (or, for CHECK-NOT, where it occurred).
+// Use as CHECK(file_check(text, checks) == "") so that Catch prints the message.
+std::string file_check(const std::string& text, const std::string& checks);
 
 }  // namespace foundry::test
 

@@ -240,26 +240,21 @@ TEST_CASE("fusion: relu(x + y) * 2 is one kernel with two loads and one store", 
   CHECK(m["kernels"][0]["name"] == "cpp_fused_add_mul_relu_0");
   CHECK(m["bytes_moved"] == 3 * 1024 * 4);
   std::string kernels = read_file(tmp / "out/kernels.cpp");
-  auto count = [&](const std::string& what) {
-    size_t n = 0;
-    for (size_t p = kernels.find(what); p != std::string::npos; p = kernels.find(what, p + 1)) ++n;
-    return n;
-  };
   // One vector loop (1024 is a multiple of the lanes: no scalar tail) that loads each input and
   // stores the output once; the names also appear once each in the parameter list.
-  CHECK(count("for (") == 1);
-  CHECK(count("foundry_vec::load(in_ptr0 + i0)") == 1);
-  CHECK(count("foundry_vec::load(in_ptr1 + i0)") == 1);
-  CHECK(count("foundry_vec::store(out_ptr0 + i0, ") == 1);
-  CHECK(count("in_ptr") == 4);
-  CHECK(count("out_ptr") == 2);
+  CHECK(count_occurrences(kernels, "for (") == 1);
+  CHECK(count_occurrences(kernels, "foundry_vec::load(in_ptr0 + i0)") == 1);
+  CHECK(count_occurrences(kernels, "foundry_vec::load(in_ptr1 + i0)") == 1);
+  CHECK(count_occurrences(kernels, "foundry_vec::store(out_ptr0 + i0, ") == 1);
+  CHECK(count_occurrences(kernels, "in_ptr") == 4);
+  CHECK(count_occurrences(kernels, "out_ptr") == 2);
 
   // The scalar form (--no-simd) is one loop too.
   compile(model, tmp / "scalar", tmp / "cache", {"--no-simd"});
   kernels = read_file(tmp / "scalar/kernels.cpp");
-  CHECK(count("for (") == 1);
-  CHECK(count("= in_ptr") == 2);
-  CHECK(count("out_ptr0[") == 1);
+  CHECK(count_occurrences(kernels, "for (") == 1);
+  CHECK(count_occurrences(kernels, "= in_ptr") == 2);
+  CHECK(count_occurrences(kernels, "out_ptr0[") == 1);
 }
 
 TEST_CASE("fusion: golden ir_post_fusion.txt and ir_pre_fusion.txt", "[fusion][fast]") {

@@ -9,12 +9,6 @@ using namespace foundry::test;
 
 namespace {
 
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
-  return n;
-}
-
 // The -march levels (or the one-lane build) that this CPU can run.
 std::vector<std::string> runnable_widths() {
   std::vector<std::string> widths = {"-DFOUNDRY_VEC_SCALAR", "-march=x86-64"};
@@ -38,7 +32,7 @@ TEST_CASE("simd: vector math matches the C library at every width", "[simd][fast
     ProcResult run = run_process({exe});
     INFO(run.out);
     CHECK(run.exit_code == 0);
-    CHECK(count(run.out, ", 0 mismatches") == 1);
+    CHECK(count_occurrences(run.out, ", 0 mismatches") == 1);
   }
 }
 
@@ -49,16 +43,16 @@ TEST_CASE("simd: kernels have vector loops, reductions combine lanes after the l
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   std::string k = read_file(tmp / "out/kernels.cpp");
-  CHECK(count(k, "static_assert(foundry_vec::kLanes == 8") == 1);
+  CHECK(count_occurrences(k, "static_assert(foundry_vec::kLanes == 8") == 1);
   // softmax: a max and a sum over rows of 64, lanes combined once per row.
-  CHECK(count(k, "foundry_vec::maximum(acc0_lanes, ") == 1);
-  CHECK(count(k, "acc0 = foundry_rt::maximum(acc0, foundry_vec::max(acc0_lanes));") == 1);
-  CHECK(count(k, "+= foundry_vec::sum(acc1_lanes);") >= 1);
-  CHECK(count(k, "foundry_vec::erf(") == 1);  // gelu
-  CHECK(count(k, "foundry_vec::exp(") >= 1);
+  CHECK(count_occurrences(k, "foundry_vec::maximum(acc0_lanes, ") == 1);
+  CHECK(count_occurrences(k, "acc0 = foundry_rt::maximum(acc0, foundry_vec::max(acc0_lanes));") == 1);
+  CHECK(count_occurrences(k, "+= foundry_vec::sum(acc1_lanes);") >= 1);
+  CHECK(count_occurrences(k, "foundry_vec::erf(") == 1);  // gelu
+  CHECK(count_occurrences(k, "foundry_vec::exp(") >= 1);
   // 64 is a multiple of 8: no scalar tails.
-  CHECK(count(k, "r0 < 64; ++r0)") == 0);
-  CHECK(count(k, "r0 < 64; r0 += 8)") >= 1);
+  CHECK(count_occurrences(k, "r0 < 64; ++r0)") == 0);
+  CHECK(count_occurrences(k, "r0 < 64; r0 += 8)") >= 1);
 }
 
 TEST_CASE("simd: models match PyTorch with vector loops of each width and without", "[simd][corpus]") {

@@ -18,12 +18,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
-  return n;
-}
-
 std::string compile_kernels(const TempDir& tmp, const std::string& model, const std::string& out,
                             std::vector<std::string> extra = {}) {
   std::vector<std::string> args = {model, "-o", tmp / out, "--emit=source"};
@@ -40,19 +34,19 @@ TEST_CASE("threads: parallel loops only above the work threshold, none with --th
   TempDir tmp;
   // 1024 elements: one thread, vectors of 8 floats (AVX2).
   std::string small = compile_kernels(tmp, samples_dir() + "/pointwise/model.pt2", "small", {"--target=avx2"});
-  CHECK(count(small, "#pragma omp parallel") == 0);
-  CHECK(count(small, "i0 += 8)") == 1);
+  CHECK(count_occurrences(small, "#pragma omp parallel") == 0);
+  CHECK(count_occurrences(small, "i0 += 8)") == 1);
   // Without explicit SIMD: a scalar loop with SIMD lanes.
   std::string hint = compile_kernels(tmp, samples_dir() + "/pointwise/model.pt2", "hint", {"--no-simd"});
-  CHECK(count(hint, "#pragma omp simd") == 1);
+  CHECK(count_occurrences(hint, "#pragma omp simd") == 1);
   if (!require_corpus()) return;
   // 65536 elements: the same vector loop, on threads.
   std::string big = compile_kernels(tmp, corpus_dir() + "/models/pointwise_64k/model.pt2", "big", {"--target=avx2"});
-  CHECK(count(big, "#pragma omp parallel for num_threads(foundry_rt::num_threads(0))\n  for (int64_t i0 = 0; i0 < 65536; i0 += 8)") == 1);
+  CHECK(count_occurrences(big, "#pragma omp parallel for num_threads(foundry_rt::num_threads(0))\n  for (int64_t i0 = 0; i0 < 65536; i0 += 8)") == 1);
   std::string one = compile_kernels(tmp, corpus_dir() + "/models/pointwise_64k/model.pt2", "one", {"--threads", "1"});
-  CHECK(count(one, "#pragma omp parallel") == 0);
+  CHECK(count_occurrences(one, "#pragma omp parallel") == 0);
   std::string four = compile_kernels(tmp, corpus_dir() + "/models/pointwise_64k/model.pt2", "four", {"--threads", "4"});
-  CHECK(count(four, "num_threads(foundry_rt::num_threads(4))") == 1);
+  CHECK(count_occurrences(four, "num_threads(foundry_rt::num_threads(4))") == 1);
 }
 
 TEST_CASE("threads: a dynamic-size kernel decides at run time", "[threads][dynamic][fast]") {
@@ -60,7 +54,7 @@ TEST_CASE("threads: a dynamic-size kernel decides at run time", "[threads][dynam
   // --no-fusion: else the relu goes into the matrix product (a oneDNN post-op).
   std::string k = compile_kernels(tmp, samples_dir() + "/mlp_dynamic/model.pt2", "dyn", {"--no-fusion"});
   // relu over [s0, 128]: threads only when 128*s0 reaches the threshold.
-  CHECK(count(k, "if((128 * s0) >= 32768)") == 1);
+  CHECK(count_occurrences(k, "if((128 * s0) >= 32768)") == 1);
 }
 
 TEST_CASE("threads: parallel models match PyTorch at 1, 2 and 3 threads", "[threads][corpus]") {
@@ -88,8 +82,8 @@ TEST_CASE("threads: whole-tensor reductions are split across threads, same bits 
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   std::string kernels = read_file(tmp / "model/kernels.cpp");
-  CHECK(count(kernels, "_chunks[64];") == 3);  // sum, amax and the sum of squares
-  CHECK(count(kernels, "for (int64_t chunk = 0; chunk < 64; ++chunk) {") == 6);  // the pieces, then their combine
+  CHECK(count_occurrences(kernels, "_chunks[64];") == 3);  // sum, amax and the sum of squares
+  CHECK(count_occurrences(kernels, "for (int64_t chunk = 0; chunk < 64; ++chunk) {") == 6);  // the pieces, then their combine
   std::vector<std::string> results;
   for (const char* threads : {"1", "2", "3"}) {
     INFO(threads << " threads");

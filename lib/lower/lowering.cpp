@@ -76,7 +76,12 @@ bool is_contiguous_buffer_view(const TensorRef& ref) {
 }
 }  // namespace
 
-TensorRef LoweringContext::realize(const TensorRef& ref) {
+TensorRef LoweringContext::realize(const TensorRef& ref) { return realize_node(ref, origin_ops()); }
+
+// Named as a copy: the kernel it becomes does none of the consuming op's work.
+TensorRef LoweringContext::realize_operand_copy(const TensorRef& ref) { return realize_node(ref, {"copy"}); }
+
+TensorRef LoweringContext::realize_node(const TensorRef& ref, std::vector<std::string> ops) {
   if (is_contiguous_buffer_view(ref)) return ref;
   ir::Buffer* out = program_.new_buffer(ir::BufferKind::Computed, ref.dtype, ref.sizes);
   auto node = std::make_unique<ir::LoopNode>();
@@ -84,7 +89,7 @@ TensorRef LoweringContext::realize(const TensorRef& ref) {
   node->output = out;
   node->ranges = ref.sizes;
   node->origins = origins();
-  node->origin_ops = origin_ops();
+  node->origin_ops = std::move(ops);
   Loader load = ref.load;
   DType dtype = ref.dtype;
   node->body = [load, out, dtype](Ops& ops, const Index& idx, const Index&) {
@@ -208,7 +213,7 @@ ir::ExternCall::Operand LoweringContext::strided_operand(const TensorRef& ref) {
     op.buffer = load->first;
     return op;
   }
-  op.buffer = realize(ref).buffer;
+  op.buffer = realize_operand_copy(ref).buffer;
   op.strides = plain_strides(op.sizes);
   op.offset = Expr(0);
   return op;

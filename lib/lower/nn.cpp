@@ -162,14 +162,14 @@ ir::ExternCall::Operand batched_operand(LoweringContext& ctx, const TensorRef& r
     Loader load = ref.load;
     TensorRef one = LoweringContext::pointwise(ref.dtype, {Expr(1), ref.sizes[1], ref.sizes[2]},
                                                [load](Ops& ops, const Index& idx) { return load(ops, idx); });
-    ir::ExternCall::Operand copied = ctx.strided_operand(ctx.realize(one));
+    ir::ExternCall::Operand copied = ctx.strided_operand(ctx.realize_operand_copy(one));
     copied.sizes = op.sizes;
     copied.strides[0] = Expr(0);
     return copied;
   }
   TensorRef copy = ref;
   copy.buffer = nullptr;  // a contiguous copy, even of a buffer's own (strided) view
-  return ctx.strided_operand(ctx.realize(copy));
+  return ctx.strided_operand(ctx.realize_operand_copy(copy));
 }
 
 TensorRef matmul(LoweringContext& ctx, const TensorRef& a, const TensorRef& b, DType dtype, std::vector<Expr> sizes,

@@ -96,6 +96,9 @@ std::string kernel_name(const Kernel& k, const std::set<const ir::LoopNode*>& in
     for (const auto& op : m.node->origin_ops) ops.insert(op);
   for (const auto* n : inlined)
     for (const auto& op : n->origin_ops) ops.insert(op);
+  // A kernel that only copies (a library call's operand put in a layout the call takes, an
+  // aten.copy) fuses nothing: "cpp_copy_0".
+  if (ops == std::set<std::string>{"copy"}) return "cpp_copy_" + std::to_string(index);
   std::string name = "cpp_fused";
   for (const auto& op : ops) name += "_" + op;
   return name + "_" + std::to_string(index);
@@ -230,6 +233,17 @@ Schedule schedule_program(const ir::LoopProgram& program, const ScheduleOptions&
   if (options.fusion) log_fusion(schedule, fused.refusals);
   schedule.plan = plan_buffers(program, schedule);
   return schedule;
+}
+
+std::vector<std::string> kernel_origins(const Kernel& kernel) {
+  std::vector<const ir::LoopNode*> nodes(kernel.inlined.begin(), kernel.inlined.end());
+  for (const auto& m : kernel.members) nodes.push_back(m.node);
+  std::sort(nodes.begin(), nodes.end(), [](const ir::LoopNode* a, const ir::LoopNode* b) { return a->id < b->id; });
+  std::vector<std::string> origins;
+  for (const ir::LoopNode* node : nodes)
+    for (const std::string& o : node->origins)
+      if (std::find(origins.begin(), origins.end(), o) == origins.end()) origins.push_back(o);
+  return origins;
 }
 
 Traffic step_traffic(const Step& step, const Schedule& schedule) {

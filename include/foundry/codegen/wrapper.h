@@ -1,6 +1,7 @@
-// The generated model around the kernels: the wrapper (C API entry points that check inputs, set
-// up the arena, call kernels and extern kernels in order), the public header model.h, and the
-// layout of weights.bin.
+// The generated model around the kernels: the wrapper (the model's tables of inputs, outputs and
+// weights, its input checks and output shapes, and the run body that points at every buffer and
+// calls kernels and extern kernels in order; the fixed C API entry points around them are
+// runtime/foundry_model_api.h), the public header model.h, and the layout of weights.bin.
 #pragma once
 #include <string>
 #include <vector>

@@ -66,6 +66,9 @@ class LoweringContext {
   // Materializes `ref` into a fresh contiguous buffer (a pointwise node), unless it already is
   // one. Returns a buffer-backed ref.
   TensorRef realize(const TensorRef& ref);
+  // The same for a library call's operand that is not in a layout the call takes: the node only
+  // copies it (converting its dtype where needed), and its kernel is named as a copy.
+  TensorRef realize_operand_copy(const TensorRef& ref);
   // A realized reduction over `reduction_ranges`; fn(ops, idx, ridx) gives the value to reduce.
   TensorRef reduction(DType out_dtype, std::vector<Expr> sizes, std::vector<Expr> reduction_ranges,
                       ir::ReduceOp op,
@@ -76,7 +79,7 @@ class LoweringContext {
   // A library call; returns the realized output.
   TensorRef extern_call(ir::ExternCall call, DType dtype, std::vector<Expr> sizes);
   // A buffer view usable by an extern kernel: the ref itself when it is an affine view of one
-  // buffer, else a realized copy.
+  // buffer, else a realized copy (realize_operand_copy).
   ir::ExternCall::Operand strided_operand(const TensorRef& ref);
 
   ir::LoopProgram& program() { return program_; }
@@ -93,6 +96,7 @@ class LoweringContext {
   std::map<const Value*, TensorRef> env_;
   std::vector<std::string> origins() const;
   std::vector<std::string> origin_ops() const;
+  TensorRef realize_node(const TensorRef& ref, std::vector<std::string> ops);
 };
 
 // A buffer seen in its own layout.

@@ -72,6 +72,10 @@ Schedule schedule_program(const ir::LoopProgram& program, const ScheduleOptions&
 // The text form of a schedule (ir_post_fusion.txt).
 std::string print_schedule(const Schedule& schedule);
 
+// The ATen nodes a kernel computes (its members' and inlined producers' origins), in program
+// order, each once: for the comments of generated code.
+std::vector<std::string> kernel_origins(const Kernel& kernel);
+
 // Bytes a step reads and writes per run, each buffer it touches counted once, in full (at the
 // export hints when sizes are dynamic).
 struct Traffic {
