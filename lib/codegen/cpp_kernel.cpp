@@ -359,19 +359,9 @@ std::vector<KernelArg> kernel_args(const ir::Accesses& accesses) {
 
 std::string origin_comment(const sched::Kernel& kernel) {
   std::string out;
-  std::set<std::string> seen;
-  auto add = [&](const ir::LoopNode* n) {
-    for (const auto& o : n->origins)
-      if (seen.insert(o).second) out += (out.empty() ? "" : ", ") + o;
-  };
-  std::vector<const ir::LoopNode*> nodes;
-  for (const auto& m : kernel.members) nodes.push_back(m.node);
-  nodes.insert(nodes.end(), kernel.inlined.begin(), kernel.inlined.end());
-  std::sort(nodes.begin(), nodes.end(), [](const auto* a, const auto* b) { return a->id < b->id; });
-  for (const auto* n : nodes) add(n);
+  for (const std::string& o : sched::kernel_origins(kernel)) out += (out.empty() ? "" : ", ") + o;
   return out;
 }
-
 
 // Iterations of the outer loops may run on different threads and SIMD lanes only when they are
 // independent: plain stores (no scatter-add, no indirect positions), no buffer both read and
