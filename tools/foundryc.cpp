@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "foundry/driver/compare_buffers.h"
 #include "foundry/driver/pipeline.h"
 #include "foundry/ir/evaluate.h"
 #include "foundry/ops/registry.h"
@@ -101,6 +102,14 @@ int interpret(const std::string& input, const std::string& inputs_dir, const std
   return pass ? 0 : 1;
 }
 
+// --interpret --compare-with OUT: the first buffer where the debug build OUT and the reference
+// evaluator part ways. Exit 1 when one differs, as a failed --expected comparison does.
+int compare_with(const std::string& input, const std::string& inputs_dir, const std::string& compiled_dir) {
+  foundry::BufferReport report = foundry::compare_with_debug_build(input, compiled_dir, inputs_dir);
+  std::cout << foundry::format_buffer_report(report) << std::flush;
+  return report.differences.empty() ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -139,6 +148,10 @@ int main(int argc, char** argv) {
                "run the model with the reference evaluator instead of compiling it (with --inputs)");
   app.add_option("--inputs", inputs_dir, "with --interpret: folder of inputs 0.npy, 1.npy, ...");
   app.add_option("--expected", expected_dir, "with --interpret: folder of expected outputs to compare with");
+  std::string compare_dir;
+  app.add_option("--compare-with", compare_dir,
+                 "with --interpret: a debug build (--debug-buffers) to compare buffer by buffer with the evaluator; "
+                 "names the first buffer that differs, its node, ATen origin and first differing element");
   bool debug_buffers = false;
   app.add_flag("--debug-buffers", debug_buffers,
                "debug build: every intermediate buffer is also an output, after the model's own (see manifest.json)");
@@ -179,8 +192,10 @@ int main(int argc, char** argv) {
     setup_logging(verbosity, quiet);
     if (interpret_only) {
       if (inputs_dir.empty()) return usage_error("--interpret needs --inputs DIR");
+      if (!compare_dir.empty()) return compare_with(input, inputs_dir, compare_dir);
       return interpret(input, inputs_dir, expected_dir);
     }
+    if (!compare_dir.empty()) return usage_error("--compare-with needs --interpret");
     foundry::PipelineOptions opts;
     opts.name = name;
     opts.fusion = !no_fusion;
