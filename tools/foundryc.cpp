@@ -13,12 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "foundry/driver/compare_buffers.h"
 #include "foundry/driver/pipeline.h"
-#include "foundry/frontend/frontend.h"
 #include "foundry/ir/evaluate.h"
-#include "foundry/lower/lowering.h"
 #include "foundry/ops/registry.h"
-#include "foundry/passes/pipeline.h"
 #include "foundry/runtime/compare.h"
 #include "foundry/runtime/sample.h"
 #include "foundry/support/error.h"
@@ -83,10 +81,7 @@ class Progress {
 
 // --interpret: runs the unfused loop IR with the reference evaluator and compares its outputs.
 int interpret(const std::string& input, const std::string& inputs_dir, const std::string& expected_dir) {
-  foundry::Graph graph = foundry::load_model(input);
-  foundry::verify_graph(graph);
-  foundry::run_graph_passes(graph);
-  foundry::ir::LoopProgram program = foundry::lower::lower_graph(graph);
+  foundry::ir::LoopProgram program = foundry::lower_for_evaluation(input);
   std::vector<foundry::NpyArray> outputs =
       foundry::ir::evaluate_program(program, foundry::read_npy_sequence(inputs_dir));
   if (expected_dir.empty()) {
@@ -105,6 +100,14 @@ int interpret(const std::string& input, const std::string& inputs_dir, const std
               << "\n";
   }
   return pass ? 0 : 1;
+}
+
+// --interpret --compare-with OUT: the first buffer where the debug build OUT and the reference
+// evaluator part ways. Exit 1 when one differs, as a failed --expected comparison does.
+int compare_with(const std::string& input, const std::string& inputs_dir, const std::string& compiled_dir) {
+  foundry::BufferReport report = foundry::compare_with_debug_build(input, compiled_dir, inputs_dir);
+  std::cout << foundry::format_buffer_report(report) << std::flush;
+  return report.differences.empty() ? 0 : 1;
 }
 
 }  // namespace
@@ -145,6 +148,13 @@ int main(int argc, char** argv) {
                "run the model with the reference evaluator instead of compiling it (with --inputs)");
   app.add_option("--inputs", inputs_dir, "with --interpret: folder of inputs 0.npy, 1.npy, ...");
   app.add_option("--expected", expected_dir, "with --interpret: folder of expected outputs to compare with");
+  std::string compare_dir;
+  app.add_option("--compare-with", compare_dir,
+                 "with --interpret: a debug build (--debug-buffers) to compare buffer by buffer with the evaluator; "
+                 "names the first buffer that differs, its node, ATen origin and first differing element");
+  bool debug_buffers = false;
+  app.add_flag("--debug-buffers", debug_buffers,
+               "debug build: every intermediate buffer is also an output, after the model's own (see manifest.json)");
   int threads = 0;
   app.add_option("--threads", threads,
                  "threads of the generated code: 0 (default) every core, or FOUNDRY_NUM_THREADS at run time; "
@@ -182,8 +192,10 @@ int main(int argc, char** argv) {
     setup_logging(verbosity, quiet);
     if (interpret_only) {
       if (inputs_dir.empty()) return usage_error("--interpret needs --inputs DIR");
+      if (!compare_dir.empty()) return compare_with(input, inputs_dir, compare_dir);
       return interpret(input, inputs_dir, expected_dir);
     }
+    if (!compare_dir.empty()) return usage_error("--compare-with needs --interpret");
     foundry::PipelineOptions opts;
     opts.name = name;
     opts.fusion = !no_fusion;
@@ -191,6 +203,7 @@ int main(int argc, char** argv) {
     opts.cache_dir = cache_dir;
     opts.threads = threads;
     opts.vectorize = !no_simd;
+    opts.debug_buffers = debug_buffers;
     opts.use_cache = !no_cache;
     // --target names an ISA level; -march takes a CPU: the oldest one with that level.
     opts.target = target == "avx2" ? "haswell" : target == "avx512" ? "skylake-avx512" : target == "generic" ? "x86-64" : target;

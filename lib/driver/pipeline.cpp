@@ -21,6 +21,7 @@
 #include "foundry/codegen/wrapper.h"
 #include "foundry/frontend/frontend.h"
 #include "foundry/graph/graph.h"
+#include "foundry/ir/debug_buffers.h"
 #include "foundry/ir/print.h"
 #include "foundry/lower/lowering.h"
 #include "foundry/passes/pipeline.h"
@@ -82,6 +83,7 @@ namespace {
 struct PipelineState {
   std::optional<Graph> graph;
   std::optional<ir::LoopProgram> program;
+  size_t model_outputs = 0;  // the program's outputs before --debug-buffers added the intermediates
   std::optional<sched::Schedule> schedule;
   std::optional<codegen::GeneratedModel> model;
   bool cache_hit = false;
@@ -132,10 +134,12 @@ void run_passes(const PipelineOptions& opts, PipelineState& state, const StageCo
   ctx.dump("graph_post_passes.txt", print_graph(*state.graph));
 }
 
-void run_lower(const PipelineOptions&, PipelineState& state, const StageContext& ctx) {
+void run_lower(const PipelineOptions& opts, PipelineState& state, const StageContext& ctx) {
   lower::LowerOptions options;
   options.dynamic_shapes = true;
   state.program = lower::lower_graph(*state.graph, options);
+  state.model_outputs = state.program->outputs.size();
+  if (opts.debug_buffers) ir::expose_computed_buffers(*state.program);
   ctx.dump("ir_pre_fusion.txt", ir::print_program(*state.program));
 }
 
@@ -174,6 +178,25 @@ nlohmann::json tensor_list(const std::vector<const ir::Buffer*>& bufs, const std
   return list;
 }
 
+// manifest.json's "debug_build" (--debug-buffers): how many outputs are the model's own, and for
+// every computed buffer, in program order, the output holding it, the nodes that wrote it and the
+// ATen nodes they came from (foundryc --compare-with reads it).
+nlohmann::json debug_build_manifest(const ir::LoopProgram& program, size_t model_outputs) {
+  nlohmann::json buffers = nlohmann::json::array();
+  for (const ir::ComputedBuffer& c : ir::computed_buffers(program)) {
+    auto it = std::find(program.outputs.begin(), program.outputs.end(), c.buffer);
+    if (it == program.outputs.end()) continue;  // a rank the C API cannot describe
+    nlohmann::json nodes = nlohmann::json::array(), aten_nodes = nlohmann::json::array();
+    for (const ir::LoopNode* n : c.writers) {
+      nodes.push_back("node" + std::to_string(n->id));
+      for (const auto& o : n->origins) aten_nodes.push_back(o);
+    }
+    buffers.push_back({{"buffer", c.buffer->name}, {"output", it - program.outputs.begin()}, {"nodes", nodes},
+                       {"aten_nodes", aten_nodes}});
+  }
+  return {{"model_outputs", model_outputs}, {"buffers", buffers}};
+}
+
 // manifest.json: what the folder holds, for tools and people.
 nlohmann::json manifest(const PipelineOptions& opts, const PipelineState& state) {
   const ir::LoopProgram& program = *state.program;
@@ -210,6 +233,7 @@ nlohmann::json manifest(const PipelineOptions& opts, const PipelineState& state)
       {"peak_intermediate_bytes", ir::value_at_hints(schedule.plan.arena_bytes, schedule.size_symbols)},
       {"weights_bytes", state.model->weights.total_bytes},
   };
+  if (opts.debug_buffers) m["debug_build"] = debug_build_manifest(program, state.model_outputs);
   return m;
 }
 
@@ -430,6 +454,13 @@ void write_depfile(const PipelineOptions& opts, const fs::path& out_dir, Stage l
 }
 
 }  // namespace
+
+ir::LoopProgram lower_for_evaluation(const std::string& input) {
+  Graph graph = load_model(input);
+  verify_graph(graph);
+  run_graph_passes(graph);
+  return lower::lower_graph(graph);
+}
 
 PipelineResult run_pipeline(const PipelineOptions& opts) {
   PipelineResult result;

@@ -635,6 +635,11 @@ int64_t static_numel(const Buffer& buf) {
 }  // namespace
 
 std::vector<NpyArray> evaluate_program(const LoopProgram& program, const std::vector<NpyArray>& inputs) {
+  return evaluate_program_buffers(program, inputs, program.outputs);
+}
+
+std::vector<NpyArray> evaluate_program_buffers(const LoopProgram& program, const std::vector<NpyArray>& inputs,
+                                               const std::vector<const Buffer*>& buffers) {
   std::unordered_map<const Buffer*, Storage> memory;
   if (inputs.size() != program.inputs.size())
     throw UserError("expected " + std::to_string(program.inputs.size()) + " inputs, got " +
@@ -665,7 +670,7 @@ std::vector<NpyArray> evaluate_program(const LoopProgram& program, const std::ve
     else run_loops(*node, ops);
   }
   std::vector<NpyArray> outputs;
-  for (const Buffer* buf : program.outputs) {
+  for (const Buffer* buf : buffers) {
     NpyArray arr;
     arr.dtype = buf->dtype;
     arr.shape = const_sizes(buf->sizes, buf->name);

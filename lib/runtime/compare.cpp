@@ -41,13 +41,13 @@ bool exact_equal(const NpyArray& out, const NpyArray& ref, int64_t e) {
   if (ref.dtype == DType::Bool) return (out.data[e] != 0) == (ref.data[e] != 0);
   return std::memcmp(out.data.data() + e * n, ref.data.data() + e * n, n) == 0;
 }
+}  // namespace
 
 std::string shape_text(const std::vector<int64_t>& s) {
   std::string t = "[";
   for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
   return t + "]";
 }
-}  // namespace
 
 Comparison compare_arrays(const NpyArray& out, const NpyArray& ref, std::optional<Tolerance> tol) {
   Comparison c;
@@ -79,6 +79,7 @@ Comparison compare_arrays(const NpyArray& out, const NpyArray& ref, std::optiona
     }
     if (!floating && !ok) c.max_abs_err = std::max(c.max_abs_err, std::fabs(o - r));
     if (!ok && c.mismatches++ == 0) {
+      c.first_mismatch = e;
       std::ostringstream msg;
       msg.precision(9);
       msg << "element " << e << ": got " << o << ", expected " << r;

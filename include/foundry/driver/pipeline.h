@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "foundry/ir/loop_ir.h"
+
 namespace foundry {
 
 enum class Stage { Frontend, Passes, Lower, Schedule, Codegen, Build };
@@ -35,6 +37,8 @@ struct PipelineOptions {
   std::string target = "native";    // -march for the generated code
   int threads = 0;                  // --threads: 0 all cores (decided at run time), 1 no threads
   bool vectorize = true;            // --no-simd: no explicit SIMD loops (for comparison)
+  // --debug-buffers: every computed buffer is also an output, after the model's own (ir/debug_buffers.h)
+  bool debug_buffers = false;
   std::string depfile;               // --depfile: write a Make/Ninja depfile here on success
   // Called as each stage starts: its index from 0, the number of stages this run goes through,
   // its name (foundryc's progress line on a terminal).
@@ -54,6 +58,10 @@ struct PipelineResult {
 
 // "<input stem>_out" beside the input ("models/mlp/model.pt2" -> "models/mlp/model_out").
 std::string default_output_dir(const std::string& input);
+
+// The frontend, the graph passes and the lowering at the sizes recorded at export: the program
+// the reference evaluator runs (foundryc --interpret).
+ir::LoopProgram lower_for_evaluation(const std::string& input);
 
 // Runs the pipeline. Throws UserError (bad input, unsupported feature, a stage not implemented
 // yet) or InternalError. On failure OUTDIR is left as it was; with dump_ir, the dumps written so

@@ -14,4 +14,9 @@ namespace foundry::ir {
 // indirect index.
 std::vector<NpyArray> evaluate_program(const LoopProgram& program, const std::vector<NpyArray>& inputs);
 
+// The same run, returning the contents of `buffers` (any of the program's buffers, e.g. every
+// computed one) as they are at the end of the program, in the order given.
+std::vector<NpyArray> evaluate_program_buffers(const LoopProgram& program, const std::vector<NpyArray>& inputs,
+                                               const std::vector<const Buffer*>& buffers);
+
 }  // namespace foundry::ir

@@ -21,6 +21,7 @@ struct Comparison {
   double max_rel_err = 0;
   int64_t mismatches = 0;
   std::string message;  // the first problem found, empty when passing
+  int64_t first_mismatch = -1;  // the C-order position of the first differing element; -1 if none or dtype/shape differ
 };
 
 // `tol` defaults to Tolerance::for_dtype(ref.dtype).
@@ -28,5 +29,8 @@ Comparison compare_arrays(const NpyArray& out, const NpyArray& ref, std::optiona
 
 // Element e of an array as a double (for messages and comparisons).
 double element_as_double(const NpyArray& a, int64_t e);
+
+// "[2, 3]": a shape or an element's index, for messages.
+std::string shape_text(const std::vector<int64_t>& s);
 
 }  // namespace foundry
