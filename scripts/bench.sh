@@ -5,6 +5,7 @@
 #   scripts/bench.sh [--quick] [--models a,b] [--threads 1,N] [--out-dir DIR] [--json-out FILE]
 #   scripts/bench.sh --compile-only --out-dir DIR --foundryc-args=--target=avx512
 #   scripts/bench.sh --no-compile --prebuilt DIR/compiled    (on a host with no foundryc build)
+#   scripts/bench.sh --baseline OLD/foundryc                 (this build against an earlier one, same run)
 #   scripts/bench.sh --help                                  (all options)
 #
 # The table goes to stdout, progress to stderr, the results to bench-results.json.

@@ -76,6 +76,12 @@ def parse_args():
                    help="do not run foundryc; time the folders of --prebuilt")
     p.add_argument("--prebuilt", type=Path,
                    help="folder of compiled models, one foundryc output folder per model name")
+    p.add_argument("--baseline", type=Path,
+                   help="another foundryc (a build of an earlier commit): each model is also"
+                        " compiled with it and timed right after this one's, in the same run;"
+                        " the table gives baseline / foundryc (above 1: this build is faster)")
+    p.add_argument("--baseline-prebuilt", type=Path,
+                   help="with --prebuilt: folder of the baseline's compiled models (as --baseline)")
     p.add_argument("--no-torch", action="store_true", help="skip the PyTorch baselines")
     p.add_argument("--no-inductor", action="store_true", help="skip torch.compile (slow to compile)")
     p.add_argument("--inductor-cache", type=Path,
@@ -90,6 +96,10 @@ def parse_args():
         a.no_compile = True
     if a.no_compile and not a.prebuilt:
         p.error("--no-compile needs --prebuilt DIR (the compiled model folders)")
+    if a.baseline_prebuilt and not a.no_compile:
+        p.error("--baseline-prebuilt goes with --prebuilt (use --baseline FOUNDRYC to compile)")
+    if a.baseline and a.no_compile:
+        p.error("with --prebuilt, give the baseline's compiled models as --baseline-prebuilt DIR")
     if a.compile_only and (a.no_compile or not a.out_dir):
         p.error("--compile-only needs --out-dir (where the compiled models are kept) and a compile")
     return a
@@ -241,12 +251,12 @@ def time_compile(cmd):
     return time.perf_counter() - t0, proc
 
 
-def compile_model(ctx, name, src, out):
+def compile_model(ctx, name, src, out, foundryc):
     """foundryc cold (a fresh, empty cache) then cached (same cache, another output folder)."""
     rec = {}
     cache = Path(tempfile.mkdtemp(prefix="cache-", dir=ctx.work))
     second = ctx.work / f"cached-{name}"
-    base = [ctx.foundryc, src / "model.pt2", "--cache-dir", cache, *ctx.foundryc_args]
+    base = [foundryc, src / "model.pt2", "--cache-dir", cache, *ctx.foundryc_args]
     if out.exists():
         shutil.rmtree(out)
     for key, dest in (("compile_cold_s", out), ("compile_cached_s", second)):
@@ -332,20 +342,30 @@ def time_torch(ctx, names, threads, mode, on_result, compile_only=False):
             break
 
 
-def bench_model(ctx, name):
-    src = ctx.corpus / "models" / name
-    rec = {"model": name}
-    if ctx.args.no_compile:
-        out = ctx.args.prebuilt / name
+def compiled_folder(ctx, rec, name, prebuilt, foundryc, compiled, key=""):
+    """The model's compiled folder: prebuilt, or compiled now with `foundryc` (timings and errors
+    into rec under key + the usual names); None on error."""
+    if prebuilt:
+        out = prebuilt / name
         if not (out / "model.so").is_file() or not (out / "manifest.json").is_file():
-            rec["error"] = f"{out} is not a foundryc output folder (no model.so, manifest.json)"
-            return rec
-    else:
-        out = ctx.compiled / name
-        log(f"{name}: foundryc")
-        rec.update(compile_model(ctx, name, src, out))
-        if ctx.args.compile_only or "error" in rec:
-            return rec
+            rec[key + "error"] = f"{out} is not a foundryc output folder (no model.so, manifest.json)"
+            return None
+        return out
+    out = compiled / name
+    log(f"{name}: {key or ''}foundryc")
+    rec.update({key + k: v for k, v in compile_model(ctx, name, ctx.corpus / "models" / name, out, foundryc).items()})
+    return None if key + "error" in rec else out
+
+
+def bench_model(ctx, name):
+    rec = {"model": name}
+    out = compiled_folder(ctx, rec, name, ctx.args.prebuilt, ctx.foundryc, ctx.compiled)
+    base = None
+    if ctx.args.baseline or ctx.args.baseline_prebuilt:
+        base = compiled_folder(ctx, rec, name, ctx.args.baseline_prebuilt, ctx.args.baseline,
+                               ctx.compiled / "baseline", "baseline_")
+    if out is None or ctx.args.compile_only:
+        return rec
     manifest = json.loads((out / "manifest.json").read_text())
     rec["bytes_moved"] = manifest.get("bytes_moved")
     rec["foundryc_version"] = manifest.get("foundryc_version")
@@ -365,6 +385,14 @@ def bench_model(ctx, name):
             if not check["pass"]:
                 rec["check"] = check
         row = {"foundry": res}
+        if base is not None:  # timed right after this build's, at the same thread count
+            log(f"{name}: baseline foundry-run, {plural_threads(t)}")
+            base_res, base_check = time_foundry(ctx, name, base, inputs, expected, t, first=False)
+            row["baseline"] = base_res
+            if base_check is not None and not base_check["pass"]:
+                rec["baseline_check"] = base_check
+            if "median_ms" in base_res and "median_ms" in res:
+                row["baseline_ratio"] = base_res["median_ms"] / res["median_ms"]
         if "median_ms" in res and rec["bytes_moved"]:
             row["gbps"] = rec["bytes_moved"] / (res["median_ms"] * 1e-3) / 1e9
             row["roofline"] = row["gbps"] / ctx.stream[t]
@@ -451,6 +479,10 @@ def summarize(ctx, models):
             s[mode] = {"geomean": geomean([r for _, r in pairs]), "models": len(pairs),
                        f"geomean_without_{BIG}": geomean([r for n, r in pairs if n != BIG]),
                        f"models_without_{BIG}": sum(n != BIG for n, _ in pairs)}
+        ratios = [m["threads"][t]["baseline_ratio"] for m in models
+                  if "baseline_ratio" in m.get("threads", {}).get(t, {})]
+        if ratios:
+            s["baseline"] = {"geomean": geomean(ratios), "models": len(ratios)}
         summary[t] = s
     return summary
 
@@ -527,6 +559,8 @@ def report(ctx, result):
                                  f"{fmt(e.get(key), '.2f', '×')} | {fmt(i.get(key), '.2f', '×')} |"
                                  " |")
             lines.append("")
+        if ctx.args.baseline or ctx.args.baseline_prebuilt:
+            lines += baseline_table(ctx, result)
         lines += ["Ratios above 1 mean foundryc is faster. GB/s = manifest bytes_moved / median;"
                   " models whose data fit in cache can pass 100% of STREAM (a DRAM figure). \"best run\""
                   " uses foundryc's fastest run, the statistic STREAM reports (best of 10).", ""]
@@ -534,6 +568,26 @@ def report(ctx, result):
     if errors:
         lines += ["## Errors", ""] + errors + [""]
     return "\n".join(lines)
+
+
+def baseline_table(ctx, result):
+    """This build against the baseline's models, timed one after the other in this run."""
+    head = ["model"]
+    for t in ctx.threads:
+        head += [f"foundryc {plural_threads(t)}", f"baseline {plural_threads(t)}", f"baseline / foundryc {t}T"]
+    lines = [f"## Against the baseline ({ctx.args.baseline or ctx.args.baseline_prebuilt})", "",
+             "| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    for r in result["models"]:
+        cells = [r["model"]]
+        for t in ctx.threads:
+            row = r.get("threads", {}).get(t, {})
+            cells += [fmt_time(row.get("foundry", {}).get("median_ms")),
+                      fmt_time(row.get("baseline", {}).get("median_ms")), fmt(row.get("baseline_ratio"), ".3f", "×")]
+        lines.append("| " + " | ".join(cells) + " |")
+    cells = ["**geomean**"]
+    for t in ctx.threads:
+        cells += ["", "", fmt(result["geomean"][t].get("baseline", {}).get("geomean"), ".3f", "×")]
+    return lines + ["| " + " | ".join(cells) + " |", ""]
 
 
 def plural_threads(t):
@@ -550,6 +604,10 @@ def check_cell(r):
 def errors_of(r):
     if "error" in r:
         yield r["error"]
+    if "baseline_error" in r:
+        yield f"baseline: {r['baseline_error']}"
+    if r.get("baseline_check", {}).get("pass") is False:
+        yield "baseline: outputs do not match"
     for t, row in r.get("threads", {}).items():
         for key, val in row.items():
             if isinstance(val, dict) and "error" in val:
@@ -670,6 +728,7 @@ def main():
             "foundryc_args": ctx.foundryc_args,
             "foundry_run": str(ctx.foundry_run),
             "prebuilt": str(args.prebuilt) if args.prebuilt else None,
+            "baseline": str(args.baseline or args.baseline_prebuilt or "") or None,
             "torch": torch_info,
             "threads": ctx.threads,
             "quick": args.quick,
@@ -686,7 +745,7 @@ def main():
     json_out.with_name(json_out.stem + ".partial.json").unlink(missing_ok=True)
     print(report(ctx, result))
     log(f"results in {json_out}" + (f", compiled models in {ctx.compiled}" if out_dir else ""))
-    failed = any(r.get("check", {}).get("pass") is False or "error" in r for r in models)
+    failed = any(any(True for _ in errors_of(r)) or r.get("check", {}).get("pass") is False for r in models)
     return 1 if failed else 0
 
 
