@@ -15,14 +15,24 @@ std::string join_exprs(const std::vector<Expr>& xs) {
   return out;
 }
 
+std::string ints_text(const std::vector<int64_t>& values) {
+  std::string out = "[";
+  for (size_t d = 0; d < values.size(); ++d) out += (d ? ", " : "") + std::to_string(values[d]);
+  return out + "]";
+}
+
+std::string number_text(double value) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", value);
+  return buf;
+}
+
 // Exact, stable text for constants: integers as written, floats with 17 significant digits.
 std::string scalar_text(const Scalar& s) {
   if (!is_floating(s.dtype)) return std::to_string(s.i);
   if (std::isnan(s.f)) return "nan";
   if (std::isinf(s.f)) return s.f > 0 ? "inf" : "-inf";
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", s.f);
-  return buf;
+  return number_text(s.f);
 }
 
 std::string node_kind_name(NodeKind k) {
@@ -44,30 +54,44 @@ std::string access_list(const std::vector<MemoryAccess>& list, bool whole) {
   return out;
 }
 
+std::string operand_text(const Operand* op) {
+  if (!op) return "None";
+  return op->buffer->name + " sizes [" + join_exprs(op->sizes) + "] strides [" + join_exprs(op->strides) + "] offset " +
+         to_string(op->offset);
+}
+
+std::string operand_list(const std::vector<const Operand*>& ops) {
+  std::string out;
+  for (size_t i = 0; i < ops.size(); ++i) out += (i ? ", " : "") + operand_text(ops[i]);
+  return out;
+}
+
+std::string ints_param(const char* key, const std::vector<int64_t>& values) {
+  return std::string(" ") + key + "=" + ints_text(values);
+}
+
+std::string float_param(const char* key, double value) { return std::string(" ") + key + "=" + number_text(value); }
+
+// Operands in the aten op's argument order (an absent optional one as None), then the parameters
+// in name order: the text form predates the typed calls and the golden files keep it.
+std::string call_arguments(const ExternCall& call) {
+  return std::visit(
+      overloaded{[](const Matmul& m) {
+                   if (!m.bias) return "(" + operand_list({&m.a, &m.b}) + ")";
+                   return "(" + operand_list({&*m.bias, &m.a, &m.b}) + ")" + float_param("alpha", m.alpha) +
+                          float_param("beta", m.beta);
+                 },
+                 [](const Convolution& c) {
+                   return "(" + operand_list({&c.input, &c.weight, c.bias ? &*c.bias : nullptr}) + ")" +
+                          ints_param("dilation", c.dilation) + ints_param("groups", {c.groups}) +
+                          ints_param("padding", c.padding) + ints_param("stride", c.stride);
+                 }},
+      call.op);
+}
+
 std::string extern_line(const ExternCall& call) {
-  std::string out = "    " + call.kind + "(";
-  for (size_t i = 0; i < call.inputs.size(); ++i) {
-    const auto& op = call.inputs[i];
-    out += i ? ", " : "";
-    if (!op.buffer) {
-      out += "None";
-      continue;
-    }
-    out += op.buffer->name + " sizes [";
-    out += join_exprs(op.sizes) + "] strides [" + join_exprs(op.strides) + "] offset " + to_string(op.offset);
-  }
-  out += ")";
-  for (const auto& [key, values] : call.int_params) {
-    out += " " + key + "=[";
-    for (size_t d = 0; d < values.size(); ++d) out += (d ? ", " : "") + std::to_string(values[d]);
-    out += "]";
-  }
-  for (const auto& [key, value] : call.float_params) {
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%.17g", value);
-    out += " " + key + "=" + buf;
-  }
-  if (!call.activation.empty()) out += " then " + call.activation;
+  std::string out = "    " + extern_name(call) + call_arguments(call);
+  if (call.activation != Activation::None) out += " then " + activation_name(call.activation);
   return out + "\n";
 }
 
