@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include "foundry/ir/record.h"
@@ -151,7 +152,7 @@ std::string print_body(const LoopNode& node) {
 
 std::string print_buffer(const Buffer& buf) {
   std::string kind = buf.kind == BufferKind::Input ? "input" : buf.kind == BufferKind::Constant ? "constant" : "computed";
-  return buf.name + ": " + std::string(dtype_name(buf.dtype)) + "[" + join_exprs(buf.sizes) + "] " +
+  return buf.name + ": " + shape_text(buf.dtype, buf.sizes) + " " +
          kind + ", strides [" + join_exprs(buf.strides) + "], offset " + to_string(buf.offset);
 }
 
@@ -175,6 +176,58 @@ std::string print_node(const LoopNode& node) {
   out << "  writes: " << access_list(acc.writes, whole) << "\n";
   out << "  body:\n" << print_body(node);
   return out.str();
+}
+
+std::string shortest_number(double value) {
+  char buf[40];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, value);
+    if (std::strtod(buf, nullptr) == value) break;
+  }
+  return buf;
+}
+
+std::string shape_text(DType dtype, const std::vector<Expr>& sizes) {
+  return std::string(dtype_name(dtype)) + "[" + join_exprs(sizes) + "]";
+}
+
+namespace {
+
+std::string operand_shape(const Operand& op) { return shape_text(op.buffer->dtype, op.sizes); }
+
+// The operands and parameters of a call as "a x b + bias", before its output.
+std::string extern_inputs(const ExternCall& call) {
+  return std::visit(
+      overloaded{[](const Matmul& m) {
+                   std::string out = operand_shape(m.a) + " x " + operand_shape(m.b);
+                   if (m.alpha != 1.0) out = shortest_number(m.alpha) + " * " + out;
+                   if (m.bias) out += " + " + (m.beta != 1.0 ? shortest_number(m.beta) + " * " : "") + "bias";
+                   return out;
+                 },
+                 [](const Convolution& c) {
+                   return operand_shape(c.input) + " * " + operand_shape(c.weight) + (c.bias ? " + bias" : "");
+                 }},
+      call.op);
+}
+
+std::string extern_options(const ExternCall& call) {
+  return std::visit(overloaded{[](const Matmul&) { return std::string(); },
+                               [](const Convolution& c) {
+                                 return ", stride " + ints_text(c.stride) + ", padding " + ints_text(c.padding) +
+                                        ", dilation " + ints_text(c.dilation) + ", groups " + std::to_string(c.groups);
+                               }},
+                    call.op);
+}
+
+}  // namespace
+
+std::string describe_extern(const LoopNode& node) {
+  std::string out = extern_name(node.call) + ": " + extern_inputs(node.call) + " -> " +
+                    shape_text(node.output->dtype, node.output->sizes) + extern_options(node.call);
+  if (node.call.activation != Activation::None) out += ", " + activation_name(node.call.activation) + " folded";
+  if (!node.origins.empty()) out += "; from ";
+  for (size_t i = 0; i < node.origins.size(); ++i) out += (i ? ", " : "") + node.origins[i];
+  return out;
 }
 
 std::string print_program(const LoopProgram& program) {
