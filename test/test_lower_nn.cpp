@@ -51,7 +51,7 @@ void check_sample(const std::string& dir) {
 int count_externs(const foundry::ir::LoopProgram& program, const std::string& kind) {
   int n = 0;
   for (const auto& node : program.nodes)
-    if (node->kind == foundry::ir::NodeKind::Extern && node->call.kind == kind) ++n;
+    if (node->kind == foundry::ir::NodeKind::Extern && foundry::ir::extern_name(node->call) == kind) ++n;
   return n;
 }
 
@@ -261,5 +261,122 @@ TEST_CASE("factories: full keeps integers exact, arange matches ATen's double ac
            {{DType::Int64, {4}}});
     auto out = g.run({});
     CHECK(values_of<int64_t>(out[0]) == std::vector<int64_t>{10, 7, 4, 1});
+  }
+}
+
+// --- typed library calls: the fields each aten op's lowering fills -------------------------------
+
+namespace {
+
+using foundry::ir::Expr;
+
+// The program's only library call (there must be exactly one).
+const foundry::ir::LoopNode& only_extern(const foundry::ir::LoopProgram& program) {
+  const foundry::ir::LoopNode* found = nullptr;
+  for (const auto& node : program.nodes)
+    if (node->kind == foundry::ir::NodeKind::Extern) {
+      REQUIRE(found == nullptr);
+      found = node.get();
+    }
+  REQUIRE(found != nullptr);
+  return *found;
+}
+
+std::vector<Expr> exprs(std::vector<int64_t> v) { return {v.begin(), v.end()}; }
+
+}  // namespace
+
+TEST_CASE("typed library calls: mm and bmm lower to a Matmul of the op's two operands", "[lower][fast]") {
+  for (bool batched : {false, true}) {
+    INFO((batched ? "bmm" : "mm"));
+    std::vector<int64_t> a_shape = {2, 3}, b_shape = {3, 4}, out_shape = {2, 4};
+    if (batched)
+      for (auto* shape : {&a_shape, &b_shape, &out_shape}) shape->insert(shape->begin(), 5);
+    OneNodeGraph g;
+    foundry::Value* a = g.input(DType::Float32, a_shape);
+    foundry::Value* b = g.input(DType::Float32, b_shape);
+    g.node(batched ? "bmm" : "mm", {{"self", Arg::of_tensor(a)}, {"mat2", Arg::of_tensor(b)}},
+           {{DType::Float32, out_shape}});
+    foundry::ir::LoopProgram program = foundry::lower::lower_graph(g.graph);
+    const foundry::ir::LoopNode& node = only_extern(program);
+    const auto* call = std::get_if<foundry::ir::Matmul>(&node.call.op);
+    REQUIRE(call != nullptr);
+    CHECK(call->batched == batched);
+    CHECK_FALSE(call->bias.has_value());
+    CHECK(call->alpha == 1.0);
+    CHECK(call->a.buffer == program.inputs[0]);
+    CHECK(call->b.buffer == program.inputs[1]);
+    CHECK(call->a.sizes == exprs(a_shape));
+    CHECK(call->b.sizes == exprs(b_shape));
+    CHECK(node.output->sizes == exprs(out_shape));
+    CHECK(node.call.activation == foundry::ir::Activation::None);
+    CHECK(foundry::ir::extern_name(node.call) == (batched ? "bmm" : "mm"));
+  }
+}
+
+TEST_CASE("typed library calls: addmm keeps alpha, beta and the broadcast bias, and computes beta*bias + alpha*a@b",
+          "[lower][fast]") {
+  OneNodeGraph g;
+  foundry::Value* bias = g.input(DType::Float32, {3});
+  foundry::Value* m1 = g.input(DType::Float32, {2, 2});
+  foundry::Value* m2 = g.input(DType::Float32, {2, 3});
+  g.node("addmm",
+         {{"self", Arg::of_tensor(bias)}, {"mat1", Arg::of_tensor(m1)}, {"mat2", Arg::of_tensor(m2)},
+          {"beta", Arg::of_float(0.5)}, {"alpha", Arg::of_float(2.0)}},
+         {{DType::Float32, {2, 3}}});
+  foundry::ir::LoopProgram program = foundry::lower::lower_graph(g.graph);
+  const foundry::ir::LoopNode& node = only_extern(program);
+  const auto* call = std::get_if<foundry::ir::Matmul>(&node.call.op);
+  REQUIRE(call != nullptr);
+  CHECK_FALSE(call->batched);
+  REQUIRE(call->bias.has_value());
+  CHECK(call->bias->buffer == program.inputs[0]);
+  CHECK(call->bias->sizes == exprs({2, 3}));  // broadcast over the rows: stride 0
+  CHECK(call->bias->strides == exprs({0, 1}));
+  CHECK(call->a.buffer == program.inputs[1]);
+  CHECK(call->b.buffer == program.inputs[2]);
+  CHECK(call->alpha == 2.0);
+  CHECK(call->beta == 0.5);
+  CHECK(foundry::ir::extern_name(node.call) == "addmm");
+  // The evaluator on those fields, against the product worked out here.
+  const std::vector<float> b = {1, 2, 4}, x = {1, 2, 3, 4}, w = {1, 0, -1, 2, 1, 0.5f};
+  auto out = values_of<float>(foundry::ir::evaluate_program(
+      program, {array<float>(DType::Float32, {3}, b), array<float>(DType::Float32, {2, 2}, x),
+                array<float>(DType::Float32, {2, 3}, w)})[0]);
+  std::vector<float> want;
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j) want.push_back(0.5f * b[j] + 2.0f * (x[i * 2] * w[j] + x[i * 2 + 1] * w[3 + j]));
+  CHECK(out == want);
+}
+
+TEST_CASE("typed library calls: convolution keeps stride, padding, dilation, groups and the optional bias",
+          "[lower][fast]") {
+  for (bool with_bias : {true, false}) {
+    INFO("bias " << with_bias);
+    OneNodeGraph g;
+    foundry::Value* x = g.input(DType::Float32, {1, 2, 5, 5});
+    foundry::Value* w = g.input(DType::Float32, {4, 1, 3, 3});
+    foundry::Value* bias = with_bias ? g.input(DType::Float32, {4}) : nullptr;
+    // H: (5 + 2*1 - 3) / 2 + 1 = 3; W: (5 - (2*(3-1) + 1)) / 1 + 1 = 1.
+    g.node("convolution",
+           {{"input", Arg::of_tensor(x)}, {"weight", Arg::of_tensor(w)}, {"bias", bias ? Arg::of_tensor(bias) : Arg::none()},
+            {"stride", Arg::of_ints({2, 1})}, {"padding", Arg::of_ints({1, 0})}, {"dilation", Arg::of_ints({1, 2})},
+            {"transposed", Arg::of_bool(false)}, {"output_padding", Arg::of_ints({0, 0})}, {"groups", Arg::of_int(2)}},
+           {{DType::Float32, {1, 4, 3, 1}}});
+    foundry::ir::LoopProgram program = foundry::lower::lower_graph(g.graph);
+    const foundry::ir::LoopNode& node = only_extern(program);
+    const auto* call = std::get_if<foundry::ir::Convolution>(&node.call.op);
+    REQUIRE(call != nullptr);
+    CHECK(call->input.buffer == program.inputs[0]);
+    CHECK(call->input.sizes == exprs({1, 2, 5, 5}));
+    CHECK(call->weight.buffer == program.inputs[1]);
+    CHECK(call->weight.sizes == exprs({4, 1, 3, 3}));
+    CHECK(call->bias.has_value() == with_bias);
+    if (with_bias) CHECK(call->bias->buffer == program.inputs[2]);
+    CHECK(call->stride == std::vector<int64_t>{2, 1});
+    CHECK(call->padding == std::vector<int64_t>{1, 0});
+    CHECK(call->dilation == std::vector<int64_t>{1, 2});
+    CHECK(call->groups == 2);
+    CHECK(foundry::ir::extern_name(node.call) == "convolution");
   }
 }

@@ -6,8 +6,10 @@
 #include <set>
 #include <sstream>
 
-#include "foundry/codegen/cpp_expr.h"
+#include <spdlog/spdlog.h>
 
+#include "foundry/codegen/cpp_expr.h"
+#include "foundry/ir/print.h"
 #include "foundry/support/error.h"
 
 namespace foundry::codegen {
@@ -34,106 +36,116 @@ std::set<std::string> size_symbols_of(const std::vector<ir::Expr>& exprs) {
 
 namespace {
 
+using ir::overloaded;
+
 bool all_const(const std::vector<ir::Expr>& v) {
   return std::all_of(v.begin(), v.end(), [](const ir::Expr& e) { return e.is_const(); });
 }
 
-// Declares an int64_t array (static when its values are compile-time constants); returns its name.
-std::string array_decl(const std::string& prefix, const std::vector<ir::Expr>& values, std::ostringstream& decls,
-                       int& counter) {
-  std::string name = prefix + std::to_string(counter++);
+std::string num(const ir::Expr& e) { return cpp_index(e, {}); }
+
+// --- the portable loops (foundry_externs.h) ----------------------------------------------------
+
+// Declares the int64_t array `name` (static when its values are compile-time constants).
+void array_decl(const std::string& name, const std::vector<ir::Expr>& values, std::ostringstream& decls) {
   decls << "  " << (all_const(values) ? "static const" : "const") << " int64_t " << name << "[] = "
         << expr_list(values) << ";\n";
-  return name;
 }
 
 std::vector<ir::Expr> exprs_of(const std::vector<int64_t>& v) { return {v.begin(), v.end()}; }
 
-std::string strided_arg(const ir::ExternCall::Operand& op, const std::string& ptr, std::ostringstream& decls,
-                        int& counter, const std::string& type) {
-  std::string s = array_decl("strides", op.strides, decls, counter);
-  return "foundry_rt::Strided<" + type + ">{" + ptr + ", " + s + ", " + cpp_index(op.offset, {}) + "}";
+// Declares the strided view `name` of an operand (and its strides array `name`_strides).
+void strided_decl(const std::string& name, const ir::Operand& op, const std::string& ptr, const std::string& type,
+                  std::ostringstream& decls) {
+  array_decl(name + "_strides", op.strides, decls);
+  decls << "  const foundry_rt::Strided<" << type << "> " << name << "{" << ptr << ", " << name << "_strides, "
+        << num(op.offset) << "};\n";
 }
 
-// The portable-loop call of one extern kernel over the given buffer pointers.
-std::string extern_call(const ir::LoopNode& node, const std::map<const ir::Buffer*, std::string>& ptrs,
-                        int& counter) {
-  const ir::ExternCall& call = node.call;
+using Pointers = std::map<const ir::Buffer*, std::string>;
+
+std::string matmul_loops(const ir::LoopNode& node, const ir::Matmul& call, const Pointers& ptrs,
+                         const std::string& type) {
+  std::ostringstream decls;
+  const std::vector<ir::Expr>& out_shape = node.output->sizes;
+  const bool batched = call.batched;
+  ir::Expr batch = batched ? out_shape[0] : ir::Expr(1), M = out_shape[batched], N = out_shape[batched + 1];
+  strided_decl("a", call.a, ptrs.at(call.a.buffer), type, decls);
+  strided_decl("b", call.b, ptrs.at(call.b.buffer), type, decls);
+  if (call.bias) strided_decl("bias", *call.bias, ptrs.at(call.bias->buffer), type, decls);
+  decls << "  foundry_rt::matmul<" << type << ">(/*batch=*/" << num(batch) << ", /*M=*/" << num(M) << ", /*N=*/"
+        << num(N) << ", /*K=*/" << num(call.a.sizes.back()) << ", a, b, " << (call.bias ? "&bias" : "/*bias=*/nullptr")
+        << ", /*alpha=*/" << ir::shortest_number(call.alpha) << ", /*beta=*/" << ir::shortest_number(call.beta)
+        << ", /*batched=*/" << (batched ? "true" : "false") << ", out);\n";
+  return decls.str();
+}
+
+std::string convolution_loops(const ir::LoopNode& node, const ir::Convolution& call, const Pointers& ptrs,
+                              const std::string& type) {
+  const ir::Operand &x = call.input, &w = call.weight;
+  size_t spatial = x.sizes.size() - 2;
+  if (spatial < 1 || spatial > 3)
+    throw UserError("convolution with " + std::to_string(spatial) + " spatial dims is not supported");
+  // 1-D and 2-D convolutions become 3-D ones with leading size-1 spatial dims.
+  auto to3d = [&](std::vector<ir::Expr> v, int64_t fill, size_t lead) {
+    v.insert(v.begin() + static_cast<std::ptrdiff_t>(lead), 3 - spatial, ir::Expr(fill));
+    return v;
+  };
+  std::ostringstream decls;
+  if (spatial < 3)
+    decls << "  // A " << spatial << "-d convolution as a 3-d one with leading size-1 spatial dims.\n";
+  array_decl("input_sizes", to3d(x.sizes, 1, 2), decls);
+  array_decl("input_strides", to3d(x.strides, 0, 2), decls);
+  array_decl("weight_sizes", to3d(w.sizes, 1, 2), decls);
+  array_decl("weight_strides", to3d(w.strides, 0, 2), decls);
+  array_decl("output_sizes", to3d(node.output->sizes, 1, 2), decls);
+  array_decl("conv_stride", to3d(exprs_of(call.stride), 1, 0), decls);
+  array_decl("conv_padding", to3d(exprs_of(call.padding), 0, 0), decls);
+  array_decl("conv_dilation", to3d(exprs_of(call.dilation), 1, 0), decls);
+  const ir::Operand* bias = call.bias ? &*call.bias : nullptr;
+  decls << "  foundry_rt::conv3d<" << type << ">(input_sizes, weight_sizes, output_sizes, " << ptrs.at(x.buffer)
+        << ", input_strides, /*input_offset=*/" << num(x.offset) << ", " << ptrs.at(w.buffer)
+        << ", weight_strides, /*weight_offset=*/" << num(w.offset) << ", "
+        << (bias ? ptrs.at(bias->buffer) : "/*bias=*/nullptr") << ", /*bias_stride=*/"
+        << (bias ? num(bias->strides[0]) : "0") << ", /*bias_offset=*/" << (bias ? num(bias->offset) : "0")
+        << ", conv_stride, conv_padding, conv_dilation, /*groups=*/" << call.groups << ", out);\n";
+  return decls.str();
+}
+
+// The folded activation as the runtime's enumerator.
+std::string activation_enum(ir::Activation activation) {
+  switch (activation) {
+    case ir::Activation::None: return "foundry_rt::Activation::None";
+    case ir::Activation::Relu: return "foundry_rt::Activation::Relu";
+    case ir::Activation::Tanh: return "foundry_rt::Activation::Tanh";
+    case ir::Activation::Sigmoid: return "foundry_rt::Activation::Sigmoid";
+  }
+  throw InternalError("bug: unknown activation on a library call");
+}
+
+// The portable-loop statements of one library call over the given buffer pointers.
+std::string portable_call(const ir::LoopNode& node, const Pointers& ptrs) {
   std::string type = storage_type(node.output->dtype);
   if (!is_floating(node.output->dtype) || type == "uint16_t")
-    throw UserError("extern kernel " + call.kind + " on " + std::string(dtype_name(node.output->dtype)) +
+    throw UserError("library call " + ir::extern_name(node.call) + " on " + std::string(dtype_name(node.output->dtype)) +
                     " is not supported by the C++ backend");
-  std::ostringstream decls, out;
-  const std::vector<ir::Expr>& out_shape = node.output->sizes;
-  const std::string& dst = ptrs.at(node.output);
-  auto ptr = [&](const ir::ExternCall::Operand& op) { return ptrs.at(op.buffer); };
-  auto num = [](const ir::Expr& e) { return cpp_index(e, {}); };
-  if (call.kind == "mm" || call.kind == "bmm" || call.kind == "addmm") {
-    bool batched = call.kind == "bmm", bias = call.kind == "addmm";
-    const auto& a = call.inputs[bias ? 1 : 0];
-    const auto& b = call.inputs[bias ? 2 : 1];
-    ir::Expr batch = batched ? out_shape[0] : ir::Expr(1), M = out_shape[batched], N = out_shape[batched + 1];
-    ir::Expr K = a.sizes.back();
-    std::string a_arg = strided_arg(a, ptr(a), decls, counter, type);
-    std::string b_arg = strided_arg(b, ptr(b), decls, counter, type);
-    std::string bias_decl = "nullptr";
-    if (bias) {
-      std::string bias_var = "bias" + std::to_string(counter);
-      std::string bias_arg = strided_arg(call.inputs[0], ptr(call.inputs[0]), decls, counter, type);
-      decls << "  const auto " << bias_var << " = " << bias_arg << ";\n";
-      bias_decl = "&" + bias_var;
-    }
-    auto param = [&](const char* key) {
-      char buf[40];
-      std::snprintf(buf, sizeof buf, "%.17g", call.float_params.count(key) ? call.float_params.at(key) : 1.0);
-      return std::string(buf);
-    };
-    out << decls.str() << "  foundry_rt::matmul<" << type << ">(" << num(batch) << ", " << num(M) << ", " << num(N)
-        << ", " << num(K) << ", " << a_arg << ", " << b_arg << ", " << bias_decl << ", " << param("alpha") << ", "
-        << param("beta") << ", " << (batched ? "true" : "false") << ", " << dst << ");\n";
-    return out.str();
-  }
-  if (call.kind == "convolution") {
-    // 1-D and 2-D convolutions become 3-D ones with leading size-1 spatial dims.
-    const auto& x = call.inputs[0];
-    const auto& w = call.inputs[1];
-    const auto& bias = call.inputs[2];
-    size_t spatial = x.sizes.size() - 2;
-    if (spatial < 1 || spatial > 3) throw UserError("convolution with " + std::to_string(spatial) + " spatial dims is not supported");
-    auto to3d = [&](std::vector<ir::Expr> v, int64_t fill, size_t lead) {
-      v.insert(v.begin() + static_cast<std::ptrdiff_t>(lead), 3 - spatial, ir::Expr(fill));
-      return v;
-    };
-    auto arr = [&](const std::vector<ir::Expr>& v) { return array_decl("params", v, decls, counter); };
-    std::string xs = arr(to3d(x.sizes, 1, 2)), ws = arr(to3d(w.sizes, 1, 2)), os = arr(to3d(out_shape, 1, 2));
-    std::string xst = arr(to3d(x.strides, 0, 2)), wst = arr(to3d(w.strides, 0, 2));
-    std::string st = arr(to3d(exprs_of(call.int_params.at("stride")), 1, 0)),
-                pad = arr(to3d(exprs_of(call.int_params.at("padding")), 0, 0)),
-                dil = arr(to3d(exprs_of(call.int_params.at("dilation")), 1, 0));
-    std::string bias_ptr = bias.buffer ? ptrs.at(bias.buffer) : "nullptr";
-    std::string bias_stride = bias.buffer ? num(bias.strides[0]) : "0", bias_off = bias.buffer ? num(bias.offset) : "0";
-    out << decls.str() << "  foundry_rt::conv3d<" << type << ">(" << xs << ", " << ws << ", " << os << ", " << ptr(x)
-        << ", " << xst << ", " << num(x.offset) << ", " << ptr(w) << ", " << wst << ", " << num(w.offset) << ", "
-        << bias_ptr << ", " << bias_stride << ", " << bias_off << ", " << st << ", " << pad << ", " << dil << ", "
-        << call.int_params.at("groups")[0] << ", " << dst << ");\n";
-    return out.str();
-  }
-  throw UserError("extern kernel " + call.kind + " is not supported by the C++ backend");
+  std::string out = std::visit(
+      overloaded{[&](const ir::Matmul& call) { return matmul_loops(node, call, ptrs, type); },
+                 [&](const ir::Convolution& call) { return convolution_loops(node, call, ptrs, type); }},
+      node.call.op);
+  if (node.call.activation != ir::Activation::None)
+    out += "  foundry_rt::apply_activation(" + activation_enum(node.call.activation) + ", out, " +
+           num(node.output->numel()) + ");\n";
+  return out;
 }
 
-// The folded activation as the runtime's enumerator, "" for none.
-std::string activation_enum(const ir::ExternCall& call) {
-  if (call.activation.empty()) return "";
-  if (call.activation == "relu") return "foundry_rt::Activation::Relu";
-  if (call.activation == "tanh") return "foundry_rt::Activation::Tanh";
-  if (call.activation == "sigmoid") return "foundry_rt::Activation::Sigmoid";
-  throw InternalError("unknown activation " + call.activation + " on an extern call");
-}
+// --- oneDNN (foundry_dnnl.h) ---------------------------------------------------------------------
 
 // The dynamic row count of a 2-d matrix product whose other sizes are static (oneDNN builds it
 // with a runtime dimension); nullopt otherwise.
 std::optional<ir::Expr> dynamic_rows(const ir::LoopNode& node) {
-  if (node.call.kind != "mm" && node.call.kind != "addmm") return std::nullopt;
+  const auto* matmul = std::get_if<ir::Matmul>(&node.call.op);
+  if (!matmul || matmul->batched) return std::nullopt;
   const auto& out = node.output->sizes;
   if (out.size() != 2 || out[0].is_const() || !out[1].is_const()) return std::nullopt;
   return out[0];
@@ -143,81 +155,144 @@ std::optional<ir::Expr> dynamic_rows(const ir::LoopNode& node) {
 std::string dnnl_dims(const std::vector<ir::Expr>& v, const std::optional<ir::Expr>& rows) {
   std::string s = "{";
   for (size_t i = 0; i < v.size(); ++i)
-    s += (i ? ", " : "") + (rows && v[i] == *rows ? std::string("DNNL_RUNTIME_DIM_VAL") : cpp_index(v[i], {}));
+    s += (i ? ", " : "") + (rows && v[i] == *rows ? std::string("DNNL_RUNTIME_DIM_VAL") : num(v[i]));
   return s + "}";
 }
 
-// The oneDNN build statement of one extern call (into state member `member`), or "" when the call
-// has no oneDNN form here (other dtypes, alpha/beta other than 1).
-std::string dnnl_build(const ir::LoopNode& node, const std::string& member, const WeightsLayout& weights) {
-  const ir::ExternCall& call = node.call;
-  if (node.output->dtype != DType::Float32) return "";
+bool has_empty_dim(const std::vector<ir::Expr>& v) {
+  return std::any_of(v.begin(), v.end(), [](const ir::Expr& e) { return e.is_const(0); });
+}
+
+// Why a call has no oneDNN form here ("" when it has one): the call then always runs on the
+// portable loops, and `foundryc -v` says why.
+std::string dnnl_obstacle(const ir::LoopNode& node) {
+  if (node.output->dtype != DType::Float32)
+    return "its dtype is " + std::string(dtype_name(node.output->dtype)) + " (oneDNN is used for float32 only)";
   // oneDNN primitives are built once, at creation: static shapes, or a matrix product whose row
   // count alone is dynamic.
   std::optional<ir::Expr> rows = dynamic_rows(node);
   auto fixed = [&](const std::vector<ir::Expr>& v) {
     return std::all_of(v.begin(), v.end(), [&](const ir::Expr& e) { return e.is_const() || (rows && e == *rows); });
   };
-  if (!fixed(node.output->sizes)) return "";
-  for (const auto& op : call.inputs)
-    if (op.buffer && (!fixed(op.sizes) || !all_const(op.strides) || !op.offset.is_const())) return "";
-  std::string out = dnnl_dims(node.output->sizes, rows);
-  // Empty tensors go to the portable loops (oneDNN rejects or mishandles zero-size dims).
-  auto empty = [](const std::vector<ir::Expr>& v) {
-    return std::any_of(v.begin(), v.end(), [](const ir::Expr& e) { return e.is_const(0); });
-  };
-  if (empty(node.output->sizes)) return "";
-  for (const auto& op : call.inputs)
-    if (op.buffer && empty(op.sizes)) return "";
-  std::ostringstream b;
-  if (call.kind == "convolution") {
-    const auto& x = call.inputs[0];
-    const auto& w = call.inputs[1];
-    const auto& bias = call.inputs[2];
-    std::string wdata = "nullptr";
-    if (w.buffer->kind == ir::BufferKind::Constant)
-      wdata = "reinterpret_cast<const float*>(weights + " + std::to_string(weights.offset_of.at(w.buffer)) + ") + " +
-              cpp_index(w.offset, {});
-    b << "  s->" << member << ".build(" << expr_list(x.sizes) << ", " << expr_list(x.strides) << ", " << expr_list(w.sizes)
-      << ", " << expr_list(w.strides) << ", " << out << ", " << call.int_params.at("groups")[0] << ", "
-      << (bias.buffer ? "true" : "false") << ", " << (bias.buffer ? cpp_index(bias.strides[0], {}) : "0") << ", "
-      << int_list(call.int_params.at("stride")) << ", " << int_list(call.int_params.at("padding")) << ", "
-      << int_list(call.int_params.at("dilation")) << ", " << wdata;
-    if (!call.activation.empty()) b << ", " << activation_enum(call);
-    b << ");\n";
-    return b.str();
-  }
-  bool bias = call.kind == "addmm";
-  auto param = [&](const char* key) { return call.float_params.count(key) ? call.float_params.at(key) : 1.0; };
-  if (param("alpha") != 1.0 || (bias && param("beta") != 1.0)) return "";
-  const auto& a = call.inputs[bias ? 1 : 0];
-  const auto& m = call.inputs[bias ? 2 : 1];
+  std::vector<const ir::Operand*> operands = ir::operands(node.call);
+  bool dynamic = !fixed(node.output->sizes) || std::any_of(operands.begin(), operands.end(), [&](const ir::Operand* op) {
+                   return !fixed(op->sizes) || !all_const(op->strides) || !op->offset.is_const();
+                 });
+  if (dynamic)
+    return "its shapes are dynamic (oneDNN primitives are built at creation; only the row count of a 2-d matrix "
+           "product may vary)";
+  // oneDNN rejects or mishandles zero-size dims.
+  if (has_empty_dim(node.output->sizes) ||
+      std::any_of(operands.begin(), operands.end(), [](const ir::Operand* op) { return has_empty_dim(op->sizes); }))
+    return "it has an empty tensor (oneDNN does not take zero-size dims)";
+  const auto* matmul = std::get_if<ir::Matmul>(&node.call.op);
+  if (matmul && (matmul->alpha != 1.0 || (matmul->bias && matmul->beta != 1.0)))
+    return "alpha " + ir::shortest_number(matmul->alpha) + ", beta " + ir::shortest_number(matmul->beta) +
+           " (the oneDNN form here has alpha = beta = 1)";
+  return "";
+}
+
+// The fields of the ConvSpec `spec`, one statement each.
+std::string convolution_spec(const ir::LoopNode& node, const ir::Convolution& call, const WeightsLayout& weights) {
+  const ir::Operand &x = call.input, &w = call.weight;
+  std::ostringstream spec;
+  spec << "    spec.input_sizes = " << expr_list(x.sizes) << ";\n    spec.input_strides = " << expr_list(x.strides)
+       << ";\n    spec.weight_sizes = " << expr_list(w.sizes) << ";\n    spec.weight_strides = " << expr_list(w.strides)
+       << ";\n    spec.output_sizes = " << expr_list(node.output->sizes) << ";\n";
+  if (call.groups != 1) spec << "    spec.groups = " << call.groups << ";\n";
+  if (call.bias) spec << "    spec.has_bias = true;\n    spec.bias_stride = " << num(call.bias->strides[0]) << ";\n";
+  spec << "    spec.stride = " << int_list(call.stride) << ";\n    spec.padding = " << int_list(call.padding)
+       << ";\n    spec.dilation = " << int_list(call.dilation) << ";\n";
+  if (w.buffer->kind == ir::BufferKind::Constant)
+    spec << "    spec.constant_weights = reinterpret_cast<const float*>(weights + " << weights.offset_of.at(w.buffer)
+         << ")" << (w.offset.is_const(0) ? "" : " + " + num(w.offset)) << ";\n";
+  return spec.str();
+}
+
+// The fields of the MatmulSpec `spec`, one statement each.
+std::string matmul_spec(const ir::LoopNode& node, const ir::Matmul& call) {
+  std::optional<ir::Expr> rows = dynamic_rows(node);
   // A batch broadcast by stride 0 (one matrix for every batch entry) is oneDNN's batch of size 1,
   // given the plain stride so that oneDNN sees a row-major layout.
   auto batch_sizes = [&](std::vector<ir::Expr> sizes, const std::vector<ir::Expr>& strides) {
-    if (call.kind == "bmm" && strides[0].is_const(0)) sizes[0] = 1;
-    return sizes;
+    if (call.batched && strides[0].is_const(0)) sizes[0] = 1;
+    return dnnl_dims(sizes, rows);
   };
   auto batch_strides = [&](const std::vector<ir::Expr>& sizes, std::vector<ir::Expr> strides) {
-    if (call.kind == "bmm" && strides[0].is_const(0)) strides[0] = sizes[1] * sizes[2];
-    return strides;
+    if (call.batched && strides[0].is_const(0)) strides[0] = sizes[1] * sizes[2];
+    return expr_list(strides);
   };
-  b << "  s->" << member << ".build(" << dnnl_dims(batch_sizes(a.sizes, a.strides), rows) << ", "
-    << expr_list(batch_strides(a.sizes, a.strides)) << ", " << expr_list(batch_sizes(m.sizes, m.strides)) << ", "
-    << expr_list(batch_strides(m.sizes, m.strides)) << ", " << out << ", " << (bias ? "true" : "false") << ", ";
-  if (bias) {
+  std::ostringstream spec;
+  spec << "    spec.a_sizes = " << batch_sizes(call.a.sizes, call.a.strides) << ";\n    spec.a_strides = "
+       << batch_strides(call.a.sizes, call.a.strides) << ";\n    spec.b_sizes = "
+       << batch_sizes(call.b.sizes, call.b.strides) << ";\n    spec.b_strides = "
+       << batch_strides(call.b.sizes, call.b.strides) << ";\n    spec.output_sizes = "
+       << dnnl_dims(node.output->sizes, rows) << ";\n";
+  if (call.bias) {
     // oneDNN broadcasts a bias over dims of size 1: stride-0 dims become size 1.
-    const auto& op = call.inputs[0];
-    std::vector<ir::Expr> sizes = op.sizes;
+    std::vector<ir::Expr> sizes = call.bias->sizes;
     for (size_t d = 0; d < sizes.size(); ++d)
-      if (op.strides[d].is_const(0)) sizes[d] = 1;
-    b << dnnl_dims(sizes, rows) << ", " << expr_list(op.strides);
-  } else {
-    b << "{}, {}";
+      if (call.bias->strides[d].is_const(0)) sizes[d] = 1;
+    spec << "    spec.has_bias = true;\n    spec.bias_sizes = " << dnnl_dims(sizes, rows)
+         << ";\n    spec.bias_strides = " << expr_list(call.bias->strides) << ";\n";
   }
-  if (!call.activation.empty()) b << ", " << activation_enum(call);
-  b << ");\n";
+  return spec.str();
+}
+
+// The block of create() that builds the primitive of one call into state member `member`.
+std::string dnnl_build(const ir::LoopNode& node, const std::string& member, const std::string& label,
+                       const WeightsLayout& weights) {
+  std::ostringstream b;
+  b << "  {  // " << ir::describe_extern(node) << "\n";
+  std::visit(overloaded{[&](const ir::Matmul& call) {
+                          b << "    foundry_rt::dnnl_glue::MatmulSpec spec;\n" << matmul_spec(node, call);
+                        },
+                        [&](const ir::Convolution& call) {
+                          b << "    foundry_rt::dnnl_glue::ConvSpec spec;\n" << convolution_spec(node, call, weights);
+                        }},
+             node.call.op);
+  if (node.call.activation != ir::Activation::None)
+    b << "    spec.activation = " << activation_enum(node.call.activation) << ";\n";
+  b << "    foundry_rt::dnnl_glue::build(s->" << member << ", spec, kModel, " << label << ");\n  }\n";
   return b.str();
+}
+
+// The state member type of a call's primitive.
+std::string dnnl_primitive(const ir::ExternCall& call) {
+  return std::holds_alternative<ir::Convolution>(call.op) ? "Conv" : "Matmul";
+}
+
+// `op`'s first element in the function of a call.
+std::string operand_pointer(const ir::Operand& op, const Pointers& local) {
+  return op.offset.is_const(0) ? local.at(op.buffer) : local.at(op.buffer) + " + " + num(op.offset);
+}
+
+// The statements running a call's primitive, when it was built; a oneDNN failure then falls back
+// to the portable loops that follow, with a warning (once per model).
+std::string dnnl_run(const ir::LoopNode& node, const std::string& member, const std::string& label,
+                     const Pointers& local) {
+  std::string args = std::visit(
+      overloaded{[&](const ir::Matmul& call) {
+                   return operand_pointer(call.a, local) + ", " + operand_pointer(call.b, local) + ", " +
+                          (call.bias ? operand_pointer(*call.bias, local) : "/*bias=*/nullptr");
+                 },
+                 [&](const ir::Convolution& call) {
+                   return operand_pointer(call.input, local) + ", " + operand_pointer(call.weight, local) + ", " +
+                          (call.bias ? operand_pointer(*call.bias, local) : "/*bias=*/nullptr");
+                 }},
+      node.call.op);
+  std::optional<ir::Expr> rows = dynamic_rows(node);
+  std::string rows_arg = rows ? ", /*rows=*/" + num(*rows) : "";
+  return "  if (s->" + member + ".ok) {\n    try {\n      s->" + member + ".run(" + args + ", out" + rows_arg +
+         ");\n      return;\n    } catch (const dnnl::error& e) {\n"
+         "      foundry_rt::dnnl_glue::warn_fallback(s->fallback_warned, kModel, " + label + ", e.what());\n    }\n  }\n";
+}
+
+// "call0 (addmm from addmm (aten.addmm), relu (aten.relu))": names a call in run-time warnings.
+std::string call_label(const ir::LoopNode& node, const std::string& fn) {
+  std::string label = fn + " (" + ir::extern_name(node.call);
+  for (size_t i = 0; i < node.origins.size(); ++i) label += (i ? ", " : " from ") + node.origins[i];
+  return label + ")";
 }
 
 }  // namespace
@@ -227,18 +302,19 @@ ExternsSource generate_externs(const ir::LoopProgram& program, const sched::Sche
                                const std::map<const ir::Buffer*, std::string>& wrapper_ptrs) {
   ExternsSource out;
   std::ostringstream state, builds, functions, decls;
-  int index = 0, counter = 0;
+  int index = 0;
   for (const auto& step : schedule.steps) {
     if (!step.is_extern) continue;
     const ir::LoopNode& node = *step.extern_node;
     std::string fn = "call" + std::to_string(index), member = "extern" + std::to_string(index);
     ++index;
+    std::string description = ir::describe_extern(node);
     // Parameters: each operand buffer once, then the output.
     std::vector<const ir::Buffer*> params;
-    for (const auto& op : node.call.inputs)
-      if (op.buffer && std::find(params.begin(), params.end(), op.buffer) == params.end()) params.push_back(op.buffer);
-    std::map<const ir::Buffer*, std::string> local;
-    std::string signature, call = "  " + n + "_externs::" + fn + "(model->externs";
+    for (const ir::Operand* op : ir::operands(node.call))
+      if (std::find(params.begin(), params.end(), op->buffer) == params.end()) params.push_back(op->buffer);
+    Pointers local;
+    std::string signature, call = "  // " + description + "\n  " + n + "_externs::" + fn + "(model->externs";
     for (size_t k = 0; k < params.size(); ++k) {
       local[params[k]] = "in" + std::to_string(k);
       signature += ", const " + storage_type(params[k]->dtype) + "* in" + std::to_string(k);
@@ -249,10 +325,10 @@ ExternsSource generate_externs(const ir::LoopProgram& program, const sched::Sche
     call += ", " + wrapper_ptrs.at(node.output);
     // Dynamic sizes the call's shapes depend on, passed by value (the wrapper has them in scope).
     std::vector<ir::Expr> shapes = node.output->sizes;
-    for (const auto& op : node.call.inputs) {
-      shapes.insert(shapes.end(), op.sizes.begin(), op.sizes.end());
-      shapes.insert(shapes.end(), op.strides.begin(), op.strides.end());
-      shapes.push_back(op.offset);
+    for (const ir::Operand* op : ir::operands(node.call)) {
+      shapes.insert(shapes.end(), op->sizes.begin(), op->sizes.end());
+      shapes.insert(shapes.end(), op->strides.begin(), op->strides.end());
+      shapes.push_back(op->offset);
     }
     for (const std::string& sym : size_symbols_of(shapes)) {
       signature += ", int64_t " + sym;
@@ -262,46 +338,31 @@ ExternsSource generate_externs(const ir::LoopProgram& program, const sched::Sche
     out.calls.push_back(call);
     decls << "void " << fn << "(const State* s" << signature << ");\n";
 
-    std::string build = dnnl_build(node, member, weights);
-    std::string fallback = extern_call(node, local, counter);
-    if (!node.call.activation.empty()) {
-      ir::Expr numel(1);
-      for (const auto& size : node.output->sizes) numel = numel * size;
-      fallback += "  foundry_rt::apply_activation(" + activation_enum(node.call) + ", out, " + cpp_index(numel, {}) + ");\n";
+    std::string label = c_string_literal(call_label(node, fn));
+    std::string obstacle = dnnl_obstacle(node);
+    if (obstacle.empty())
+      spdlog::info("{} ({}) runs on oneDNN", fn, description);
+    else
+      spdlog::info("{} ({}) runs on the portable loops: {}", fn, description, obstacle);
+    functions << "// " << description << "\n";
+    if (!obstacle.empty()) functions << "// The portable loops only: " << obstacle << ".\n";
+    functions << "void " << fn << "(const State* s" << signature << ") {\n";
+    if (obstacle.empty()) {
+      state << "  foundry_rt::dnnl_glue::" << dnnl_primitive(node.call) << " " << member << ";  // " << fn << "\n";
+      builds << dnnl_build(node, member, label, weights);
+      functions << dnnl_run(node, member, label, local);
     }
-    functions << "// " << node.call.kind << (node.call.activation.empty() ? "" : " + " + node.call.activation) << ": ";
-    for (const auto& o : node.origins) functions << o << " ";
-    functions << "\nvoid " << fn << "(const State* s" << signature << ") {\n";
-    if (!build.empty()) {
-      state << "  foundry_rt::dnnl_glue::" << (node.call.kind == "convolution" ? "Conv " : "Matmul ") << member << ";\n";
-      builds << build;
-      std::string a, w, bias = "nullptr";
-      if (node.call.kind == "convolution") {
-        a = local[node.call.inputs[0].buffer] + " + " + cpp_index(node.call.inputs[0].offset, {});
-        w = local[node.call.inputs[1].buffer] + " + " + cpp_index(node.call.inputs[1].offset, {});
-        if (node.call.inputs[2].buffer)
-          bias = local[node.call.inputs[2].buffer] + " + " + cpp_index(node.call.inputs[2].offset, {});
-      } else {
-        bool has_bias = node.call.kind == "addmm";
-        const auto& x = node.call.inputs[has_bias ? 1 : 0];
-        const auto& m = node.call.inputs[has_bias ? 2 : 1];
-        a = local[x.buffer] + " + " + cpp_index(x.offset, {});
-        w = local[m.buffer] + " + " + cpp_index(m.offset, {});
-        if (has_bias) bias = local[node.call.inputs[0].buffer] + " + " + cpp_index(node.call.inputs[0].offset, {});
-      }
-      std::optional<ir::Expr> rows = dynamic_rows(node);
-      std::string rows_arg = rows ? ", " + cpp_index(*rows, {}) : "";
-      functions << "  if (s->" << member << ".ok) {\n    try {\n      s->" << member << ".run(" << a << ", " << w
-                << ", " << bias << ", out" << rows_arg << ");\n      return;\n    } catch (const dnnl::error&) {\n    }\n  }\n";
-    }
-    functions << fallback << "}\n\n";
+    functions << portable_call(node, local) << "}\n\n";
   }
   if (index == 0) return out;
   std::ostringstream cpp;
   cpp << "// Extern kernels of the model `" << n << "`: oneDNN primitives built once at creation, with\n"
       << "// portable loops as the fallback. Generated by foundryc " << FOUNDRY_VERSION << ".\n"
       << "#include <new>\n\n#include \"foundry_dnnl.h\"\n#include \"foundry_externs.h\"\n\n"
-      << "namespace " << n << "_externs {\n\nstruct State {\n" << state.str() << "};\n\n"
+      << "namespace " << n << "_externs {\n\nconstexpr const char* kModel = " << c_string_literal(n)
+      << ";  // names the model in warnings\n\nstruct State {\n"
+      << state.str() << "  // A run fell back from oneDNN to the portable loops: warned once per model.\n"
+      << "  mutable std::atomic<bool> fallback_warned{false};\n};\n\n"
       << "State* create(const uint8_t* weights) {\n  auto* s = new (std::nothrow) State();\n  if (!s) return nullptr;\n"
       << "  (void)weights;\n" << builds.str() << "  return s;\n}\n\nvoid destroy(State* s) { delete s; }\n\n"
       << functions.str() << "}  // namespace " << n << "_externs\n";

@@ -212,7 +212,7 @@ nlohmann::json manifest(const PipelineOptions& opts, const PipelineState& state)
     };
     std::string name;
     if (step.is_extern) {
-      name = "extern_" + step.extern_node->call.kind;
+      name = "extern_" + ir::extern_name(step.extern_node->call);
       add_origins(step.extern_node);
     } else {
       name = step.kernel.name;

@@ -519,7 +519,7 @@ struct StaticOperand {
   int64_t offset = 0;
 };
 
-StaticOperand static_operand(const ExternCall::Operand& op) {
+StaticOperand static_operand(const Operand& op) {
   StaticOperand s{op.buffer, const_sizes(op.sizes, "extern operand sizes"),
                   const_sizes(op.strides, "extern operand strides"), 0};
   s.offset = const_sizes({op.offset}, "extern operand offset")[0];
@@ -534,18 +534,16 @@ double operand_at(const std::unordered_map<const Buffer*, Storage>& memory, cons
   return as_double(s.dtype, s.elems.at(pos));
 }
 
-void run_matmul(const ExternCall& call, Storage& out, const std::unordered_map<const Buffer*, Storage>& memory,
+void run_matmul(const Matmul& call, Storage& out, const std::unordered_map<const Buffer*, Storage>& memory,
                 const std::vector<int64_t>& out_sizes) {
-  // mm: [M,K]x[K,N]; bmm: [B,M,K]x[B,K,N]; addmm: bias + alpha*(mat1 x mat2) with beta.
-  bool batched = call.kind == "bmm";
-  bool has_bias = call.kind == "addmm";
-  const StaticOperand a = static_operand(call.inputs[has_bias ? 1 : 0]);
-  const StaticOperand b = static_operand(call.inputs[has_bias ? 2 : 1]);
-  const StaticOperand bias = has_bias ? static_operand(call.inputs[0]) : StaticOperand{};
+  // mm: [M,K]x[K,N]; bmm: [B,M,K]x[B,K,N]; addmm: beta*bias + alpha*(mat1 x mat2).
+  const bool batched = call.batched, has_bias = call.bias.has_value();
+  const StaticOperand a = static_operand(call.a);
+  const StaticOperand b = static_operand(call.b);
+  const StaticOperand bias = has_bias ? static_operand(*call.bias) : StaticOperand{};
   int64_t B = batched ? out_sizes[0] : 1, M = out_sizes[batched], N = out_sizes[batched + 1];
   int64_t K = a.sizes.back();
-  double alpha = call.float_params.count("alpha") ? call.float_params.at("alpha") : 1.0;
-  double beta = call.float_params.count("beta") ? call.float_params.at("beta") : 1.0;
+  const double alpha = call.alpha, beta = call.beta;
   for (int64_t bi = 0; bi < B; ++bi)
     for (int64_t m = 0; m < M; ++m)
       for (int64_t n = 0; n < N; ++n) {
@@ -566,15 +564,15 @@ void run_matmul(const ExternCall& call, Storage& out, const std::unordered_map<c
       }
 }
 
-void run_convolution(const ExternCall& call, Storage& out, const std::unordered_map<const Buffer*, Storage>& memory,
+void run_convolution(const Convolution& call, Storage& out, const std::unordered_map<const Buffer*, Storage>& memory,
                      const std::vector<int64_t>& out_sizes) {
-  const StaticOperand x = static_operand(call.inputs[0]);
-  const StaticOperand w = static_operand(call.inputs[1]);
-  const StaticOperand bias = call.inputs[2].buffer ? static_operand(call.inputs[2]) : StaticOperand{};
-  const auto& stride = call.int_params.at("stride");
-  const auto& padding = call.int_params.at("padding");
-  const auto& dilation = call.int_params.at("dilation");
-  int64_t groups = call.int_params.at("groups")[0];
+  const StaticOperand x = static_operand(call.input);
+  const StaticOperand w = static_operand(call.weight);
+  const StaticOperand bias = call.bias ? static_operand(*call.bias) : StaticOperand{};
+  const auto& stride = call.stride;
+  const auto& padding = call.padding;
+  const auto& dilation = call.dilation;
+  const int64_t groups = call.groups;
   size_t spatial = x.sizes.size() - 2;
   int64_t N = out_sizes[0], Cout = out_sizes[1], Cin = x.sizes[1];
   int64_t cin_g = Cin / groups, cout_g = Cout / groups;
@@ -604,25 +602,27 @@ void run_convolution(const ExternCall& call, Storage& out, const std::unordered_
     }
 }
 
-void apply_activation(const std::string& activation, Storage& out) {
-  if (activation.empty()) return;
-  for (Elem& e : out.elems) {
-    double x = e.f;
-    if (activation == "relu") x = std::isnan(x) ? x : std::max(x, 0.0);
-    else if (activation == "tanh") x = std::tanh(x);
-    else if (activation == "sigmoid") x = 1.0 / (1.0 + std::exp(-x));
-    else throw InternalError("the reference evaluator has no activation " + activation);
-    e = make(out.dtype, x);
+double activated(Activation activation, double x) {
+  switch (activation) {
+    case Activation::None: return x;
+    case Activation::Relu: return std::isnan(x) ? x : std::max(x, 0.0);
+    case Activation::Tanh: return std::tanh(x);
+    case Activation::Sigmoid: return 1.0 / (1.0 + std::exp(-x));
   }
+  throw InternalError("the reference evaluator has no activation " + std::to_string(static_cast<int>(activation)));
+}
+
+void apply_activation(Activation activation, Storage& out) {
+  if (activation == Activation::None) return;
+  for (Elem& e : out.elems) e = make(out.dtype, activated(activation, e.f));
 }
 
 void run_extern(const LoopNode& node, std::unordered_map<const Buffer*, Storage>& memory) {
   Storage& out = memory.at(node.output);
   std::vector<int64_t> sizes = const_sizes(node.output->sizes, "extern output");
-  const std::string& kind = node.call.kind;
-  if (kind == "mm" || kind == "bmm" || kind == "addmm") run_matmul(node.call, out, memory, sizes);
-  else if (kind == "convolution") run_convolution(node.call, out, memory, sizes);
-  else throw InternalError("the reference evaluator has no extern kernel " + kind);
+  std::visit(overloaded{[&](const Matmul& call) { run_matmul(call, out, memory, sizes); },
+                        [&](const Convolution& call) { run_convolution(call, out, memory, sizes); }},
+             node.call.op);
   apply_activation(node.call.activation, out);
 }
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include "foundry/ir/record.h"
@@ -15,14 +16,24 @@ std::string join_exprs(const std::vector<Expr>& xs) {
   return out;
 }
 
+std::string ints_text(const std::vector<int64_t>& values) {
+  std::string out = "[";
+  for (size_t d = 0; d < values.size(); ++d) out += (d ? ", " : "") + std::to_string(values[d]);
+  return out + "]";
+}
+
+std::string number_text(double value) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", value);
+  return buf;
+}
+
 // Exact, stable text for constants: integers as written, floats with 17 significant digits.
 std::string scalar_text(const Scalar& s) {
   if (!is_floating(s.dtype)) return std::to_string(s.i);
   if (std::isnan(s.f)) return "nan";
   if (std::isinf(s.f)) return s.f > 0 ? "inf" : "-inf";
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", s.f);
-  return buf;
+  return number_text(s.f);
 }
 
 std::string node_kind_name(NodeKind k) {
@@ -44,30 +55,44 @@ std::string access_list(const std::vector<MemoryAccess>& list, bool whole) {
   return out;
 }
 
+std::string operand_text(const Operand* op) {
+  if (!op) return "None";
+  return op->buffer->name + " sizes [" + join_exprs(op->sizes) + "] strides [" + join_exprs(op->strides) + "] offset " +
+         to_string(op->offset);
+}
+
+std::string operand_list(const std::vector<const Operand*>& ops) {
+  std::string out;
+  for (size_t i = 0; i < ops.size(); ++i) out += (i ? ", " : "") + operand_text(ops[i]);
+  return out;
+}
+
+std::string ints_param(const char* key, const std::vector<int64_t>& values) {
+  return std::string(" ") + key + "=" + ints_text(values);
+}
+
+std::string float_param(const char* key, double value) { return std::string(" ") + key + "=" + number_text(value); }
+
+// Operands in the aten op's argument order (an absent optional one as None), then the parameters
+// in name order: the text form predates the typed calls and the golden files keep it.
+std::string call_arguments(const ExternCall& call) {
+  return std::visit(
+      overloaded{[](const Matmul& m) {
+                   if (!m.bias) return "(" + operand_list({&m.a, &m.b}) + ")";
+                   return "(" + operand_list({&*m.bias, &m.a, &m.b}) + ")" + float_param("alpha", m.alpha) +
+                          float_param("beta", m.beta);
+                 },
+                 [](const Convolution& c) {
+                   return "(" + operand_list({&c.input, &c.weight, c.bias ? &*c.bias : nullptr}) + ")" +
+                          ints_param("dilation", c.dilation) + ints_param("groups", {c.groups}) +
+                          ints_param("padding", c.padding) + ints_param("stride", c.stride);
+                 }},
+      call.op);
+}
+
 std::string extern_line(const ExternCall& call) {
-  std::string out = "    " + call.kind + "(";
-  for (size_t i = 0; i < call.inputs.size(); ++i) {
-    const auto& op = call.inputs[i];
-    out += i ? ", " : "";
-    if (!op.buffer) {
-      out += "None";
-      continue;
-    }
-    out += op.buffer->name + " sizes [";
-    out += join_exprs(op.sizes) + "] strides [" + join_exprs(op.strides) + "] offset " + to_string(op.offset);
-  }
-  out += ")";
-  for (const auto& [key, values] : call.int_params) {
-    out += " " + key + "=[";
-    for (size_t d = 0; d < values.size(); ++d) out += (d ? ", " : "") + std::to_string(values[d]);
-    out += "]";
-  }
-  for (const auto& [key, value] : call.float_params) {
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%.17g", value);
-    out += " " + key + "=" + buf;
-  }
-  if (!call.activation.empty()) out += " then " + call.activation;
+  std::string out = "    " + extern_name(call) + call_arguments(call);
+  if (call.activation != Activation::None) out += " then " + activation_name(call.activation);
   return out + "\n";
 }
 
@@ -127,7 +152,7 @@ std::string print_body(const LoopNode& node) {
 
 std::string print_buffer(const Buffer& buf) {
   std::string kind = buf.kind == BufferKind::Input ? "input" : buf.kind == BufferKind::Constant ? "constant" : "computed";
-  return buf.name + ": " + std::string(dtype_name(buf.dtype)) + "[" + join_exprs(buf.sizes) + "] " +
+  return buf.name + ": " + shape_text(buf.dtype, buf.sizes) + " " +
          kind + ", strides [" + join_exprs(buf.strides) + "], offset " + to_string(buf.offset);
 }
 
@@ -151,6 +176,58 @@ std::string print_node(const LoopNode& node) {
   out << "  writes: " << access_list(acc.writes, whole) << "\n";
   out << "  body:\n" << print_body(node);
   return out.str();
+}
+
+std::string shortest_number(double value) {
+  char buf[40];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, value);
+    if (std::strtod(buf, nullptr) == value) break;
+  }
+  return buf;
+}
+
+std::string shape_text(DType dtype, const std::vector<Expr>& sizes) {
+  return std::string(dtype_name(dtype)) + "[" + join_exprs(sizes) + "]";
+}
+
+namespace {
+
+std::string operand_shape(const Operand& op) { return shape_text(op.buffer->dtype, op.sizes); }
+
+// The operands and parameters of a call as "a x b + bias", before its output.
+std::string extern_inputs(const ExternCall& call) {
+  return std::visit(
+      overloaded{[](const Matmul& m) {
+                   std::string out = operand_shape(m.a) + " x " + operand_shape(m.b);
+                   if (m.alpha != 1.0) out = shortest_number(m.alpha) + " * " + out;
+                   if (m.bias) out += " + " + (m.beta != 1.0 ? shortest_number(m.beta) + " * " : "") + "bias";
+                   return out;
+                 },
+                 [](const Convolution& c) {
+                   return operand_shape(c.input) + " * " + operand_shape(c.weight) + (c.bias ? " + bias" : "");
+                 }},
+      call.op);
+}
+
+std::string extern_options(const ExternCall& call) {
+  return std::visit(overloaded{[](const Matmul&) { return std::string(); },
+                               [](const Convolution& c) {
+                                 return ", stride " + ints_text(c.stride) + ", padding " + ints_text(c.padding) +
+                                        ", dilation " + ints_text(c.dilation) + ", groups " + std::to_string(c.groups);
+                               }},
+                    call.op);
+}
+
+}  // namespace
+
+std::string describe_extern(const LoopNode& node) {
+  std::string out = extern_name(node.call) + ": " + extern_inputs(node.call) + " -> " +
+                    shape_text(node.output->dtype, node.output->sizes) + extern_options(node.call);
+  if (node.call.activation != Activation::None) out += ", " + activation_name(node.call.activation) + " folded";
+  if (!node.origins.empty()) out += "; from ";
+  for (size_t i = 0; i < node.origins.size(); ++i) out += (i ? ", " : "") + node.origins[i];
+  return out;
 }
 
 std::string print_program(const LoopProgram& program) {

@@ -27,8 +27,8 @@ void RecordingOps::store_reduction(const Buffer& buf, const Expr& index, Val) {
 Accesses record_accesses(const LoopNode& node) {
   RecordingOps ops;
   if (node.kind == NodeKind::Extern) {
-    for (const auto& operand : node.call.inputs)
-      if (operand.buffer) ops.accesses.reads.push_back({operand.buffer, Expr(0), StoreMode::Set});
+    for (const Operand* operand : operands(node.call))
+      ops.accesses.reads.push_back({operand->buffer, Expr(0), StoreMode::Set});
     ops.accesses.writes.push_back({node.output, Expr(0), StoreMode::Set});
     return ops.accesses;
   }

@@ -169,7 +169,7 @@ std::optional<std::pair<const ir::Buffer*, Expr>> single_load(const TensorRef& r
 }
 
 // The strided view of `index` over loop variables i0..i{rank-1}, when it is exactly affine.
-bool affine_view(const Expr& index, size_t rank, ir::ExternCall::Operand& op) {
+bool affine_view(const Expr& index, size_t rank, ir::Operand& op) {
   std::map<std::string, Expr> zero;
   for (size_t d = 0; d < rank; ++d) zero[ir::loop_var(static_cast<int>(d))] = Expr(0);
   op.offset = ir::simplify(ir::substitute(index, zero), {});
@@ -201,9 +201,9 @@ std::vector<Expr> plain_strides(const std::vector<Expr>& sizes) {
 
 }  // namespace
 
-ir::ExternCall::Operand LoweringContext::strided_operand(const TensorRef& ref) {
+ir::Operand LoweringContext::strided_operand(const TensorRef& ref) {
   // Run the loader symbolically: an affine single load of one buffer is a strided view of it.
-  ir::ExternCall::Operand op;
+  ir::Operand op;
   op.sizes = ref.sizes;
   auto load = single_load(ref);
   if (load && load->first->dtype == ref.dtype && affine_view(load->second, ref.rank(), op)) {

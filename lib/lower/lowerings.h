@@ -61,7 +61,6 @@ Outs lower_batch_norm_no_training(LoweringContext&, const Node&);
 Outs lower_mm(LoweringContext&, const Node&);
 Outs lower_bmm(LoweringContext&, const Node&);
 Outs lower_addmm(LoweringContext&, const Node&);
-Outs lower_linear(LoweringContext&, const Node&);
 Outs lower_convolution(LoweringContext&, const Node&);              // convolution, conv2d
 Outs lower_max_pool2d_with_indices(LoweringContext&, const Node&);  // also max_pool2d
 Outs lower_avg_pool2d(LoweringContext&, const Node&);

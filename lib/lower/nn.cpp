@@ -80,18 +80,6 @@ std::vector<int64_t> static_out_sizes(LoweringContext& ctx, const Node& node, si
 
 Index sizes_index(const std::vector<int64_t>& s) { return Index(s.begin(), s.end()); }
 
-// A lazy view of `src` with its dims reordered: output dim k is source dim dims[k].
-TensorRef permuted(const TensorRef& src, const std::vector<size_t>& dims) {
-  std::vector<Expr> sizes;
-  for (size_t d : dims) sizes.push_back(src.sizes[d]);
-  Loader inner = src.load;
-  return LoweringContext::pointwise(src.dtype, sizes, [inner, dims](Ops& ops, const Index& idx) {
-    Index s(dims.size());
-    for (size_t k = 0; k < dims.size(); ++k) s[dims[k]] = idx[k];
-    return inner(ops, s);
-  });
-}
-
 // A lazy row-major reshape of `src` (static sizes).
 TensorRef reshaped(const TensorRef& src, const std::vector<int64_t>& to) {
   std::vector<Expr> src_sizes = src.sizes;
@@ -143,7 +131,7 @@ TensorRef scaled(const TensorRef& x, double factor) {
 // A batched operand [B, M, K] whose batch is the outermost dim in memory and whose matrices are
 // row- or column-major. Other views (e.g. attention heads sliced out of [T, B*H, D] projections)
 // would make oneDNN fall back to its reference kernel, far slower than copying them first.
-bool plain_batched_layout(const ir::ExternCall::Operand& op) {
+bool plain_batched_layout(const ir::Operand& op) {
   if (op.sizes.size() != 3) return true;
   for (const Expr& e : op.sizes)
     if (!e.is_const()) return true;  // dynamic: the portable loops take it as it is
@@ -153,8 +141,8 @@ bool plain_batched_layout(const ir::ExternCall::Operand& op) {
   return matrix && (op.sizes[0].is_const(1) || stride(0) >= M * K);
 }
 
-ir::ExternCall::Operand batched_operand(LoweringContext& ctx, const TensorRef& ref) {
-  ir::ExternCall::Operand op = ctx.strided_operand(ref);
+ir::Operand batched_operand(LoweringContext& ctx, const TensorRef& ref) {
+  ir::Operand op = ctx.strided_operand(ref);
   if (plain_batched_layout(op)) return op;
   if (op.strides[0].is_const(0) && !op.sizes[0].is_const(1)) {
     // One matrix for every batch entry (a weight expanded over the batch): copy that matrix
@@ -162,7 +150,7 @@ ir::ExternCall::Operand batched_operand(LoweringContext& ctx, const TensorRef& r
     Loader load = ref.load;
     TensorRef one = LoweringContext::pointwise(ref.dtype, {Expr(1), ref.sizes[1], ref.sizes[2]},
                                                [load](Ops& ops, const Index& idx) { return load(ops, idx); });
-    ir::ExternCall::Operand copied = ctx.strided_operand(ctx.realize_operand_copy(one));
+    ir::Operand copied = ctx.strided_operand(ctx.realize_operand_copy(one));
     copied.sizes = op.sizes;
     copied.strides[0] = Expr(0);
     return copied;
@@ -176,11 +164,11 @@ TensorRef matmul(LoweringContext& ctx, const TensorRef& a, const TensorRef& b, D
                  bool batched) {
   if (dtype != DType::Float32 || a.dtype != dtype || b.dtype != dtype)
     return matmul_reduction(ctx, a, b, dtype, std::move(sizes));
-  ir::ExternCall call;
-  call.kind = batched ? "bmm" : "mm";
-  call.inputs = batched ? std::vector<ir::ExternCall::Operand>{batched_operand(ctx, a), batched_operand(ctx, b)}
-                        : std::vector<ir::ExternCall::Operand>{ctx.strided_operand(a), ctx.strided_operand(b)};
-  return ctx.extern_call(std::move(call), dtype, std::move(sizes));
+  ir::Matmul call;
+  call.a = batched ? batched_operand(ctx, a) : ctx.strided_operand(a);
+  call.b = batched ? batched_operand(ctx, b) : ctx.strided_operand(b);
+  call.batched = batched;
+  return ctx.extern_call({call}, dtype, std::move(sizes));
 }
 
 // bias*beta + alpha*(m1 @ m2); bias is ignored when beta is 0 (NaN in it does not propagate).
@@ -188,13 +176,13 @@ TensorRef addmm(LoweringContext& ctx, const TensorRef& bias, const TensorRef& m1
                 double alpha, DType dtype, std::vector<Expr> sizes) {
   if (beta == 0) return scaled(matmul(ctx, m1, m2, dtype, sizes, false), alpha);
   if (dtype == DType::Float32 && m1.dtype == dtype && m2.dtype == dtype) {
-    ir::ExternCall call;
-    call.kind = "addmm";
-    call.inputs = {ctx.strided_operand(broadcast_to(cast(bias, dtype), sizes)), ctx.strided_operand(m1),
-                   ctx.strided_operand(m2)};
-    call.float_params["alpha"] = alpha;
-    call.float_params["beta"] = beta;
-    return ctx.extern_call(std::move(call), dtype, std::move(sizes));
+    ir::Matmul call;
+    call.bias = ctx.strided_operand(broadcast_to(cast(bias, dtype), sizes));
+    call.a = ctx.strided_operand(m1);
+    call.b = ctx.strided_operand(m2);
+    call.alpha = alpha;
+    call.beta = beta;
+    return ctx.extern_call({call}, dtype, std::move(sizes));
   }
   TensorRef prod = scaled(matmul_reduction(ctx, m1, m2, dtype, sizes), alpha);
   return map2(scaled(cast(bias, dtype), beta), prod, dtype, dtype, [](Ops& ops, Val x, Val y) { return ops.add(x, y); });
@@ -299,15 +287,15 @@ Outs lower_conv(LoweringContext& ctx, const Node& node, const ConvParams& p) {
   if (p.transposed || dtype != DType::Float32 || x.dtype != dtype || w.dtype != dtype) {
     result = convolution_reduction(ctx, x, w, bias, p, dtype, out);
   } else {
-    ir::ExternCall call;
-    call.kind = "convolution";
-    call.inputs = {ctx.strided_operand(x), ctx.strided_operand(w),
-                   bias ? ctx.strided_operand(cast(*bias, dtype)) : ir::ExternCall::Operand{}};
-    call.int_params["stride"] = p.stride;
-    call.int_params["padding"] = p.padding;
-    call.int_params["dilation"] = p.dilation;
-    call.int_params["groups"] = {p.groups};
-    result = ctx.extern_call(std::move(call), dtype, sizes_index(out));
+    ir::Convolution call;
+    call.input = ctx.strided_operand(x);
+    call.weight = ctx.strided_operand(w);
+    if (bias) call.bias = ctx.strided_operand(cast(*bias, dtype));
+    call.stride = p.stride;
+    call.padding = p.padding;
+    call.dilation = p.dilation;
+    call.groups = p.groups;
+    result = ctx.extern_call({call}, dtype, sizes_index(out));
   }
   if (unbatched) result = reshaped(result, std::vector<int64_t>(out.begin() + 1, out.end()));
   return {result};
@@ -474,23 +462,6 @@ Outs lower_addmm(LoweringContext& ctx, const Node& node) {
   if (m1.rank() != 2 || m2.rank() != 2) ctx.fail("addmm expects 2-d matrices");
   double beta = float_arg(node, "beta"), alpha = float_arg(node, "alpha");
   return {addmm(ctx, bias, m1, m2, beta, alpha, dtype, out_sizes(ctx, node))};
-}
-
-Outs lower_linear(LoweringContext& ctx, const Node& node) {
-  // input [*, K] @ weight[N, K]^T (+ bias[N]) as a 2-d product on the flattened batch.
-  TensorRef x = ctx.tensor(node.arg("input")), w = ctx.tensor(node.arg("weight"));
-  DType dtype = out_dtype(node);
-  std::vector<int64_t> xs = static_sizes_of(ctx, x), ws = static_sizes_of(ctx, w);
-  std::vector<int64_t> out = static_out_sizes(ctx, node);
-  if (xs.empty() || ws.size() != 2) ctx.fail("linear expects input [*, K] and weight [N, K]");
-  int64_t K = xs.back(), M = 1;
-  for (size_t d = 0; d + 1 < xs.size(); ++d) M *= xs[d];
-  TensorRef x2 = reshaped(x, {M, K});
-  TensorRef wt = permuted(w, {1, 0});
-  std::vector<Expr> sizes = {M, ws[0]};
-  TensorRef r = is_none(node, "bias") ? matmul(ctx, x2, wt, dtype, sizes, false)
-                                      : addmm(ctx, ctx.tensor(node.arg("bias"), dtype), x2, wt, 1.0, 1.0, dtype, sizes);
-  return {reshaped(r, out)};
 }
 
 Outs lower_convolution(LoweringContext& ctx, const Node& node) {

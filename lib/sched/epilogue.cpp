@@ -26,8 +26,8 @@ class ActivationMatcher final : public ir::Ops {
       : src_(src), out_(*node.output), index_(ir::simplify(node.output->linear_index(node.index_symbols()),
                                                             ir::node_extents(node))) {}
 
-  // "relu", "tanh", "sigmoid", or nullopt when the body is anything else.
-  std::optional<std::string> activation() const {
+  // The activation, or nullopt when the body is anything else.
+  std::optional<ir::Activation> activation() const {
     return ok_ && stored_ ? activation_ : std::nullopt;
   }
 
@@ -44,12 +44,12 @@ class ActivationMatcher final : public ir::Ops {
   }
   Val unary(UnaryOp op, Val x) override {
     if (x.id == kSource && (op == UnaryOp::Tanh || op == UnaryOp::Sigmoid))
-      return activated(op == UnaryOp::Tanh ? "tanh" : "sigmoid");
+      return activated(op == UnaryOp::Tanh ? ir::Activation::Tanh : ir::Activation::Sigmoid);
     return give(kOther);
   }
   Val binary(BinaryOp op, Val a, Val b) override {
     const bool relu = op == BinaryOp::Maximum && ((a.id == kSource && b.id == kZero) || (a.id == kZero && b.id == kSource));
-    return relu ? activated("relu") : give(kOther);
+    return relu ? activated(ir::Activation::Relu) : give(kOther);
   }
   Val index_expr(const Expr&, DType) override { return give(kOther); }
   Val to_dtype(Val, DType) override { return give(kOther); }
@@ -64,16 +64,16 @@ class ActivationMatcher final : public ir::Ops {
  private:
   enum Kind { kOther, kSource, kZero, kActivated };
   Val give(Kind k) { return Val{k, DType::Float32}; }
-  Val activated(const char* name) {
+  Val activated(ir::Activation activation) {
     if (activation_) ok_ = false;  // one activation, applied once
-    activation_ = name;
+    activation_ = activation;
     return give(kActivated);
   }
 
   const ir::Buffer& src_;
   const ir::Buffer& out_;
   Expr index_;
-  std::optional<std::string> activation_;
+  std::optional<ir::Activation> activation_;
   bool ok_ = true, stored_ = false;
 };
 
@@ -88,7 +88,7 @@ int fold_activations_into_externs(ir::LoopProgram& program) {
     }
   std::set<const ir::LoopNode*> removed;
   for (const auto& node : program.nodes) {
-    if (node->kind != ir::NodeKind::Extern || !node->call.activation.empty()) continue;
+    if (node->kind != ir::NodeKind::Extern || node->call.activation != ir::Activation::None) continue;
     const ir::Buffer* out = node->output;
     if (std::count(program.outputs.begin(), program.outputs.end(), out)) continue;
     auto it = readers.find(out);
@@ -97,7 +97,7 @@ int fold_activations_into_externs(ir::LoopProgram& program) {
     if (epilogue->kind != ir::NodeKind::Pointwise || !(epilogue->output->sizes == out->sizes)) continue;
     ActivationMatcher matcher(*out, *epilogue);
     ir::run_body_symbolic(*epilogue, matcher);
-    std::optional<std::string> activation = matcher.activation();
+    std::optional<ir::Activation> activation = matcher.activation();
     if (!activation) continue;
     node->call.activation = *activation;
     node->output = epilogue->output;

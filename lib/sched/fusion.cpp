@@ -336,7 +336,7 @@ class Fuser {
     const Group& gb = groups_[b];
     for (const Group* g : {&ga, &gb})
       if (!g->kernel) {
-        why = "it is a library call (" + nodes_[g->nodes.front()]->call.kind + ")";
+        why = "it is a library call (" + ir::extern_name(nodes_[g->nodes.front()]->call) + ")";
         return std::nullopt;
       }
     if (ga.after.intersects(gb.before) || gb.after.intersects(ga.before)) {

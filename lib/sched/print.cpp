@@ -91,7 +91,7 @@ std::string print_schedule(const Schedule& schedule) {
   std::ostringstream out;
   for (const Step& step : schedule.steps) {
     if (step.is_extern) {
-      out << "extern " << step.extern_node->call.kind << "\n" << ir::print_node(*step.extern_node) << "\n";
+      out << "extern " << ir::extern_name(step.extern_node->call) << "\n" << ir::print_node(*step.extern_node) << "\n";
       continue;
     }
     print_kernel(out, step.kernel, schedule);

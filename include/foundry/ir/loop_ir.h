@@ -1,6 +1,7 @@
 // The loop-level IR: buffers with layouts, and nodes that compute them. A pointwise or reduction
 // node's body is a C++ callable over loop indices written against `Ops`; an extern node is a
-// library call (matrix product, convolution) that only declares what it reads and writes.
+// library call (matrix product, convolution: extern_call.h) that only declares what it reads and
+// writes.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "foundry/graph/graph.h"
+#include "foundry/ir/extern_call.h"
 #include "foundry/ir/expr.h"
 #include "foundry/ir/ops.h"
 
@@ -51,23 +53,6 @@ enum class NodeKind { Pointwise, Reduction, Extern };
 
 // The body of a pointwise or reduction node: performs its own store(s) or reduction+store.
 using Body = std::function<void(Ops& ops, const Index& idx, const Index& ridx)>;
-
-struct ExternCall {
-  std::string kind;  // "mm", "bmm", "addmm", "convolution"
-  // Each operand is a buffer seen through a strided view; sizes, strides and offset may involve
-  // dynamic sizes (s0, ...), never loop variables.
-  struct Operand {
-    const Buffer* buffer = nullptr;
-    std::vector<Expr> sizes, strides;
-    Expr offset;
-  };
-  std::vector<Operand> inputs;  // absent optional operands have buffer == nullptr
-  std::map<std::string, std::vector<int64_t>> int_params;  // stride, padding, dilation, groups...
-  std::map<std::string, double> float_params;              // alpha, beta
-  // "" or an activation applied to every output element: "relu", "tanh", "sigmoid" (an epilogue
-  // folded into the call, sched/epilogue.h).
-  std::string activation;
-};
 
 struct LoopNode {
   int id = 0;

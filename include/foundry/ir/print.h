@@ -37,6 +37,14 @@ class PrintingOps final : public Ops {
 };  // the body's lines, indented by two spaces
 std::string print_node(const LoopNode& node);
 std::string print_buffer(const Buffer& buf);  // "buf0: float32[1024] strides [1] offset 0"
+// The shortest decimal text that reads back as `value` ("0.6", not "0.59999999999999998").
+std::string shortest_number(double value);
+// "float32[s0, 64]"
+std::string shape_text(DType dtype, const std::vector<Expr>& sizes);
+// One line on a library call, for comments and messages: what it computes, on which shapes, and
+// the ATen nodes it came from ("addmm: float32[8, 64] x float32[64, 10] + bias -> float32[8, 10],
+// relu folded; from addmm (aten.addmm), relu (aten.relu)").
+std::string describe_extern(const LoopNode& node);
 std::string print_program(const LoopProgram& program);
 
 }  // namespace foundry::ir

@@ -80,7 +80,7 @@ class LoweringContext {
   TensorRef extern_call(ir::ExternCall call, DType dtype, std::vector<Expr> sizes);
   // A buffer view usable by an extern kernel: the ref itself when it is an affine view of one
   // buffer, else a realized copy (realize_operand_copy).
-  ir::ExternCall::Operand strided_operand(const TensorRef& ref);
+  ir::Operand strided_operand(const TensorRef& ref);
 
   ir::LoopProgram& program() { return program_; }
   // A recorded type's sizes: constants, or expressions in s0, s1, ... where the archive has

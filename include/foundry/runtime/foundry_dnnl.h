@@ -2,7 +2,8 @@
 // once when the model is created (constant convolution weights reordered then into the layout
 // oneDNN prefers) and executed on every run. Included only by a model's externs.cpp, so that
 // dnnl.hpp stays out of the other translation units. Any configuration oneDNN does not
-// implement reports !ok() and the caller falls back to the portable loops in foundry_externs.h.
+// implement reports !ok() (with oneDNN's message, warned on stderr at creation) and the caller
+// falls back to the portable loops in foundry_externs.h.
 #ifndef FOUNDRY_DNNL_H
 #define FOUNDRY_DNNL_H
 #include <oneapi/dnnl/dnnl.hpp>
@@ -10,8 +11,12 @@
 #include "foundry_externs.h"  // Activation
 
 #include <algorithm>
-#include <unordered_map>
+#include <atomic>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace foundry_rt {
@@ -63,6 +68,31 @@ inline void execute(const dnnl::primitive& prim, const dnnl::memory::desc& scrat
   s.wait();
 }
 
+// What a convolution primitive is built for; the generated set-up fills it field by field.
+struct ConvSpec {
+  dims input_sizes, input_strides;    // [N, C, spatial...]
+  dims weight_sizes, weight_strides;  // [O, C/groups, kernel...]
+  dims output_sizes;                  // contiguous
+  int64_t groups = 1;
+  bool has_bias = false;
+  int64_t bias_stride = 0;
+  dims stride, padding, dilation;  // per spatial dim, as PyTorch counts them (dilation 1: none)
+  // The constant weights, reordered once at creation; nullptr when they are computed per run.
+  const float* constant_weights = nullptr;
+  Activation activation = Activation::None;
+};
+
+// What a matrix product primitive is built for. The row count of a and of the output may be
+// DNNL_RUNTIME_DIM_VAL (a dynamic batch), given to run().
+struct MatmulSpec {
+  dims a_sizes, a_strides;  // [M, K] or [B, M, K]
+  dims b_sizes, b_strides;  // [K, N] or [B, K, N]
+  dims output_sizes;        // contiguous
+  bool has_bias = false;
+  dims bias_sizes, bias_strides;  // broadcast over its dims of size 1
+  Activation activation = Activation::None;
+};
+
 // A convolution over strided NC(D)(H)W input/output and (G)OI(D)(H)W weights.
 // It runs on activations in the layout oneDNN prefers (channels in blocks of 16 with AVX-512):
 // for plain NCHW it has only its generic matrix-product convolution, 2 to 10 times slower
@@ -70,6 +100,7 @@ inline void execute(const dnnl::primitive& prim, const dnnl::memory::desc& scrat
 // more); the input and output are reordered on each call, one copy each, which costs far less.
 struct Conv {
   bool ok = false;
+  std::string error;  // oneDNN's message when the primitive could not be built
   bool packed_weights = false;
   dnnl::convolution_forward prim;
   dnnl::memory::desc src_md, user_w_md, dst_md, bias_md, w_md, scratchpad_md;
@@ -77,10 +108,11 @@ struct Conv {
   dnnl::reorder src_to_conv, conv_to_dst;        // when they differ from src_md / dst_md
   dnnl::memory weights;  // reordered constant weights, when packed
 
-  // weights_data: the constant weights (reordered now), or nullptr when they are computed per run.
-  void build(const dims& in, const dims& in_strides, const dims& w, const dims& w_strides, const dims& out,
-             int64_t groups, bool has_bias, int64_t bias_stride, const dims& stride, const dims& padding,
-             const dims& dilation, const float* weights_data, Activation act = Activation::None) {
+  void build(const ConvSpec& spec) {
+    const dims &in = spec.input_sizes, &w = spec.weight_sizes, &w_strides = spec.weight_strides,
+               &out = spec.output_sizes, &stride = spec.stride, &padding = spec.padding, &dilation = spec.dilation;
+    const int64_t groups = spec.groups;
+    const float* weights_data = spec.constant_weights;
     try {
       size_t spatial = in.size() - 2;
       dims dil(spatial), pad_r(spatial);
@@ -89,7 +121,7 @@ struct Conv {
         int64_t span = (w[d + 2] - 1) * dilation[d] + 1;
         pad_r[d] = std::max<int64_t>(0, (out[d + 2] - 1) * stride[d] + span - in[d + 2] - padding[d]);
       }
-      src_md = strided(in, in_strides);
+      src_md = strided(in, spec.input_strides);
       dst_md = strided(out, contiguous(out));
       dims wd = w, ws = w_strides;
       if (groups > 1) {  // [O, I/G, ...] -> [G, O/G, I/G, ...]
@@ -98,12 +130,12 @@ struct Conv {
         ws.insert(ws.begin(), w_strides[0] * wd[1]);
       }
       user_w_md = strided(wd, ws);
-      bias_md = has_bias ? strided({out[1]}, {bias_stride}) : dnnl::memory::desc();
+      bias_md = spec.has_bias ? strided({out[1]}, {spec.bias_stride}) : dnnl::memory::desc();
       w_md = weights_data ? dnnl::memory::desc(wd, dt::f32, dnnl::memory::format_tag::any) : user_w_md;
       auto any = [](const dims& d) { return dnnl::memory::desc(d, dt::f32, dnnl::memory::format_tag::any); };
       dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                                            any(in), w_md, bias_md, any(out), stride, dil, padding, pad_r);
-      dnnl::convolution_forward::primitive_desc pd(desc, attributes(act), engine());
+      dnnl::convolution_forward::primitive_desc pd(desc, attributes(spec.activation), engine());
       prim = dnnl::convolution_forward(pd);
       scratchpad_md = pd.scratchpad_desc();
       conv_src_md = pd.src_desc();
@@ -120,8 +152,9 @@ struct Conv {
       }
       w_md = pd.weights_desc();
       ok = true;
-    } catch (const dnnl::error&) {
+    } catch (const dnnl::error& e) {
       ok = false;
+      error = e.what();
     }
   }
 
@@ -161,28 +194,29 @@ struct Conv {
 // runtime dimensions is chosen once, at creation.
 struct Matmul {
   bool ok = false;
+  std::string error;  // oneDNN's message when the primitive could not be built
   dnnl::matmul prim;
   dnnl::memory::desc a_md, b_md, bias_md, dst_md, scratchpad_md;
   dims a_dims, a_strides, dst_dims, dst_strides;
 
-  void build(const dims& a, const dims& a_str, const dims& b, const dims& b_strides, const dims& out,
-             bool has_bias, const dims& bias_sizes, const dims& bias_strides, Activation act = Activation::None) {
+  void build(const MatmulSpec& spec) {
     try {
-      a_dims = a;
-      a_strides = a_str;
-      dst_dims = out;
-      dst_strides = Conv::contiguous(out);
-      a_md = strided(a, a_str);
-      b_md = strided(b, b_strides);
-      dst_md = strided(out, dst_strides);
-      bias_md = has_bias ? strided(bias_sizes, bias_strides) : dnnl::memory::desc();
+      a_dims = spec.a_sizes;
+      a_strides = spec.a_strides;
+      dst_dims = spec.output_sizes;
+      dst_strides = Conv::contiguous(dst_dims);
+      a_md = strided(a_dims, a_strides);
+      b_md = strided(spec.b_sizes, spec.b_strides);
+      dst_md = strided(dst_dims, dst_strides);
+      bias_md = spec.has_bias ? strided(spec.bias_sizes, spec.bias_strides) : dnnl::memory::desc();
       dnnl::matmul::desc desc(a_md, b_md, bias_md, dst_md);
-      dnnl::matmul::primitive_desc pd(desc, attributes(act), engine());
+      dnnl::matmul::primitive_desc pd(desc, attributes(spec.activation), engine());
       prim = dnnl::matmul(pd);
       scratchpad_md = pd.scratchpad_desc();
       ok = true;
-    } catch (const dnnl::error&) {
+    } catch (const dnnl::error& e) {
       ok = false;
+      error = e.what();
     }
   }
 
@@ -201,6 +235,30 @@ struct Matmul {
     execute(prim, scratchpad_md, args);
   }
 };
+
+// Builds the primitive of one library call at model creation. When oneDNN cannot build it, or
+// FOUNDRY_NO_DNNL=1 is set (to rule oneDNN out, or to test the fallback), the call runs on the
+// portable loops on every run: correct, but far slower, so it is said on stderr, once.
+template <typename Primitive, typename Spec>
+void build(Primitive& primitive, const Spec& spec, const char* model, const char* call) {
+  const char* disabled = std::getenv("FOUNDRY_NO_DNNL");
+  if (disabled && std::string(disabled) == "1") {
+    std::fprintf(stderr, "%s: warning: %s runs on the portable loops: FOUNDRY_NO_DNNL=1 is set\n", model, call);
+    return;
+  }
+  primitive.build(spec);
+  if (!primitive.ok)
+    std::fprintf(stderr, "%s: warning: %s runs on the portable loops: oneDNN could not build it: %s\n", model, call,
+                 primitive.error.c_str());
+}
+
+// A built primitive failed in a run, and the portable loops computed the result instead. Said
+// once per model (`warned` is the model's flag), not on every run.
+inline void warn_fallback(std::atomic<bool>& warned, const char* model, const char* call, const char* why) {
+  if (warned.exchange(true)) return;
+  std::fprintf(stderr, "%s: warning: %s fell back to the portable loops: oneDNN failed: %s (said once per model)\n",
+               model, call, why);
+}
 
 }  // namespace dnnl_glue
 }  // namespace foundry_rt

@@ -1,0 +1,66 @@
+// Library calls of the loop-level IR (matrix products, convolutions): typed, with named fields,
+// so that every stage (evaluator, printer, code generator) dispatches on the type with std::visit
+// instead of comparing kind strings and looking parameters up by name.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "foundry/ir/expr.h"
+
+namespace foundry::ir {
+
+struct Buffer;
+
+// A buffer seen through a strided view; sizes, strides and offset may involve dynamic sizes
+// (s0, ...), never loop variables.
+struct Operand {
+  const Buffer* buffer = nullptr;
+  std::vector<Expr> sizes, strides;
+  Expr offset;
+};
+
+// out = alpha * (a x b) + beta * bias. Unbatched: a [M, K], b [K, N], out [M, N] (aten mm, or
+// addmm with a bias broadcast to [M, N]); batched: a [B, M, K], b [B, K, N] (aten bmm, no bias).
+struct Matmul {
+  Operand a, b;
+  std::optional<Operand> bias;
+  double alpha = 1.0, beta = 1.0;
+  bool batched = false;
+};
+
+// A direct convolution: input [N, C, spatial...], weight [O, C/groups, kernel...], bias [O].
+struct Convolution {
+  Operand input, weight;
+  std::optional<Operand> bias;
+  std::vector<int64_t> stride, padding, dilation;  // one per spatial dim
+  int64_t groups = 1;
+};
+
+// An activation applied to every output element: an epilogue folded into the call
+// (sched/epilogue.h), which oneDNN runs as an eltwise post-op.
+enum class Activation { None, Relu, Tanh, Sigmoid };
+
+struct ExternCall {
+  std::variant<Matmul, Convolution> op;
+  Activation activation = Activation::None;
+};
+
+// The aten op the call computes: "mm", "bmm", "addmm" or "convolution".
+std::string extern_name(const ExternCall& call);
+// "relu", "tanh", "sigmoid"; "" for None.
+std::string activation_name(Activation activation);
+// The operands that are present, in the order of the aten op's arguments (addmm: bias first).
+std::vector<const Operand*> operands(const ExternCall& call);
+
+// std::visit(overloaded{[](const Matmul&) {...}, [](const Convolution&) {...}}, call.op)
+template <class... Fs>
+struct overloaded : Fs... {
+  using Fs::operator()...;
+};
+template <class... Fs>
+overloaded(Fs...) -> overloaded<Fs...>;
+
+}  // namespace foundry::ir

@@ -1,0 +1,37 @@
+#include "foundry/ir/extern_call.h"
+
+namespace foundry::ir {
+
+std::string extern_name(const ExternCall& call) {
+  return std::visit(overloaded{[](const Matmul& m) -> std::string { return m.batched ? "bmm" : m.bias ? "addmm" : "mm"; },
+                               [](const Convolution&) -> std::string { return "convolution"; }},
+                    call.op);
+}
+
+std::string activation_name(Activation activation) {
+  switch (activation) {
+    case Activation::None: return "";
+    case Activation::Relu: return "relu";
+    case Activation::Tanh: return "tanh";
+    case Activation::Sigmoid: return "sigmoid";
+  }
+  return "";
+}
+
+std::vector<const Operand*> operands(const ExternCall& call) {
+  return std::visit(overloaded{[](const Matmul& m) {
+                                 std::vector<const Operand*> out;
+                                 if (m.bias) out.push_back(&*m.bias);
+                                 out.push_back(&m.a);
+                                 out.push_back(&m.b);
+                                 return out;
+                               },
+                               [](const Convolution& c) {
+                                 std::vector<const Operand*> out = {&c.input, &c.weight};
+                                 if (c.bias) out.push_back(&*c.bias);
+                                 return out;
+                               }},
+                    call.op);
+}
+
+}  // namespace foundry::ir

@@ -1,0 +1,173 @@
+// Library calls in the generated code: their provenance comments, the oneDNN set-up as named
+// fields, `foundryc -v` saying which calls go to oneDNN, and the warnings a model gives when a
+// call runs on the portable loops instead (its results staying PyTorch's).
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <string>
+
+#include "support.h"
+
+namespace {
+
+std::string sample_dir(const std::string& name) { return samples_dir() + "/" + name; }
+
+// Compiles samples/NAME into `out` (with `extra` options); returns foundryc's stderr.
+std::string compile_sample(const std::string& name, const std::string& out, const std::string& cache,
+                           std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {sample_dir(name) + "/model.pt2", "-o", out, "--cache-dir", cache, "--name", name};
+  args.insert(args.end(), extra.begin(), extra.end());
+  ProcResult r = run_foundryc(args);
+  INFO("foundryc " << name << ": " << r.err);
+  REQUIRE(r.exit_code == 0);
+  return r.err;
+}
+
+// How many nodes of `op` ("aten.addmm.default") the sample's exporter recorded (meta.json).
+int recorded_ops(const std::string& name, const std::string& op) {
+  nlohmann::json meta = nlohmann::json::parse(read_file(sample_dir(name) + "/meta.json"));
+  return meta["core_ops"].value(op, 0);
+}
+
+size_t count_matches(const std::string& text, const std::regex& line_pattern) {
+  size_t n = 0;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) n += std::regex_match(line, line_pattern);
+  return n;
+}
+
+// foundry-run on the sample's inputs, checked against PyTorch's outputs, with `env` settings.
+ProcResult run_sample(const std::string& name, const std::string& out, const std::string& env) {
+  std::vector<std::string> argv = {"/usr/bin/env"};
+  if (!env.empty()) argv.push_back(env);
+  for (const std::string& a : {foundry_run_exe(), out, std::string("--inputs"), sample_dir(name) + "/inputs",
+                               std::string("--expected"), sample_dir(name) + "/expected"})
+    argv.push_back(a);
+  return run_process(argv);
+}
+
+}  // namespace
+
+TEST_CASE("externs: each library call's wrapper line and function name its op, shapes and ATen origins",
+          "[externs][fast]") {
+  TempDir tmp("foundry_externs_");
+  compile_sample("mlp", tmp / "mlp", tmp / "cache");
+  // mlp: x [8, 64] -> linear 64->128, relu -> linear 128->10 (meta.json), as two addmm calls.
+  const std::string first = "// addmm: float32[8, 64] x float32[64, 128] + bias -> float32[8, 128], relu folded; "
+                            "from addmm (aten.addmm), relu (aten.relu)";
+  const std::string wrapper = read_file(tmp / "mlp/wrapper.cpp"), externs = read_file(tmp / "mlp/externs.cpp");
+  CHECK_THAT(wrapper, Catch::Contains(first + "\n  mlp_externs::call0("));
+  CHECK_THAT(externs, Catch::Contains(first + "\nvoid call0("));
+  const std::regex call_comment(R"(  // addmm: float32\[8, \d+\] x float32\[\d+, \d+\] \+ bias -> float32\[8, \d+\].*; from .*)");
+  CHECK(count_matches(wrapper, call_comment) == static_cast<size_t>(recorded_ops("mlp", "aten.addmm.default")));
+  // The oneDNN set-up fills its spec by name.
+  CHECK_THAT(externs, Catch::Contains("    spec.a_sizes = {8, 64};\n") && Catch::Contains("    spec.has_bias = true;\n") &&
+                          Catch::Contains("    spec.activation = foundry_rt::Activation::Relu;\n"));
+
+  compile_sample("small_cnn", tmp / "small_cnn", tmp / "cache");
+  const std::string cnn = read_file(tmp / "small_cnn/externs.cpp");
+  CHECK_THAT(cnn, Catch::Contains("// convolution: float32[2, 3, 32, 32] * float32[16, 3, 3, 3] + bias -> "));
+  CHECK_THAT(cnn, Catch::Contains("    spec.stride = {1, 1};\n") && Catch::Contains("    spec.padding = {1, 1};\n"));
+}
+
+TEST_CASE("externs: -v says per library call whether it runs on oneDNN or the portable loops, and why",
+          "[externs][fast]") {
+  TempDir tmp("foundry_externs_");
+  std::string log = compile_sample("small_cnn", tmp / "out", tmp / "cache", {"-v", "--stop-after=codegen"});
+  INFO(log);
+  const std::regex on_dnnl(R"(foundryc: info: call\d+ \((convolution|addmm): .*\) runs on oneDNN)");
+  const int calls = recorded_ops("small_cnn", "aten.convolution.default") + recorded_ops("small_cnn", "aten.addmm.default");
+  CHECK(count_matches(log, on_dnnl) == static_cast<size_t>(calls));
+  // mlp_dynamic's batch is dynamic: its matrix products still go to oneDNN (a runtime row count).
+  log = compile_sample("mlp_dynamic", tmp / "dyn", tmp / "cache", {"-v", "--stop-after=codegen"});
+  CHECK(count_matches(log, on_dnnl) == static_cast<size_t>(recorded_ops("mlp_dynamic", "aten.addmm.default")));
+}
+
+TEST_CASE("externs: calls oneDNN does not take say why in -v, and their portable loops match PyTorch",
+          "[externs][fast]") {
+  if (!require_corpus()) return;
+  TempDir tmp("foundry_externs_");
+  // addmm with alpha 0.6, beta 0.2; mm of a [5, 0] and a [0, 10] matrix (the opinfo samples).
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"addmm__float32__1", R"(addmm: 0\.6 \* float32\[3, 3\] x float32\[3, 3\] \+ 0\.2 \* bias -> float32\[3, 3\]; from .*\) )"
+                            R"(runs on the portable loops: alpha 0\.6, beta 0\.2 \(the oneDNN form here has alpha = beta = 1\))"},
+      {"mm__float32__2", R"(mm: float32\[5, 0\] x float32\[0, 10\] -> float32\[5, 10\]; from .*\) )"
+                         R"(runs on the portable loops: it has an empty tensor \(oneDNN does not take zero-size dims\))"}};
+  for (const auto& [name, reason] : cases) {
+    INFO(name);
+    const std::string dir = corpus_dir() + "/opinfo/" + name, out = tmp / name;
+    ProcResult r = run_foundryc({dir + "/model.pt2", "-o", out, "--cache-dir", tmp / "cache", "-v"});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(count_matches(r.err, std::regex("foundryc: info: call0 \\(" + reason)) == 1);
+    ProcResult run = run_process({foundry_run_exe(), out, "--inputs", dir + "/inputs", "--expected", dir + "/expected"});
+    INFO(run.out << run.err);
+    CHECK(run.exit_code == 0);
+  }
+}
+
+TEST_CASE("externs: with oneDNN off, the model warns once per call at creation and still matches PyTorch",
+          "[externs][fast]") {
+  TempDir tmp("foundry_externs_");
+  compile_sample("mlp", tmp / "out", tmp / "cache");
+  ProcResult off = run_sample("mlp", tmp / "out", "FOUNDRY_NO_DNNL=1");
+  INFO("stdout: " << off.out << "\nstderr: " << off.err);
+  CHECK(off.exit_code == 0);  // the portable loops' results pass the comparison with PyTorch's
+  const std::regex warning(R"(mlp: warning: call\d+ \(addmm from addmm\w* \(aten\.addmm\).*\) runs on the portable loops: FOUNDRY_NO_DNNL=1 is set)");
+  CHECK(count_matches(off.err, warning) == static_cast<size_t>(recorded_ops("mlp", "aten.addmm.default")));
+  ProcResult on = run_sample("mlp", tmp / "out", "");
+  CHECK(on.exit_code == 0);
+  CHECK(on.err.find("warning") == std::string::npos);
+}
+
+TEST_CASE("externs: oneDNN failures are reported with oneDNN's own message, a failing run once per model",
+          "[externs][fast]") {
+  // The glue of foundry_dnnl.h as a generated externs.cpp uses it. A matrix product whose operands
+  // do not line up ([2, 3] x [4, 5]): oneDNN refuses to build it. One built with a runtime row
+  // count, run twice with a row count oneDNN rejects (-1): the run fails, as a generated call
+  // would catch it, and the model warns once.
+  TempDir tmp("foundry_externs_");
+  write_file(tmp / "glue.cpp", R"cpp(#include "foundry_dnnl.h"
+using namespace foundry_rt::dnnl_glue;
+int main() {
+  Matmul unbuilt;
+  MatmulSpec spec;
+  spec.a_sizes = {2, 3};
+  spec.a_strides = {3, 1};
+  spec.b_sizes = {4, 5};
+  spec.b_strides = {5, 1};
+  spec.output_sizes = {2, 5};
+  build(unbuilt, spec, "glue", "call0 (mm from mm (aten.mm))");
+  Matmul built;
+  spec.a_sizes = {DNNL_RUNTIME_DIM_VAL, 4};
+  spec.a_strides = {4, 1};
+  spec.output_sizes = {DNNL_RUNTIME_DIM_VAL, 5};
+  build(built, spec, "glue", "call1 (mm from mm_1 (aten.mm))");
+  std::atomic<bool> warned{false};
+  float a[8] = {}, b[20] = {}, y[10] = {};
+  for (int run = 0; run < 2; ++run) {
+    try {
+      built.run(a, b, nullptr, y, -1);
+    } catch (const dnnl::error& e) {
+      warn_fallback(warned, "glue", "call1 (mm from mm_1 (aten.mm))", e.what());
+    }
+  }
+  return !unbuilt.ok && built.ok ? 0 : 1;
+}
+)cpp");
+  ProcResult cc = run_process({"c++", "-std=c++17", "-I", test_source_dir() + "/../include/foundry/runtime",
+                               tmp / "glue.cpp", "-o", tmp / "glue", "-ldnnl"});
+  INFO(cc.err);
+  REQUIRE(cc.exit_code == 0);
+  ProcResult r = run_process({"/usr/bin/env", "-u", "FOUNDRY_NO_DNNL", tmp / "glue"});
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  const std::regex not_built(
+      R"(glue: warning: call0 \(mm from mm \(aten\.mm\)\) runs on the portable loops: oneDNN could not build it: \S.*)");
+  CHECK(count_matches(r.err, not_built) == 1);
+  const std::regex fell_back(
+      R"(glue: warning: call1 \(mm from mm_1 \(aten\.mm\)\) fell back to the portable loops: oneDNN failed: \S.* \(said once per model\))");
+  CHECK(count_matches(r.err, fell_back) == 1);
+}
