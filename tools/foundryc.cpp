@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -224,6 +225,11 @@ int main(int argc, char** argv) {
   } catch (const foundry::UserError& e) {
     progress.clear();
     print_error(e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    // Under a memory limit (ulimit -v, a container): the input asks for more than there is.
+    progress.clear();
+    print_error("out of memory (the model needs more memory than this process may use)");
     return 1;
   } catch (const foundry::InternalError& e) {
     progress.clear();
