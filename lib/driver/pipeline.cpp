@@ -252,10 +252,12 @@ void run_build(const PipelineOptions& opts, PipelineState& state, const StageCon
   options.cxx = opts.cxx;
   options.cache_dir = opts.cache_dir;
   options.use_cache = opts.use_cache;
+  options.cache_limit = opts.cache_limit;
   options.target = opts.target;
   options.shared = !opts.emit_static || opts.emit_so;  // --emit=source --stop-after=build still builds model.so
   options.static_archive = opts.emit_static;
   build::CompileResult r = build::compile_model(ctx.work_dir.string(), options);
+  if (!r.cache_note.empty()) spdlog::info("build: {}", r.cache_note);
   state.cache_hit = r.cache_hit;
   nlohmann::json m = manifest(opts, state);
   m["compiler"] = r.compiler;
