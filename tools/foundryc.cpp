@@ -23,6 +23,7 @@
 #include "foundry/runtime/compare.h"
 #include "foundry/runtime/sample.h"
 #include "foundry/support/error.h"
+#include "foundry/support/interrupt.h"
 
 namespace {
 
@@ -215,6 +216,7 @@ int main(int argc, char** argv) {
     }
     if (cache_stats || cache_clear) return cache_command(cache_dir, cache_max_size, cache_clear);
     if (input.empty()) return usage_error("INPUT is required");
+    foundry::install_interrupt_cleanup();  // removes OUTDIR.tmp-*, ends the compilers
 
     setup_logging(verbosity, quiet);
     if (interpret_only) {
