@@ -192,6 +192,76 @@ def chain_program(program, count, shared=False):
     return program
 
 
+# ----------------------------------------------------------------------------- bombs and integrity
+# Archives with DEFLATED entries and header fields that lie: built with zipfile, then patched.
+
+def deflated_archive(entries, root, deflate):
+    """A ZIP of entries under root/, the ones named in `deflate` DEFLATED, the rest STORED."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for rel, data in entries:
+            info = zipfile.ZipInfo(f"{root}/{rel}", date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED if rel in deflate else zipfile.ZIP_STORED
+            z.writestr(info, data)
+    return buf.getvalue()
+
+
+def entry_headers(data, name):
+    """(local header offset, central directory header offset) of the entry `name`."""
+    eocd = data.rfind(b"PK\x05\x06")
+    count, = struct.unpack_from("<H", data, eocd + 10)
+    p, = struct.unpack_from("<I", data, eocd + 16)
+    for _ in range(count):
+        nlen, elen, clen = struct.unpack_from("<HHH", data, p + 28)
+        local, = struct.unpack_from("<I", data, p + 42)
+        if data[p + 46:p + 46 + nlen].decode() == name:
+            return local, p
+        p += 46 + nlen + elen + clen
+    raise KeyError(name)
+
+
+def with_declared_size(data, name, size):
+    """The archive with `name`'s uncompressed size field set to `size` in both of its headers."""
+    out = bytearray(data)
+    local, central = entry_headers(data, name)
+    struct.pack_into("<I", out, local + 22, size)
+    struct.pack_into("<I", out, central + 24, size)
+    return bytes(out)
+
+
+def with_flipped_data_byte(data, name, at):
+    """The archive with one byte of `name`'s (STORED) data inverted, its CRC left as it was."""
+    out = bytearray(data)
+    local, _ = entry_headers(data, name)
+    nlen, elen = struct.unpack_from("<HH", data, local + 26)
+    out[local + 30 + nlen + elen + at] ^= 0xFF
+    return bytes(out)
+
+
+def add_bomb_and_integrity_cases(add, pw, mlp):
+    # A 4 GB model.json declared by a few kilobytes of deflate: more than deflate can produce
+    # (1032:1 at most); it must be refused before anything is allocated.
+    data = deflated_archive(pw, "zip_bomb_declared_size", {MODEL_JSON})
+    data = with_declared_size(data, "zip_bomb_declared_size/" + MODEL_JSON, 0xF0000000)
+    add("zip_bomb_declared_size.pt2", data, "compressed",
+        "models/model.json (deflated, a few KB) declares 3.75 GiB uncompressed")
+    # Weight entries that really inflate to 128 MiB each (the first bytes are the real tensor):
+    # a valid model whose weights.bin must hold only what the tensors use.
+    bombed = [(rel, d + bytes(BOMB_BYTES - len(d)) if rel in BOMB_WEIGHTS else d) for rel, d in mlp]
+    add("zip_bomb_weights.pt2", deflated_archive(bombed, "zip_bomb_weights", set(BOMB_WEIGHTS)), "",
+        "0.bias and 2.bias stored in deflated entries of 128 MiB each (the tensor, then zeros)",
+        expect_exit=0)
+    # A STORED weight whose bytes no longer match the CRC in its headers.
+    data = archive_bytes(mlp, "zip_stored_crc_mismatch")
+    data = with_flipped_data_byte(data, "zip_stored_crc_mismatch/data/weights/weight_0", 100)
+    add("zip_stored_crc_mismatch.pt2", data, "crc",
+        "one byte of the STORED entry weight_0 (0.weight) inverted; its CRC-32 is unchanged")
+
+
+BOMB_WEIGHTS = ("data/weights/weight_1", "data/weights/weight_3")
+BOMB_BYTES = 128 << 20
+
+
 def build_cases(samples):
     pw_path = os.path.join(samples, "pointwise", "model.pt2")
     mlp_path = os.path.join(samples, "mlp", "model.pt2")
@@ -363,6 +433,8 @@ def build_cases(samples):
     add("valid_hostile_names.pt2", with_json(with_json(mlp, WEIGHTS_CONFIG, c), MODEL_JSON, p), "",
         "valid mlp graph whose names hold quotes, newlines, */, #include, backslashes, ../ ...",
         expect_exit=0)
+
+    add_bomb_and_integrity_cases(add, pw, mlp)
     return cases
 
 

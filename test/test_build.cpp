@@ -6,12 +6,16 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <thread>
 
+#include "foundry/runtime/compare.h"
 #include "foundry/runtime/loaded_model.h"
 #include "foundry/runtime/sample.h"
 #include "foundry/support/error.h"
 #include "support.h"
+
+namespace fs = std::filesystem;
 
 namespace foundry::test {
 namespace {
@@ -96,6 +100,129 @@ TEST_CASE("build: the compiled model rejects wrong inputs with an error code", "
   CHECK_THROWS_WITH(m.run(wrong_dtype), Catch::Contains("dtype"));
   std::vector<NpyArray> too_few = {inputs[0]};
   CHECK_THROWS_WITH(m.run(too_few), Catch::Contains("expected 2 inputs"));
+}
+
+namespace {
+
+// The cache's entries: every file under CACHE/xx/ named after a key, by its suffix (".so", ...).
+std::map<std::string, std::string> entry_files(const std::string& cache) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(cache)) {
+    if (!e.is_regular_file() && !e.is_directory()) continue;
+    if (e.path().parent_path() == fs::path(cache)) continue;
+    std::string name = e.path().filename().string();
+    files[name.substr(name.find('.'))] = e.path().string();
+  }
+  return files;
+}
+
+uintmax_t tree_bytes(const std::string& dir) {
+  uintmax_t n = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) n += e.file_size();
+  return n;
+}
+
+// Compiles `model` (a sample) into OUT with CACHE, -v; checks that the model computes PyTorch's
+// outputs and returns foundryc's stderr.
+std::string compile_and_check(const std::string& model, const std::string& out, const std::string& cache,
+                              std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {samples_dir() + "/" + model + "/model.pt2", "-o", out, "--cache-dir", cache, "-v"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  ProcResult r = run_foundryc(args);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  LoadedModel m(out);
+  std::vector<NpyArray> got = m.run(read_npy_sequence(samples_dir() + "/" + model + "/inputs"));
+  std::vector<NpyArray> want = read_npy_sequence(samples_dir() + "/" + model + "/expected");
+  REQUIRE(got.size() == want.size());
+  for (size_t k = 0; k < got.size(); ++k) CHECK(compare_arrays(got[k], want[k]).pass);
+  return r.err;
+}
+
+}  // namespace
+
+TEST_CASE("build: a damaged or swapped cache entry is a miss, said with -v, never used", "[build][cache][fast]") {
+  TempDir tmp;
+  const std::string cache = tmp / "cache";
+  compile_and_check("pointwise", tmp / "first", cache);
+  auto entry = entry_files(cache);
+  REQUIRE(entry.count(".so") == 1);
+  const std::string so = entry[".so"];
+
+  SECTION("truncated") {
+    fs::resize_file(so, fs::file_size(so) / 2);
+  }
+  SECTION("one byte changed") {
+    std::string bytes = read_file(so);
+    bytes[bytes.size() / 2] ^= 0x01;
+    write_file(so, bytes);
+  }
+  SECTION("a folder in its place") {
+    fs::remove(so);
+    fs::create_directories(so + "/sub");
+  }
+  SECTION("swapped with another model's entry, with everything stored beside it") {
+    TempDir other;
+    compile_and_check("mlp", other / "out", other / "cache");
+    for (const auto& [suffix, path] : entry_files(other / "cache")) {
+      REQUIRE(entry.count(suffix) == 1);
+      fs::copy_file(path, entry[suffix], fs::copy_options::overwrite_existing);
+    }
+  }
+  // The pointwise model compiles again (and computes PyTorch's outputs, checked inside), saying why.
+  std::string err = compile_and_check("pointwise", tmp / "second", cache);
+  CHECK_THAT(err, !Catch::Contains("cache hit"));
+  CHECK_THAT(err, Catch::Contains("cache entry") && Catch::Contains("ignored"));
+  // The rebuilt entry replaced the damaged one: the next compile is a hit.
+  CHECK_THAT(compile_and_check("pointwise", tmp / "third", cache), Catch::Contains("cache hit"));
+}
+
+TEST_CASE("build: the cache keeps under its size limit by evicting the least recently used", "[build][cache][fast]") {
+  TempDir sizes;
+  std::map<std::string, uintmax_t> bytes;  // each model's cache entry, measured alone
+  for (const char* model : {"pointwise", "mlp", "small_cnn"}) {
+    compile_and_check(model, sizes / model, sizes / (std::string(model) + "_cache"));
+    bytes[model] = tree_bytes(sizes / (std::string(model) + "_cache"));
+  }
+  TempDir tmp;
+  const std::string cache = tmp / "cache";
+  // Room for any two of the three, not for all three.
+  const std::string limit = std::to_string(bytes["pointwise"] + bytes["mlp"] + bytes["small_cnn"] - 1);
+  const std::vector<std::string> cap = {"--cache-max-size", limit};
+  compile_and_check("pointwise", tmp / "a", cache, cap);
+  compile_and_check("mlp", tmp / "b", cache, cap);
+  CHECK_THAT(compile_and_check("pointwise", tmp / "c", cache, cap), Catch::Contains("cache hit"));  // now the newer
+  compile_and_check("small_cnn", tmp / "d", cache, cap);  // evicts mlp, the least recently used
+  CHECK(tree_bytes(cache) <= std::stoull(limit));
+  CHECK_THAT(compile_and_check("pointwise", tmp / "e", cache, cap), Catch::Contains("cache hit"));
+  CHECK_THAT(compile_and_check("small_cnn", tmp / "f", cache, cap), Catch::Contains("cache hit"));
+  CHECK_THAT(compile_and_check("mlp", tmp / "g", cache, cap), !Catch::Contains("cache hit"));
+}
+
+TEST_CASE("build: foundryc --cache-stats and --cache-clear", "[build][cache][cli][fast]") {
+  TempDir tmp;
+  const std::string cache = tmp / "cache";
+  compile_and_check("pointwise", tmp / "a", cache);
+  compile_and_check("mlp", tmp / "b", cache);
+  write_file(cache + "/notes.txt", "not foundryc's\n");
+
+  ProcResult stats = run_foundryc({"--cache-stats", "--cache-dir", cache});
+  INFO(stats.err);
+  REQUIRE(stats.exit_code == 0);
+  CHECK_THAT(stats.out, Catch::Contains(cache) && Catch::Contains("2 entries") &&
+                            Catch::Contains(std::to_string(tree_bytes(cache) - 15) + " bytes") &&
+                            Catch::Contains("limit"));
+
+  ProcResult clear = run_foundryc({"--cache-clear", "--cache-dir", cache});
+  INFO(clear.err);
+  REQUIRE(clear.exit_code == 0);
+  CHECK_THAT(clear.out, Catch::Contains("removed 2 entries"));
+  CHECK(entry_files(cache).empty());
+  CHECK(read_file(cache + "/notes.txt") == "not foundryc's\n");  // only the cache's own files go
+  CHECK_THAT(run_foundryc({"--cache-stats", "--cache-dir", cache}).out, Catch::Contains("0 entries"));
+  // Without a cache folder at all: nothing to report, no error.
+  CHECK(run_foundryc({"--cache-stats", "--cache-dir", tmp / "none"}).exit_code == 0);
 }
 
 }  // namespace foundry::test

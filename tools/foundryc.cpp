@@ -10,9 +10,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
+#include "foundry/build/cache.h"
+#include "foundry/build/compile.h"
 #include "foundry/driver/compare_buffers.h"
 #include "foundry/driver/pipeline.h"
 #include "foundry/ir/evaluate.h"
@@ -20,6 +23,7 @@
 #include "foundry/runtime/compare.h"
 #include "foundry/runtime/sample.h"
 #include "foundry/support/error.h"
+#include "foundry/support/interrupt.h"
 
 namespace {
 
@@ -110,6 +114,22 @@ int compare_with(const std::string& input, const std::string& inputs_dir, const 
   return report.differences.empty() ? 0 : 1;
 }
 
+// --cache-stats, --cache-clear: what the compile cache holds, or emptying it.
+int cache_command(const std::string& cache_dir, const std::string& max_size, bool clear) {
+  uint64_t limit = max_size.empty() ? foundry::build::default_cache_limit()
+                                    : foundry::build::parse_byte_size(max_size, "--cache-max-size");
+  foundry::build::CompileCache cache(cache_dir.empty() ? foundry::build::default_cache_dir() : cache_dir, limit);
+  if (clear) {
+    foundry::build::CacheStats s = cache.clear();
+    std::cout << "removed " << s.entries << " entries (" << s.bytes << " bytes) from " << cache.dir() << "\n";
+    return 0;
+  }
+  foundry::build::CacheStats s = cache.stats();
+  std::cout << "compile cache " << cache.dir() << ": " << s.entries << " entries, " << s.bytes << " bytes (limit "
+            << cache.limit() << " bytes)\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -140,8 +160,15 @@ int main(int argc, char** argv) {
   app.add_option("--name", name, "C symbol prefix of the model's API (default: from the input file name)");
   app.add_flag("--no-fusion", no_fusion, "one kernel per IR node, nothing inlined (for differential testing)");
   app.add_option("--cxx", cxx, "C++ compiler for model.so (default: g++, then $CXX, then clang++)");
-  app.add_option("--cache-dir", cache_dir, "compile cache folder (default: ~/.cache/foundry)");
+  app.add_option("--cache-dir", cache_dir, "compile cache folder (default: $XDG_CACHE_HOME/foundry, else ~/.cache/foundry)");
   app.add_flag("--no-cache", no_cache, "neither read nor write the compile cache");
+  std::string cache_max_size;
+  bool cache_stats = false, cache_clear = false;
+  app.add_option("--cache-max-size", cache_max_size,
+                 "most bytes the compile cache keeps, e.g. 500M (default: $FOUNDRY_CACHE_MAX_SIZE, else 2G); "
+                 "the least recently used entries go first");
+  app.add_flag("--cache-stats", cache_stats, "print the compile cache's folder, entries, size and limit, and exit");
+  app.add_flag("--cache-clear", cache_clear, "remove every entry of the compile cache, and exit");
   app.add_option("--target", target, "instruction set of the generated code")
       ->check(CLI::IsMember({"native", "avx2", "avx512", "generic"}));
   app.add_flag("--interpret", interpret_only,
@@ -187,7 +214,9 @@ int main(int argc, char** argv) {
       std::cout.flush();
       return 0;
     }
+    if (cache_stats || cache_clear) return cache_command(cache_dir, cache_max_size, cache_clear);
     if (input.empty()) return usage_error("INPUT is required");
+    foundry::install_interrupt_cleanup();  // removes OUTDIR.tmp-*, ends the compilers
 
     setup_logging(verbosity, quiet);
     if (interpret_only) {
@@ -205,6 +234,7 @@ int main(int argc, char** argv) {
     opts.vectorize = !no_simd;
     opts.debug_buffers = debug_buffers;
     opts.use_cache = !no_cache;
+    if (!cache_max_size.empty()) opts.cache_limit = foundry::build::parse_byte_size(cache_max_size, "--cache-max-size");
     // --target names an ISA level; -march takes a CPU: the oldest one with that level.
     opts.target = target == "avx2" ? "haswell" : target == "avx512" ? "skylake-avx512" : target == "generic" ? "x86-64" : target;
     opts.input = input;
@@ -224,6 +254,11 @@ int main(int argc, char** argv) {
   } catch (const foundry::UserError& e) {
     progress.clear();
     print_error(e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    // Under a memory limit (ulimit -v, a container): the input asks for more than there is.
+    progress.clear();
+    print_error("out of memory (the model needs more memory than this process may use)");
     return 1;
   } catch (const foundry::InternalError& e) {
     progress.clear();

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "foundry/build/cache.h"
 #include "foundry/build/process.h"
 #include "foundry/support/error.h"
 
@@ -57,13 +58,6 @@ std::vector<std::string> compile_flags(const CompileOptions& options) {
                                     "-fvisibility=hidden", "-fno-plt", "-fopenmp"};
   if (!options.target.empty() && options.target != "generic") flags.push_back("-march=" + options.target);
   return flags;
-}
-
-void atomic_copy(const fs::path& from, const fs::path& to) {
-  fs::path tmp = to;
-  tmp += ".tmp." + std::to_string(getpid());
-  fs::copy_file(from, tmp, fs::copy_options::overwrite_existing);
-  fs::rename(tmp, to);
 }
 
 // `ar` with the D modifier: zero timestamps and owners, so that two compiles of one model give
@@ -149,13 +143,12 @@ CompileResult compile_model(const std::string& dir, const CompileOptions& option
   result.link_flags = model_link_flags(uses_dnnl);
 
   // What to build, and where each one is cached (under the same key: same sources and flags).
-  fs::path cache = options.cache_dir.empty() ? default_cache_dir() : options.cache_dir;
-  std::vector<std::pair<fs::path, fs::path>> products;  // (output, cache entry)
-  if (options.shared) products.push_back({out / "model.so", cache / result.key.substr(0, 2) / (result.key + ".so")});
-  if (options.static_archive)
-    products.push_back({out / "libmodel.a", cache / result.key.substr(0, 2) / (result.key + ".a")});
-  if (options.use_cache && std::all_of(products.begin(), products.end(), [](const auto& p) { return fs::exists(p.second); })) {
-    for (const auto& [file, entry] : products) atomic_copy(entry, file);
+  CompileCache cache(options.cache_dir.empty() ? default_cache_dir() : options.cache_dir,
+                     options.cache_limit ? options.cache_limit : default_cache_limit());
+  CompileCache::Products products;  // (output, suffix in the cache)
+  if (options.shared) products.push_back({(out / "model.so").string(), ".so"});
+  if (options.static_archive) products.push_back({(out / "libmodel.a").string(), ".a"});
+  if (options.use_cache && cache.fetch(result.key, products, result.cache_note)) {
     result.cache_hit = true;
     return result;
   }
@@ -187,17 +180,7 @@ CompileResult compile_model(const std::string& dir, const CompileOptions& option
   if (options.static_archive) archive(objects, out / "libmodel.a");
   for (const auto& o : objects) fs::remove(o);
 
-  if (options.use_cache) {
-    std::error_code ec;
-    fs::create_directories(cache / result.key.substr(0, 2), ec);
-    if (!ec) {
-      try {
-        for (const auto& [file, entry] : products) atomic_copy(file, entry);
-      } catch (const fs::filesystem_error&) {
-        // An unwritable cache is not an error: the model is built.
-      }
-    }
-  }
+  if (options.use_cache) cache.store(result.key, products);  // an unwritable cache is no error
   return result;
 }
 

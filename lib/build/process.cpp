@@ -1,5 +1,7 @@
 #include "foundry/build/process.h"
 
+#include "foundry/support/interrupt.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
@@ -37,7 +39,22 @@ Running start(const std::vector<std::string>& argv, const std::string& cwd) {
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  int rc = posix_spawnp(&r.pid, args[0], &actions, nullptr, args.data(), environ);
+  // The child leads a process group of its own, which an interrupt of foundryc ends as a whole
+  // (a compiler driver and the compilers it runs); it starts with no signal held back.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
+  int rc;
+  {
+    InterruptsDeferred deferred;  // no interrupt between its start and its registration
+    rc = posix_spawnp(&r.pid, args[0], &actions, &attr, args.data(), environ);
+    if (rc == 0) register_child_group(r.pid);
+  }
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&actions);
   close(fds[1]);
   if (rc != 0) {
@@ -56,6 +73,7 @@ void finish(Running& r) {
   int status = 0;
   while (waitpid(r.pid, &status, 0) < 0 && errno == EINTR) {
   }
+  unregister_child_group(r.pid);
   r.result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 

@@ -2,7 +2,10 @@
 // fresh folder beside OUTDIR, rename it into place only on success).
 #include "foundry/driver/pipeline.h"
 
+#include <fcntl.h>
+#include <limits.h>
 #include <spdlog/spdlog.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +31,7 @@
 #include "foundry/sched/epilogue.h"
 #include "foundry/sched/schedule.h"
 #include "foundry/support/error.h"
+#include "foundry/support/interrupt.h"
 
 namespace foundry {
 
@@ -252,10 +256,12 @@ void run_build(const PipelineOptions& opts, PipelineState& state, const StageCon
   options.cxx = opts.cxx;
   options.cache_dir = opts.cache_dir;
   options.use_cache = opts.use_cache;
+  options.cache_limit = opts.cache_limit;
   options.target = opts.target;
   options.shared = !opts.emit_static || opts.emit_so;  // --emit=source --stop-after=build still builds model.so
   options.static_archive = opts.emit_static;
   build::CompileResult r = build::compile_model(ctx.work_dir.string(), options);
+  if (!r.cache_note.empty()) spdlog::info("build: {}", r.cache_note);
   state.cache_hit = r.cache_hit;
   nlohmann::json m = manifest(opts, state);
   m["compiler"] = r.compiler;
@@ -300,6 +306,59 @@ void check_replaceable(const fs::path& dir) {
                     ": it is not empty and was not written by foundryc");
 }
 
+// The folders foundryc writes beside OUTDIR are named after it: OUTDIR.tmp-PID-RANDOM while it
+// works, OUTDIR.old-PID-RANDOM while it swaps, OUTDIR.failed for --dump-ir's dumps. When OUTDIR's
+// name is too long for those to fit in NAME_MAX, they are named after a prefix of it and a hash
+// of the whole name instead.
+constexpr size_t kLongestSuffix = 24;  // ".tmp-", a pid of up to 10 digits, "-", 8 hex digits
+
+std::string sibling_stem(const fs::path& dir) {
+  std::string name = dir.filename().string();
+  if (name.size() + kLongestSuffix <= NAME_MAX) return name;
+  return name.substr(0, NAME_MAX - kLongestSuffix - 17) + "-" + build::hash_hex({name}).substr(0, 16);
+}
+
+fs::path sibling(const fs::path& dir, const std::string& suffix) {
+  return dir.parent_path() / (sibling_stem(dir) + suffix);
+}
+
+// Whether `path` is `dir` or lies inside it, both absolute and normal.
+bool is_within(const fs::path& path, const fs::path& dir) {
+  return std::mismatch(dir.begin(), dir.end(), path.begin(), path.end()).first == dir.end();
+}
+
+// Replacing `folder` as a whole would delete an input inside it: refused. Symbolic links in the
+// input's path are followed; `folder` itself may be a link, and replacing a link leaves what it
+// points to alone.
+void check_input_outside(const std::string& input, const fs::path& folder) {
+  std::error_code ec;
+  fs::path in = fs::canonical(input, ec);
+  if (ec) return;  // the frontend says what is wrong with it
+  fs::path dir = fs::weakly_canonical(fs::absolute(folder, ec).parent_path(), ec) / folder.filename();
+  if (!ec && is_within(in, dir))
+    throw UserError("the input " + display_path(input) + " is inside the output folder " +
+                    display_path(folder.string()) + ", which foundryc replaces as a whole: choose another -o");
+}
+
+// Serializes the swap of a folder with the other foundryc processes writing it, through a lock
+// on the folder that holds it (flock on a folder: no lock file to leave behind).
+class FolderLock {
+ public:
+  explicit FolderLock(const fs::path& dir) : fd_(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {
+    if (fd_ >= 0)
+      while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+      }
+  }
+  ~FolderLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FolderLock(const FolderLock&) = delete;
+  FolderLock& operator=(const FolderLock&) = delete;
+
+ private:
+  int fd_;
+};
+
 std::string unique_suffix() {
   static std::mt19937_64 rng(std::random_device{}() ^ static_cast<uint64_t>(::getpid()));
   char buf[32];
@@ -310,12 +369,15 @@ std::string unique_suffix() {
 
 // Moves `from` to `to`, replacing whatever `to` was (checked with check_replaceable). The old
 // folder is renamed aside first and removed afterwards; remove_all does not follow symlinks.
+// Interrupts wait until it is done, so that neither folder is lost half way.
 void replace_dir(const fs::path& from, const fs::path& to) {
+  InterruptsDeferred deferred;
+  FolderLock lock(to.parent_path().empty() ? fs::path(".") : to.parent_path());
   check_replaceable(to);
   std::error_code ec;
   fs::path aside;
   if (fs::exists(fs::symlink_status(to, ec))) {
-    aside = to.parent_path() / (to.filename().string() + ".old-" + unique_suffix());
+    aside = sibling(to, ".old-" + unique_suffix());
     fs::rename(to, aside, ec);
     if (ec) throw UserError("cannot replace " + display_path(to.string()) + ": " + ec.message());
   }
@@ -337,12 +399,13 @@ class WorkDir {
     fs::create_directories(parent, ec);
     if (ec) throw UserError("cannot create " + display_path(parent.string()) + ": " + ec.message());
     for (int attempt = 0; attempt < 100; ++attempt) {
-      path_ = parent / (out_dir.filename().string() + ".tmp-" + unique_suffix());
+      path_ = sibling(out_dir, ".tmp-" + unique_suffix());
       if (fs::create_directory(path_, ec) && !ec) break;
       path_.clear();
     }
     if (path_.empty())
       throw UserError("cannot create a work folder beside " + display_path(out_dir.string()) + ": " + ec.message());
+    interrupted_.emplace(fs::absolute(path_, ec).string());
     std::ofstream(path_ / kMarker) << "written by foundryc; safe to delete\n";
   }
   ~WorkDir() {
@@ -359,10 +422,12 @@ class WorkDir {
   void commit(const fs::path& to) {
     replace_dir(path_, to);
     path_.clear();
+    interrupted_.reset();
   }
 
  private:
   fs::path path_;
+  std::optional<RemoveOnInterrupt> interrupted_;  // removes it when foundryc is interrupted
 };
 
 // Rethrows `original` (a UserError or InternalError) with `note` appended to its message; other
@@ -398,7 +463,7 @@ std::vector<std::string> depfile_inputs(const std::string& input, const fs::path
   std::vector<std::string> files;
   std::error_code ec;
   const fs::path out_abs = fs::weakly_canonical(fs::absolute(out_dir, ec), ec);
-  const std::string out_prefix = out_abs.filename().string() + ".";
+  const std::string out_prefix = sibling_stem(out_abs) + ".";
   auto is_output = [&](const fs::path& p) {
     fs::path abs = fs::weakly_canonical(fs::absolute(p, ec), ec);
     if (abs.parent_path() != out_abs.parent_path()) return false;
@@ -472,6 +537,8 @@ PipelineResult run_pipeline(const PipelineOptions& opts) {
   result.output_dir = out_dir.string();
 
   Stage last = opts.stop_after ? *opts.stop_after : opts.emit_so || opts.emit_static ? Stage::Build : Stage::Codegen;
+  check_input_outside(opts.input, out_dir);
+  if (opts.dump_ir) check_input_outside(opts.input, sibling(out_dir, ".failed"));
   WorkDir work(out_dir);
   StageContext ctx{work.path(), opts.dump_ir};
   PipelineState state;
@@ -497,7 +564,7 @@ PipelineResult run_pipeline(const PipelineOptions& opts) {
   } catch (const std::exception&) {
     if (!opts.dump_ir) throw;  // ~WorkDir removes the partial output
     std::exception_ptr original = std::current_exception();
-    fs::path failed = out_dir.parent_path() / (out_dir.filename().string() + ".failed");
+    fs::path failed = sibling(out_dir, ".failed");
     std::string note;
     try {
       work.commit(failed);

@@ -1,5 +1,8 @@
 // .pt2 archives: a ZIP file mapped once (libzip opens and checks it; the central directory gives
 // each entry's data offset so that STORED entries are plain views into the mapping), or a folder.
+// Nothing in an archive is trusted: STORED entries are checked against their CRC-32, and a
+// compressed entry's declared size is checked against what deflate can produce before anything
+// is allocated; it is inflated in pieces as the data comes, keeping only the bytes asked for.
 #include "foundry/frontend/archive.h"
 
 #include <fcntl.h>
@@ -7,10 +10,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zip.h>
+#include <zlib.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <new>
 #include <unordered_map>
 
 #include "foundry/frontend/frontend.h"
@@ -85,6 +91,7 @@ struct CdEntry {
   std::string name;
   uint16_t flags = 0;
   uint16_t method = 0;
+  uint32_t crc = 0;
   uint64_t comp_size = 0, size = 0, local_offset = 0;
   uint64_t data_offset = 0;
 };
@@ -97,22 +104,29 @@ class ZipArchive final : public Archive {
     open_with_libzip();
   }
 
-  std::optional<Blob> read(const std::string& entry) override {
-    auto cached = cache_.find(entry);
-    if (cached != cache_.end()) return cached->second;
+  std::optional<uint64_t> size(const std::string& entry) override {
+    auto it = index_.find(entry);
+    if (it == index_.end()) return std::nullopt;
+    return entries_[it->second].size;
+  }
+
+  std::optional<Blob> read(const std::string& entry, uint64_t limit) override {
     auto it = index_.find(entry);
     if (it == index_.end()) return std::nullopt;
     const CdEntry& e = entries_[it->second];
+    auto cached = cache_.find(entry);
+    if (cached != cache_.end() && cached->second.size >= std::min(limit, e.size)) return cached->second;
     Blob blob;
     if (e.method == ZIP_CM_STORE) {
       if (e.comp_size != e.size) fail(entry, "stored entry with different sizes");
       blob.owner = file_.owner;
       blob.data = file_.data + e.data_offset;
       blob.size = static_cast<size_t>(e.size);
+      check_crc(entry, e, blob);
     } else {
-      blob = inflate(entry, it->second, e);
+      blob = inflate(entry, it->second, e, limit);
     }
-    cache_.emplace(entry, blob);
+    cache_[entry] = blob;
     return blob;
   }
 
@@ -170,6 +184,7 @@ class ZipArchive final : public Archive {
       CdEntry e;
       e.flags = rd16(d + p + 8);
       e.method = rd16(d + p + 10);
+      e.crc = rd32(d + p + 16);
       e.comp_size = rd32(d + p + 20);
       e.size = rd32(d + p + 24);
       uint64_t nlen = rd16(d + p + 28), elen = rd16(d + p + 30), clen = rd16(d + p + 32);
@@ -261,31 +276,59 @@ class ZipArchive final : public Archive {
     }
   }
 
-  // A compressed entry, inflated once by libzip (its CRC is checked at the end).
-  Blob inflate(const std::string& entry, size_t index, const CdEntry& e) {
-    constexpr uint64_t kMaxInflated = uint64_t(1) << 32;
-    if (e.size > kMaxInflated)
-      fail(entry, "compressed entry of " + std::to_string(e.size) +
-                      " bytes is too large; save the archive with stored (uncompressed) entries");
+  // A STORED entry's bytes must be the ones its CRC-32 was computed from.
+  void check_crc(const std::string& entry, const CdEntry& e, const Blob& blob) const {
+    uLong crc = crc32_z(0L, Z_NULL, 0);
+    crc = crc32_z(crc, blob.data, blob.size);
+    if (crc != e.crc)
+      fail(entry, "damaged archive entry: its CRC-32 is " + hex32(crc) + ", the archive records " + hex32(e.crc));
+  }
+
+  static std::string hex32(uint64_t v) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%08llx", static_cast<unsigned long long>(v));
+    return buf;
+  }
+
+  // A compressed entry's first `limit` bytes. It is inflated to its end all the same (libzip checks
+  // its CRC there) but in pieces, holding only the kept bytes: what it declares is only trusted
+  // once the data is there, and bytes nobody reads (past a tensor's extent) are not kept.
+  Blob inflate(const std::string& entry, size_t index, const CdEntry& e, uint64_t limit) {
+    // Deflate cannot produce more than 1032 bytes per compressed byte; other methods are held to
+    // the same ratio. A larger declared size is a damaged or hostile header.
+    constexpr uint64_t kMaxRatio = 1032, kMaxInflatedTotal = uint64_t(16) << 30;
+    if (e.size / kMaxRatio > e.comp_size + 1)
+      fail(entry, "declares " + std::to_string(e.size) + " bytes uncompressed from " + std::to_string(e.comp_size) +
+                      " compressed bytes, more than deflate can produce (1032 to 1): a damaged or hostile archive");
+    if (e.size > kMaxInflatedTotal - inflated_total_)
+      fail(entry, "the archive's compressed entries inflate to more than 16 GiB in all; "
+                  "save it with stored (uncompressed) entries, as torch.export.save does");
+    inflated_total_ += e.size;
     zip_file_t* f = zip_fopen_index(zip_.get(), index, 0);
     if (!f) fail(entry, std::string("cannot read: ") + zip_strerror(zip_.get()));
     auto heap = std::make_shared<HeapBytes>();
-    heap->bytes.resize(static_cast<size_t>(e.size) + 1);
+    const uint64_t keep = std::min(limit, e.size);
+    std::vector<uint8_t> piece(1 << 16);
     uint64_t total = 0;
-    while (true) {
-      zip_int64_t got = zip_fread(f, heap->bytes.data() + total, heap->bytes.size() - total);
-      if (got < 0) {
-        std::string msg = zip_file_strerror(f);
-        zip_fclose(f);
-        fail(entry, "cannot inflate: " + msg);
+    try {
+      while (total <= e.size) {
+        zip_int64_t got = zip_fread(f, piece.data(), piece.size());
+        if (got < 0) {
+          std::string msg = zip_file_strerror(f);
+          zip_fclose(f);
+          fail(entry, "cannot inflate: " + msg);
+        }
+        if (got == 0) break;
+        uint64_t n = static_cast<uint64_t>(got);
+        if (total < keep) heap->bytes.insert(heap->bytes.end(), piece.data(), piece.data() + std::min(n, keep - total));
+        total += n;
       }
-      if (got == 0) break;
-      total += static_cast<uint64_t>(got);
-      if (total > e.size) break;
+    } catch (const std::bad_alloc&) {
+      zip_fclose(f);
+      fail(entry, "not enough memory to inflate " + std::to_string(keep) + " bytes");
     }
     zip_fclose(f);
     if (total != e.size) fail(entry, "inflated size does not match the directory");
-    heap->bytes.resize(static_cast<size_t>(e.size));
     Blob blob;
     blob.data = heap->bytes.data();
     blob.size = heap->bytes.size();
@@ -299,6 +342,7 @@ class ZipArchive final : public Archive {
   std::vector<CdEntry> entries_;
   std::unordered_map<std::string, size_t> index_;  // path under the root -> entries_ index
   std::unordered_map<std::string, Blob> cache_;
+  uint64_t inflated_total_ = 0;  // bytes inflated so far, against kMaxInflatedTotal
   struct ZipCloser {
     void operator()(zip_t* z) const { zip_discard(z); }
   };
@@ -309,7 +353,13 @@ class FolderArchive final : public Archive {
  public:
   explicit FolderArchive(std::string root) : root_(std::move(root)) {}
 
-  std::optional<Blob> read(const std::string& entry) override {
+  std::optional<uint64_t> size(const std::string& entry) override {
+    auto blob = read(entry, UINT64_MAX);  // a mapping: no bytes are read
+    if (!blob) return std::nullopt;
+    return blob->size;
+  }
+
+  std::optional<Blob> read(const std::string& entry, uint64_t /*limit: a mapping costs nothing*/) override {
     auto cached = cache_.find(entry);
     if (cached != cache_.end()) return cached->second;
     std::filesystem::path p = std::filesystem::path(root_) / entry;

@@ -184,6 +184,7 @@ class Loader {
     if (!tensor_values_->is_object()) tensor_values_->fail("expected an object");
     JsonRef signature = gm.at("signature");
     parse_inputs(graph.at("inputs"), signature.at("input_specs"));
+    share_storage_extents();
     if (auto v = graph.find("sym_int_values")) sym_int_values_.emplace(*v);
     if (auto v = graph.find("sym_bool_values")) sym_bool_values_.emplace(*v);
     nodes_.emplace(graph.at("nodes"));
@@ -504,6 +505,16 @@ class Loader {
 
   // ---- weights and constants ----
 
+  // Tensors that share a stored entry share its bytes (the same data pointer), each cut to its own
+  // extent: give each the largest, since the weights file places one storage once per pointer.
+  void share_storage_extents() {
+    std::unordered_map<const uint8_t*, size_t> extent;
+    for (const GraphInput& in : g_.inputs)
+      if (in.storage.data) extent[in.storage.data] = std::max(extent[in.storage.data], in.storage.size);
+    for (GraphInput& in : g_.inputs)
+      if (in.storage.data) in.storage.size = extent[in.storage.data];
+  }
+
   struct Config {
     bool loaded = false;
     std::optional<nlohmann::json> doc;  // nullopt: the file is absent
@@ -572,14 +583,20 @@ class Loader {
     TensorType meta = parse_tensor_meta(e.at("tensor_meta"));
     if (meta.has_symbolic_sizes()) e.at("tensor_meta").fail("symbolic sizes in a stored tensor");
     std::string entry_name = std::string(dir) + file;
-    auto blob = archive_.read(entry_name);
-    if (!blob) throw UserError(what + " is missing: its file " + archive_.describe(entry_name) + " does not exist");
-    // The declared layout must fit in the file's real size before anything reads it.
+    std::optional<uint64_t> stored = archive_.size(entry_name);
+    if (!stored) throw UserError(what + " is missing: its file " + archive_.describe(entry_name) + " does not exist");
+    // The declared layout must fit in the entry's size before anything reads (or inflates) it.
     int64_t need = storage_bytes_needed(meta);
-    if (static_cast<uint64_t>(need) > blob->size)
+    if (static_cast<uint64_t>(need) > *stored)
       throw UserError(what + ": its declared size " + type_to_string(meta) + " (with its strides and offset) needs " +
                       std::to_string(need) + " bytes, but " + archive_.describe(entry_name) + " holds only " +
-                      std::to_string(blob->size));
+                      std::to_string(*stored));
+    // A storage may be larger than its tensor (a view's is), and a hostile one much larger: only
+    // the bytes the tensor reaches are kept, and only they go into weights.bin.
+    std::optional<Blob> blob = archive_.read(entry_name, static_cast<uint64_t>(need));
+    if (!blob || blob->size < static_cast<uint64_t>(need))
+      throw UserError(what + ": " + archive_.describe(entry_name) + " holds fewer bytes than it declares");
+    blob->size = static_cast<size_t>(need);
     TensorType& t = in.value->type;
     if (t.dtype != meta.dtype || t.sizes != meta.sizes || t.has_symbolic_sizes())
       throw UserError(what + ": the stored tensor is " + type_to_string(meta) + " but the graph declares " +

@@ -3,6 +3,7 @@
 // and caches the result by a content hash so that compiling the same model again does not run
 // the compiler.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@ struct CompileOptions {
   std::string cxx;        // --cxx; empty: g++, then $CXX, then clang++
   std::string cache_dir;  // empty: $XDG_CACHE_HOME/foundry or ~/.cache/foundry
   bool use_cache = true;
+  uint64_t cache_limit = 0;       // bytes the cache may hold; 0: default_cache_limit()
   std::string target = "native";  // -march: native, or a named ISA level
   bool shared = true;             // DIR/model.so
   bool static_archive = false;    // DIR/libmodel.a (--emit=static), the same objects archived with ar
@@ -19,6 +21,7 @@ struct CompileOptions {
 
 struct CompileResult {
   bool cache_hit = false;
+  std::string cache_note;  // why a cache entry that was there was not used ("" when none was)
   std::string key;       // the content hash (hex)
   std::string compiler;  // the compiler that was (or would have been) run
   std::vector<std::string> flags;

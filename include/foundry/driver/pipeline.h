@@ -34,6 +34,7 @@ struct PipelineOptions {
   std::string cxx;                  // C++ compiler; empty: g++, $CXX, clang++
   std::string cache_dir;            // empty: ~/.cache/foundry
   bool use_cache = true;
+  uint64_t cache_limit = 0;         // --cache-max-size; 0: FOUNDRY_CACHE_MAX_SIZE or 2 GiB
   std::string target = "native";    // -march for the generated code
   int threads = 0;                  // --threads: 0 all cores (decided at run time), 1 no threads
   bool vectorize = true;            // --no-simd: no explicit SIMD loops (for comparison)

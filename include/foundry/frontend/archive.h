@@ -2,6 +2,7 @@
 // ("models/model.json", "data/weights/weight_0"): a ZIP file mapped into memory once, or an
 // extracted folder. STORED entries are returned as views into the mapping (no copies).
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,8 +16,14 @@ class Archive {
  public:
   virtual ~Archive() = default;
   // The entry's bytes, or nullopt when there is no such entry. Reading an entry twice returns the
-  // same bytes (compressed entries are inflated once). Throws UserError on a damaged entry.
-  virtual std::optional<Blob> read(const std::string& entry) = 0;
+  // same bytes (compressed entries are inflated once). Throws UserError on a damaged entry (a
+  // STORED one whose CRC-32 does not match, a compressed one that declares more than it can hold).
+  std::optional<Blob> read(const std::string& entry) { return read(entry, UINT64_MAX); }
+  // At least the first min(limit, size) bytes: a compressed entry is still inflated to its end
+  // (its CRC is checked there) but only those are kept in memory.
+  virtual std::optional<Blob> read(const std::string& entry, uint64_t limit) = 0;
+  // The entry's size as the archive declares it, before anything is read; nullopt when absent.
+  virtual std::optional<uint64_t> size(const std::string& entry) = 0;
   // How messages name the entry, e.g. "model.pt2:model/data/weights/weight_0".
   virtual std::string describe(const std::string& entry) const = 0;
 };

@@ -106,7 +106,7 @@ struct GraphInput {
   InputKind kind = InputKind::User;
   Value* value = nullptr;
   std::string fqn;  // parameter/buffer/constant name in the file (untrusted), empty for user inputs
-  Blob storage;     // weights: the whole storage; `value->type` strides/offset index into it
+  Blob storage;     // weights: the bytes of the stored storage the tensor reaches; `value->type` strides/offset index into it
 };
 
 enum class OutputKind { User, BufferMutation, UserInputMutation };

@@ -1,0 +1,55 @@
+// The compile cache: model.so and libmodel.a kept under the hash of the sources and flags they
+// were built from, so that compiling the same model again does not run the compiler. Nothing in
+// it is trusted: each entry has a record (KEY.entry) of its key and of each file's size and
+// content hash, checked on every read; an entry that does not match, whatever the reason
+// (truncated, swapped with another's, not a file), is a miss and is rebuilt. The cache keeps
+// under a size limit by removing the entries used least recently (a hit refreshes the record's
+// modification time).
+//
+// Layout: DIR/<first two hex digits of KEY>/KEY.so, KEY.a, KEY.entry.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace foundry::build {
+
+// FOUNDRY_CACHE_MAX_SIZE when set (bytes, or with a K, M or G suffix), else 2 GiB.
+uint64_t default_cache_limit();
+// "123", "64K", "512M", "2G" (powers of 1024) as bytes; throws UserError naming `what` otherwise.
+uint64_t parse_byte_size(const std::string& text, const std::string& what);
+
+struct CacheStats {
+  size_t entries = 0;
+  uint64_t bytes = 0;  // every file of every entry
+};
+
+class CompileCache {
+ public:
+  CompileCache(std::string dir, uint64_t limit);
+
+  // A product: the file it is copied to or from, and its suffix in the cache (".so", ".a").
+  using Products = std::vector<std::pair<std::string, std::string>>;
+
+  // Copies every product of entry `key` into place when the entry is whole and matches its record
+  // (and marks it used); returns false otherwise, with `why` saying what did not match when an
+  // entry was there (empty when there was none). A damaged entry is removed.
+  bool fetch(const std::string& key, const Products& products, std::string& why);
+  // Stores the products under `key` (best effort: an unwritable cache is no error), then removes
+  // least recently used entries, never this one, until the cache fits its limit.
+  void store(const std::string& key, const Products& products);
+
+  CacheStats stats() const;
+  // Removes every entry (only the cache's own files: other files in DIR stay); returns what it held.
+  CacheStats clear();
+
+  const std::string& dir() const { return dir_; }
+  uint64_t limit() const { return limit_; }
+
+ private:
+  std::string dir_;
+  uint64_t limit_;
+};
+
+}  // namespace foundry::build
