@@ -27,7 +27,7 @@ BUILD_DIR="${BUILD_DIR:-build}"
 # GNU OpenMP comes with g++ (libgomp); do not add libomp-dev.
 packages=(
   build-essential cmake ninja-build clang libclang-rt-14-dev pkg-config
-  libcli11-dev libspdlog-dev nlohmann-json3-dev catch2 libzip-dev libxxhash-dev
+  libcli11-dev libspdlog-dev nlohmann-json3-dev catch2 libzip-dev zlib1g-dev libxxhash-dev
   libdnnl-dev libsleef-dev libopenblas-dev
   python3 python3-numpy zip unzip
 )
