@@ -37,23 +37,8 @@ void compile_graph(const Graph& g, const std::string& dir, const std::string& ca
   build::compile_model(dir, options);
 }
 
-NpyArray floats(std::vector<int64_t> shape, const std::vector<float>& values) {
-  NpyArray a;
-  a.dtype = DType::Float32;
-  a.shape = std::move(shape);
-  a.data.resize(values.size() * sizeof(float));
-  std::memcpy(a.data.data(), values.data(), a.data.size());
-  return a;
-}
-
-NpyArray longs(std::vector<int64_t> shape, const std::vector<int64_t>& values) {
-  NpyArray a;
-  a.dtype = DType::Int64;
-  a.shape = std::move(shape);
-  a.data.resize(values.size() * sizeof(int64_t));
-  std::memcpy(a.data.data(), values.data(), a.data.size());
-  return a;
-}
+NpyArray floats(std::vector<int64_t> shape, const std::vector<float>& v) { return npy_array(DType::Float32, shape, v); }
+NpyArray longs(std::vector<int64_t> shape, const std::vector<int64_t>& v) { return npy_array(DType::Int64, shape, v); }
 
 }  // namespace
 
