@@ -183,4 +183,42 @@ TEST_CASE("bounds: the lowered program is checked for accesses past a buffer, wh
   }
 }
 
+TEST_CASE("bounds: shape relations between dynamic sizes are checked when the model runs", "[bounds][dynamic][fast]") {
+  // gather(self[s0, 4], 1, index[s1, 4]) needs s1 <= s0 (ATen's rule), exported at s0 = 8, s1 = 4.
+  // Each size is read from its own input at run time: an index with more rows than self must be
+  // refused before any kernel reads self's rows past its end.
+  Builder b;
+  Value* self = b.input("self", {8, 4});
+  Value* index = b.input("index", {4, 4}, DType::Int64);
+  Node* n = b.node("gather", {pos(self), pos(Arg::of_int(1)), pos(index)});
+  auto dynamic_rows = [&](Value* v, const std::string& symbol) {
+    v->type.symbols = {"Symbol('" + symbol + "', positive=True, integer=True)", ""};
+  };
+  dynamic_rows(self, "s10");
+  dynamic_rows(index, "s11");
+  dynamic_rows(n->outputs[0], "s11");
+  b.g.range_constraints = {{"s10", 1, 64}, {"s11", 1, 64}};
+  b.output(n->outputs[0]);
+  TempDir tmp("foundry_bounds_");
+  compile_graph(b.g, tmp / "model", tmp / "cache");
+  LoadedModel model(tmp / "model/model.so", "bounds", tmp / "model");
+  auto run = [&](int64_t self_rows, int64_t index_rows) {
+    std::vector<float> s(static_cast<size_t>(self_rows * 4));
+    for (size_t k = 0; k < s.size(); ++k) s[k] = static_cast<float>(k);
+    std::vector<int64_t> idx(static_cast<size_t>(index_rows * 4));
+    for (size_t k = 0; k < idx.size(); ++k) idx[k] = static_cast<int64_t>(3 - k % 4);
+    return model.run({floats({self_rows, 4}, s), longs({index_rows, 4}, idx)});
+  };
+  for (auto [rows, index_rows] : std::vector<std::pair<int64_t, int64_t>>{{8, 4}, {5, 5}, {64, 1}}) {
+    INFO("self rows " << rows << ", index rows " << index_rows);
+    std::vector<NpyArray> got = run(rows, index_rows);
+    REQUIRE(got.at(0).numel() == index_rows * 4);
+    for (int64_t k = 0; k < index_rows * 4; ++k) CHECK(got[0].as<float>()[k] == static_cast<float>(k - k % 4 + 3 - k % 4));
+  }
+  for (auto [rows, index_rows] : std::vector<std::pair<int64_t, int64_t>>{{3, 5}, {1, 64}}) {
+    INFO("self rows " << rows << ", index rows " << index_rows);
+    CHECK_THROWS_WITH(run(rows, index_rows), Catch::Contains("gather"));
+  }
+}
+
 }  // namespace foundry::test

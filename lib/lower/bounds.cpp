@@ -1,6 +1,8 @@
 #include "lower/bounds.h"
 
 #include "foundry/ir/record.h"
+#include <optional>
+
 #include "foundry/support/error.h"
 
 namespace foundry::lower {
@@ -47,29 +49,101 @@ bool bounds_are_exact(const ir::Expr& e) {
   return true;
 }
 
-void check_access(const ir::LoopProgram& program, const ir::LoopNode& node, const ir::MemoryAccess& access,
-                  const ir::SymbolExtents& extents, const char* verb) {
-  ir::Expr size = storage_size(*access.buffer);
-  if (!bounds_are_exact(access.index - size)) return;
-  std::optional<int64_t> lowest = ir::lower_bound(access.index, extents);
-  std::optional<int64_t> past_end = ir::upper_bound(access.index - size, extents);  // -1 or less when inside
-  if ((!lowest || *lowest >= 0) && (!past_end || *past_end < 0)) return;
-  std::string where = node.origins.empty() ? "the copy into a graph output" : "node " + node.origins.front();
-  std::string reach;
+// The largest (or smallest) value of `e` over the loop and indirect ranges in `extents`, as an
+// expression in the dynamic sizes only: e must be a sum of terms c * x * s.. (a constant, at most
+// one loop or indirect symbol x, sizes s.. which are >= 1), so each term is extreme at an end of x's
+// range. nullopt for any other form.
+std::optional<ir::Expr> extreme(const ir::Expr& e, const ir::SymbolExtents& extents, bool largest) {
+  std::vector<ir::Expr> terms = e.kind() == ir::Expr::Kind::Add ? e.operands() : std::vector<ir::Expr>{e};
+  ir::Expr out = 0;
+  for (const ir::Expr& t : terms) {
+    std::vector<ir::Expr> factors = t.kind() == ir::Expr::Kind::Mul ? t.operands() : std::vector<ir::Expr>{t};
+    int64_t coefficient = 1;
+    std::optional<std::string> var;
+    for (const ir::Expr& f : factors) {
+      if (f.is_const()) {
+        coefficient = f.const_value();
+      } else if (f.kind() != ir::Expr::Kind::Sym) {
+        return std::nullopt;
+      } else if (extents.count(f.sym_name())) {
+        if (var) return std::nullopt;
+        var = f.sym_name();
+      } else if (!ir::is_size_symbol(f.sym_name())) {
+        return std::nullopt;
+      }
+    }
+    if (!var) {
+      out = out + t;
+    } else if ((coefficient > 0) == largest) {
+      out = out + ir::substitute(t, {{*var, extents.at(*var) - 1}});
+    }
+  }
+  return out;
+}
+
+struct Access {
+  const ir::LoopProgram& program;
+  const ir::LoopNode& node;
+  const ir::MemoryAccess& access;
+  const char* verb;
+
+  std::string where() const {
+    return node.origins.empty() ? "the copy into a graph output" : "node " + node.origins.front();
+  }
+  std::string what() const { return where() + " " + verb + " " + describe(program, *access.buffer); }
+};
+
+// Static reasoning: interval bounds, judged only where they are exact. True when settled (in
+// bounds); throws when provably out of bounds.
+bool settled_statically(const Access& a, const ir::Expr& size, const ir::SymbolExtents& extents) {
+  if (!bounds_are_exact(a.access.index - size)) return false;
+  std::optional<int64_t> lowest = ir::lower_bound(a.access.index, extents);
+  std::optional<int64_t> past_end = ir::upper_bound(a.access.index - size, extents);  // -1 or less inside
   if (lowest && *lowest < 0)
-    reach = "element " + std::to_string(*lowest);
-  else if (size.is_const())
-    reach = "element " + std::to_string(*past_end + size.const_value());
-  else
-    reach = std::to_string(*past_end + 1) + " element(s) past its end";
-  throw UserError(where + " " + verb + " " + describe(program, *access.buffer) + " at " + reach +
-                  ", out of bounds for its " + ir::to_string(size) + " elements (index " +
-                  ir::to_string(access.index) + ")");
+    throw UserError(a.what() + " at element " + std::to_string(*lowest) + ", before its start (index " +
+                    ir::to_string(a.access.index) + ")");
+  if (past_end && *past_end >= 0) {
+    std::string reach = size.is_const() ? "element " + std::to_string(*past_end + size.const_value())
+                                        : std::to_string(*past_end + 1) + " element(s) past its end";
+    throw UserError(a.what() + " at " + reach + ", out of bounds for its " + ir::to_string(size) + " elements (index " +
+                    ir::to_string(a.access.index) + ")");
+  }
+  return lowest && past_end;
+}
+
+// Dynamic sizes: what the sizes must satisfy for the access to stay inside, each relation proven
+// here, refused here when it can never hold, or else checked when the model runs.
+void require_at_run_time(ir::LoopProgram& program, const Access& a, const ir::Expr& size,
+                         const ir::SymbolExtents& extents) {
+  std::optional<ir::Expr> highest = extreme(a.access.index, extents, true);
+  std::optional<ir::Expr> lowest = extreme(a.access.index, extents, false);
+  if (!highest || !lowest) return;  // left to the rules and the lowerings
+  for (const ir::Expr& need : {size - 1 - *highest, *lowest}) {
+    std::optional<int64_t> spare = ir::lower_bound(need, {});
+    if (spare && *spare >= 0) continue;
+    if (need.is_const())
+      throw UserError(a.what() + " out of bounds for every input size (index " + ir::to_string(a.access.index) +
+                      ", " + ir::to_string(size) + " elements)");
+    std::string message = "these input sizes would make " + a.where() + " access " +
+                          describe(program, *a.access.buffer) + " out of bounds (it needs " + ir::to_string(need) +
+                          " >= 0 of the dynamic sizes)";
+    bool known = false;
+    for (const ir::SizeCheck& c : program.size_checks) known = known || c.nonnegative == need;
+    if (!known) program.size_checks.push_back({need, message});
+  }
+}
+
+void check_access(ir::LoopProgram& program, const ir::LoopNode& node, const ir::MemoryAccess& access,
+                  const ir::SymbolExtents& extents, const char* verb) {
+  Access a{program, node, access, verb};
+  ir::Expr size = storage_size(*access.buffer);
+  if (settled_statically(a, size, extents) || program.size_symbols.empty()) return;
+  require_at_run_time(program, a, size, extents);
 }
 
 }  // namespace
 
-void check_memory_bounds(const ir::LoopProgram& program) {
+void check_memory_bounds(ir::LoopProgram& program) {
   for (const auto& node : program.nodes) {
     if (node->kind == ir::NodeKind::Extern) continue;  // library calls: their operands are whole buffers
     ir::RecordingOps ops;

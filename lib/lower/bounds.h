@@ -12,6 +12,9 @@ namespace foundry::lower {
 // in the range the kernels check at run time). Symbolic sizes are assumed >= 1. Only indices whose
 // interval bounds are exact (affine, constant coefficients) are judged, so that a loose bound never
 // refuses a valid model; the others are left to the shape rules and the lowerings' own checks.
-void check_memory_bounds(const ir::LoopProgram& program);
+// With dynamic sizes, an access whose bound depends on how the sizes relate (an index with more
+// rows than the tensor it gathers from) adds the relation it needs to program.size_checks, checked
+// when the model runs.
+void check_memory_bounds(ir::LoopProgram& program);
 
 }  // namespace foundry::lower
