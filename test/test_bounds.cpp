@@ -118,8 +118,10 @@ TEST_CASE("bounds: data-dependent indices out of range fail the run and never wr
     std::vector<int64_t> idx = good_index, r = good_rows;
     idx[13] = bad;
     CHECK_THROWS_WITH(model.run(inputs(idx, good_rows)), Catch::Contains("out of range"));
+    CHECK_THROWS_AS(evaluate(b.g, inputs(idx, good_rows)), UserError);  // --interpret: exit 1, not 3
     r[1] = bad;
     CHECK_THROWS_WITH(model.run(inputs(good_index, r)), Catch::Contains("out of range"));
+    CHECK_THROWS_AS(evaluate(b.g, inputs(good_index, r)), UserError);
   }
 }
 
