@@ -1,8 +1,8 @@
 #include "lower/bounds.h"
 
-#include "foundry/ir/record.h"
 #include <optional>
 
+#include "foundry/ir/record.h"
 #include "foundry/support/error.h"
 
 namespace foundry::lower {
