@@ -1,5 +1,6 @@
 #include "lower/bounds.h"
 
+#include <map>
 #include <optional>
 
 #include "foundry/ir/record.h"
@@ -51,10 +52,11 @@ bool bounds_are_exact(const ir::Expr& e) {
 
 // The largest (or smallest) value of `e` over the loop and indirect ranges in `extents`, as an
 // expression in the dynamic sizes only: e must be a sum of terms c * x * s.. (a constant, at most
-// one loop or indirect symbol x, sizes s.. which are >= 1), so each term is extreme at an end of x's
-// range. nullopt for any other form.
+// one loop or indirect symbol x, sizes s.. which are >= 1), each x with coefficients of one sign,
+// so that every term is extreme at the same end of x's range. nullopt for any other form.
 std::optional<ir::Expr> extreme(const ir::Expr& e, const ir::SymbolExtents& extents, bool largest) {
   std::vector<ir::Expr> terms = e.kind() == ir::Expr::Kind::Add ? e.operands() : std::vector<ir::Expr>{e};
+  std::map<std::string, bool> positive;  // per loop or indirect symbol: the sign of its coefficients
   ir::Expr out = 0;
   for (const ir::Expr& t : terms) {
     std::vector<ir::Expr> factors = t.kind() == ir::Expr::Kind::Mul ? t.operands() : std::vector<ir::Expr>{t};
@@ -74,9 +76,11 @@ std::optional<ir::Expr> extreme(const ir::Expr& e, const ir::SymbolExtents& exte
     }
     if (!var) {
       out = out + t;
-    } else if ((coefficient > 0) == largest) {
-      out = out + ir::substitute(t, {{*var, extents.at(*var) - 1}});
+      continue;
     }
+    bool up = coefficient > 0;
+    if (positive.emplace(*var, up).first->second != up) return std::nullopt;
+    if (up == largest) out = out + ir::substitute(t, {{*var, extents.at(*var) - 1}});
   }
   return out;
 }
