@@ -435,7 +435,162 @@ def build_cases(samples):
         expect_exit=0)
 
     add_bomb_and_integrity_cases(add, pw, mlp)
+    out_of_bounds_cases(pw_prog, pw, add)
     return cases
+
+
+
+# ----------------------------------------------------------------------------- out-of-bounds ops
+# Issue 16, class 1 (and class 9's argument checks): ops whose arguments pass the plain shape rules
+# but would make a kernel read or write outside a buffer, and string arguments PyTorch refuses.
+# Each is a small graph over x float32[32, 32], y int64 (the index) and z float32, built from
+# pointwise's model.json. They must be refused at compile time and by --interpret alike
+# ("full_pipeline" in cases.json), with PyTorch's reason; OOB_INPUTS says which inputs to write.
+
+FLOAT32, INT64 = 7, 5
+
+
+def tensor_meta(template, dtype, sizes):
+    meta = json.loads(json.dumps(template))
+    meta["dtype"] = dtype
+    meta["sizes"] = [{"as_int": s} for s in sizes]
+    strides, step = [], 1
+    for s in reversed(sizes):
+        strides.insert(0, step)
+        step *= max(s, 1)
+    meta["strides"] = [{"as_int": s} for s in strides]
+    return meta
+
+
+def as_arg(v):
+    """A Python value as an export argument: ("t", name) a tensor, ("ts", [names or None]) an
+    optional tensor list, str a string, int, float, bool, list of ints."""
+    if isinstance(v, tuple) and v[0] == "t":
+        return {"as_tensor": {"name": v[1]}}
+    if isinstance(v, tuple) and v[0] == "ts":
+        return {"as_optional_tensors": [{"as_none": True} if n is None else {"as_tensor": {"name": n}} for n in v[1]]}
+    if isinstance(v, bool):
+        return {"as_bool": v}
+    if isinstance(v, int):
+        return {"as_int": v}
+    if isinstance(v, float):
+        return {"as_float": v}
+    if isinstance(v, str):
+        return {"as_string": v}
+    if isinstance(v, list):
+        return {"as_ints": v}
+    raise TypeError(v)
+
+
+def op_program(program, inputs, target, args, out_sizes, out_dtype=FLOAT32):
+    """pointwise's program with user inputs `inputs` ({name: (dtype, sizes)}) and one node
+    out = target(**args) (args: [(name, value, kwarg_only)]) whose recorded result is out_sizes."""
+    g = graph(program)
+    template = g["tensor_values"]["x"]
+    g["tensor_values"] = {name: tensor_meta(template, d, s) for name, (d, s) in inputs.items()}
+    g["tensor_values"]["out"] = tensor_meta(template, out_dtype, out_sizes)
+    g["inputs"] = [{"as_tensor": {"name": name}} for name in inputs]
+    g["nodes"] = [{
+        "target": f"torch.ops.aten.{target}",
+        "inputs": [{"name": n, "arg": as_arg(v), "kind": 2 if kw else 1} for n, v, kw in args],
+        "outputs": [{"as_tensor": {"name": "out"}}],
+        "metadata": {},
+        "name": "out",
+    }]
+    g["outputs"] = [{"as_tensor": {"name": "out"}}]
+    sig = program["graph_module"]["signature"]
+    sig["input_specs"] = [{"user_input": {"arg": {"as_tensor": {"name": name}}}} for name in inputs]
+    sig["output_specs"] = [{"user_output": {"arg": {"as_tensor": {"name": "out"}}}}]
+    return program
+
+
+OOB_INPUTS = {}  # case file -> {input name: (dtype, sizes)}, in graph order
+
+
+def out_of_bounds_cases(pw_prog, pw, add):
+    X = ("t", "x")
+    Y = ("t", "y")
+    Z = ("t", "z")
+
+    def case(file, inputs, target, args, out_sizes, substring, description, out_dtype=FLOAT32):
+        program = op_program(pw_prog(), inputs, target, args, out_sizes, out_dtype)
+        add(file, with_json(pw, MODEL_JSON, program), substring, description)
+        OOB_INPUTS[file] = inputs
+
+    x1 = {"x": (FLOAT32, [1024])}
+    x2 = {"x": (FLOAT32, [32, 32])}
+    case("as_strided_past_storage.pt2", x1, "as_strided.default",
+         [("self", X, False), ("size", [32, 64], False), ("stride", [64, 1], False)], [32, 64], "out of bounds",
+         "as_strided of x[1024] as [32, 64] with strides [64, 1]: reaches element 2047")
+    case("as_strided_offset_past_storage.pt2", x1, "as_strided.default",
+         [("self", X, False), ("size", [4], False), ("stride", [1], False), ("storage_offset", 1022, False)], [4],
+         "out of bounds", "as_strided of x[1024] at storage offset 1022, 4 elements: reaches element 1025")
+    case("as_strided_negative_stride.pt2", x1, "as_strided.default",
+         [("self", X, False), ("size", [4], False), ("stride", [-1], False), ("storage_offset", 3, False)], [4],
+         "negative", "as_strided with stride -1 (PyTorch refuses negative strides)")
+    case("as_strided_negative_offset.pt2", x1, "as_strided.default",
+         [("self", X, False), ("size", [4], False), ("stride", [1], False), ("storage_offset", -8, False)], [4],
+         "negative", "as_strided with storage offset -8")
+    case("gather_index_wider_than_self.pt2", {**x2, "y": (INT64, [64, 32])}, "gather.default",
+         [("self", X, False), ("dim", 1, False), ("index", Y, False)], [64, 32], "gather",
+         "gather(x[32, 32], 1, index[64, 32]): the index is larger than self outside dim 1")
+    case("gather_index_rank.pt2", {**x2, "y": (INT64, [32])}, "gather.default",
+         [("self", X, False), ("dim", 0, False), ("index", Y, False)], [32], "dimensions",
+         "gather(x[32, 32], 0, index[32]): index and self differ in rank")
+    case("gather_float_index.pt2", {**x2, "z": (FLOAT32, [32, 32])}, "gather.default",
+         [("self", X, False), ("dim", 0, False), ("index", Z, False)], [32, 32], "int32/int64",
+         "gather with a float32 index")
+    case("scatter_src_smaller_than_index.pt2", {**x2, "y": (INT64, [32, 32]), "z": (FLOAT32, [16, 32])},
+         "scatter.src", [("self", X, False), ("dim", 1, False), ("index", Y, False), ("src", Z, False)], [32, 32],
+         "scatter", "scatter(x[32, 32], 1, index[32, 32], src[16, 32]): src is smaller than the index")
+    case("scatter_add_index_wider_than_self.pt2", {**x2, "y": (INT64, [32, 64]), "z": (FLOAT32, [32, 64])},
+         "scatter_add.default", [("self", X, False), ("dim", 0, False), ("index", Y, False), ("src", Z, False)],
+         [32, 32], "scatter_add", "scatter_add(x[32, 32], 0, index[32, 64], src[32, 64]): writes past self's rows")
+    case("scatter_value_index_wider_than_self.pt2", {**x2, "y": (INT64, [64, 32])},
+         "scatter.value", [("self", X, False), ("dim", 1, False), ("index", Y, False), ("value", 1.0, False)],
+         [32, 32], "scatter", "scatter(x[32, 32], 1, index[64, 32], 1.0): writes past self outside dim 1")
+    case("scatter_reduce_index_wider_than_self.pt2", {**x2, "y": (INT64, [64, 32]), "z": (FLOAT32, [64, 32])},
+         "scatter_reduce.two", [("self", X, False), ("dim", 1, False), ("index", Y, False), ("src", Z, False),
+                                ("reduce", "sum", False)], [32, 32], "scatter_reduce",
+         "scatter_reduce(x[32, 32], 1, index[64, 32], src, 'sum'): writes past self outside dim 1")
+    case("scatter_reduce_junk.pt2", {**x2, "y": (INT64, [32, 32]), "z": (FLOAT32, [32, 32])},
+         "scatter_reduce.two", [("self", X, False), ("dim", 1, False), ("index", Y, False), ("src", Z, False),
+                                ("reduce", "junk", False)], [32, 32], "reduce",
+         "scatter_reduce with reduce='junk'")
+    case("index_put_values_not_broadcastable.pt2", {**x2, "y": (INT64, [8]), "z": (FLOAT32, [3])},
+         "index_put.default", [("self", X, False), ("indices", ("ts", ["y"]), False), ("values", Z, False)],
+         [32, 32], "broadcast", "x[y] = z with x[32, 32], y[8], z[3]: z does not broadcast to [8, 32]")
+    case("index_put_too_many_indices.pt2", {**x2, "y": (INT64, [8])},
+         "index_put.default", [("self", X, False), ("indices", ("ts", ["y", "y", "y"]), False), ("values", X, False)],
+         [32, 32], "indices", "index_put with three index tensors into a 2-d tensor")
+    case("select_scatter_src_shape.pt2", {**x2, "z": (FLOAT32, [16])},
+         "select_scatter.default", [("self", X, False), ("src", Z, False), ("dim", 0, False), ("index", 3, False)],
+         [32, 32], "select_scatter", "select_scatter(x[32, 32], src[16], 0, 3): src must be [32]")
+    case("select_scatter_index_out_of_range.pt2", {**x2, "z": (FLOAT32, [32])},
+         "select_scatter.default", [("self", X, False), ("src", Z, False), ("dim", 0, False), ("index", 40, False)],
+         [32, 32], "select_scatter", "select_scatter(x[32, 32], src[32], 0, 40): index past dim 0")
+    case("slice_scatter_src_shape.pt2", {**x2, "z": (FLOAT32, [16, 8])},
+         "slice_scatter.default", [("self", X, False), ("src", Z, False), ("dim", 0, False), ("start", 0, False),
+                                   ("end", 16, False)], [32, 32], "slice_scatter",
+         "slice_scatter(x[32, 32], src[16, 8], 0, 0, 16): src must be [16, 32]")
+    case("gelu_junk_approximate.pt2", x2, "gelu.default",
+         [("self", X, False), ("approximate", "junk", True)], [32, 32], "approximate",
+         "gelu(x, approximate='junk'): PyTorch accepts only 'none' and 'tanh'")
+    case("div_junk_rounding_mode.pt2", {**x2, "z": (FLOAT32, [32, 32])}, "div.Tensor_mode",
+         [("self", X, False), ("other", Z, False), ("rounding_mode", "junk", True)], [32, 32], "rounding_mode",
+         "div(x, z, rounding_mode='junk'): PyTorch accepts only None, 'trunc' and 'floor'")
+
+
+def npy_bytes(dtype, sizes):
+    """A .npy file of zeros (standard library only): float32 or int64, C order."""
+    descr = "<f4" if dtype == FLOAT32 else "<i8"
+    shape = f"({sizes[0]},)" if len(sizes) == 1 else "(" + ", ".join(str(s) for s in sizes) + ")"
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shape)
+    header += " " * ((-(10 + len(header) + 1)) % 64) + "\n"
+    count = 1
+    for s in sizes:
+        count *= s
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + bytes(count * (4 if dtype == FLOAT32 else 8))
 
 
 def main(argv):
@@ -464,6 +619,13 @@ def main(argv):
             "expect_message_substring": substring,
             "description": description,
         })
+        if file in OOB_INPUTS:  # refused by every stage: inputs for --interpret next to it
+            inputs_dir = os.path.join(outdir, stem(file) + ".inputs")
+            os.makedirs(inputs_dir, exist_ok=True)
+            for k, (dtype, sizes) in enumerate(OOB_INPUTS[file].values()):
+                with open(os.path.join(inputs_dir, f"{k}.npy"), "wb") as f:
+                    f.write(npy_bytes(dtype, sizes))
+            listing[-1]["full_pipeline"] = True
     with open(os.path.join(outdir, "cases.json"), "w") as f:
         json.dump(listing, f, indent=1)
         f.write("\n")

@@ -78,6 +78,17 @@ inline size_t count_op(const Graph& g, const std::string& target) {
   return n;
 }
 
+// An array of `dtype` holding `values` (of the matching C++ type) in row-major order.
+template <typename T>
+NpyArray npy_array(DType dtype, std::vector<int64_t> shape, const std::vector<T>& values) {
+  NpyArray a;
+  a.dtype = dtype;
+  a.shape = std::move(shape);
+  a.data.resize(values.size() * sizeof(T));
+  std::memcpy(a.data.data(), values.data(), a.data.size());
+  return a;
+}
+
 // Deterministic inputs for a graph's user inputs (float32 waves, bool patterns).
 inline std::vector<NpyArray> make_inputs(const Graph& g) {
   std::vector<NpyArray> out;

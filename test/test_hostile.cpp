@@ -29,6 +29,7 @@ struct HostileCase {
   int expect_exit;
   std::string substring;  // lowercase, "" for any
   std::string description;
+  bool full_pipeline = false;  // refused by every stage, --interpret included (inputs in <stem>.inputs/)
 };
 
 std::string lower(std::string s) {
@@ -48,7 +49,7 @@ std::vector<HostileCase> generate(const std::string& dir) {
   for (const auto& c : listing)
     cases.push_back({dir + "/" + c.at("file").get<std::string>(), c.at("expect_exit").get<int>(),
                      lower(c.at("expect_message_substring").get<std::string>()),
-                     c.value("description", "")});
+                     c.value("description", ""), c.value("full_pipeline", false)});
   return cases;
 }
 
@@ -254,6 +255,31 @@ TEST_CASE("hostile: the valid cases compile, run right, and keep their names out
     CHECK(cmp.pass);
   }
   CHECK(compiled == 6);
+}
+
+// Issue 16, class 1: graphs whose ops would make a kernel read or write outside a buffer (views past
+// their storage, index or source shapes that do not fit `self`) and string arguments PyTorch
+// refuses. Without the checks they compile into models that corrupt memory; each must be the same
+// clean user error from a full compile and from the reference evaluator (--interpret).
+TEST_CASE("hostile: ops reaching outside a buffer are refused by the compiler and by --interpret",
+          "[hostile][bounds][fast]") {
+  TempDir tmp("foundry_hostile_");
+  auto cases = generate(tmp / "in");
+  int checked = 0;
+  for (const auto& c : cases) {
+    if (!c.full_pipeline) continue;
+    ++checked;
+    const std::string stem = fs::path(c.file).stem().string();
+    INFO("case " << stem << ": " << c.description);
+    ProcResult compiled = run_foundryc({c.file, "-o", tmp / ("out_" + stem), "--cache-dir", tmp / "cache"}, 300);
+    check_clean_user_error(compiled, c);
+    CHECK_FALSE(fs::exists(tmp / ("out_" + stem)));
+    const std::string inputs = (fs::path(c.file).parent_path() / (stem + ".inputs")).string();
+    ProcResult interpreted = run_foundryc({c.file, "--interpret", "--inputs", inputs}, 300);
+    check_clean_user_error(interpreted, c);
+    CHECK(interpreted.err == compiled.err);
+  }
+  CHECK(checked >= 19);
 }
 
 // The harness itself: if run_process were wrong, the checks above would mean nothing.

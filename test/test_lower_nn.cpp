@@ -15,6 +15,7 @@
 #include "foundry/ops/registry.h"
 #include "foundry/runtime/compare.h"
 #include "foundry/runtime/npy.h"
+#include "graph_builder.h"
 #include "support.h"
 
 namespace {
@@ -157,15 +158,7 @@ struct OneNodeGraph {
   }
 };
 
-template <typename T>
-NpyArray array(DType dtype, std::vector<int64_t> shape, const std::vector<T>& values) {
-  NpyArray a;
-  a.dtype = dtype;
-  a.shape = std::move(shape);
-  a.data.resize(values.size() * sizeof(T));
-  std::memcpy(a.data.data(), values.data(), a.data.size());
-  return a;
-}
+using foundry::test::npy_array;
 
 template <typename T>
 std::vector<T> values_of(const NpyArray& a) {
@@ -189,7 +182,7 @@ TEST_CASE("upsample_nearest2d.vec follows ATen's nearest_idx", "[lower][fast]") 
     foundry::Value* x = g.input(DType::Float32, {1, 1, 2, 3});
     g.node("upsample_nearest2d.vec", {{"input", Arg::of_tensor(x)}, {"output_size", Arg::of_ints({3, 5})}, {"scale_factors", Arg::none()}},
            {{DType::Float32, {1, 1, 3, 5}}});
-    auto out = g.run({array<float>(DType::Float32, {1, 1, 2, 3}, {0, 1, 2, 3, 4, 5})});
+    auto out = g.run({npy_array<float>(DType::Float32, {1, 1, 2, 3}, {0, 1, 2, 3, 4, 5})});
     // rows: floor(i * 2/3) = 0, 0, 1; columns: floor(j * 3/5) = 0, 0, 1, 1, 2.
     CHECK(values_of<float>(out[0]) == std::vector<float>{0, 0, 1, 1, 2, 0, 0, 1, 1, 2, 3, 3, 4, 4, 5});
   }
@@ -198,7 +191,7 @@ TEST_CASE("upsample_nearest2d.vec follows ATen's nearest_idx", "[lower][fast]") 
     foundry::Value* x = g.input(DType::Float32, {1, 2, 2});
     g.node("upsample_nearest2d.vec", {{"input", Arg::of_tensor(x)}, {"output_size", Arg::none()}, {"scale_factors", floats({2.0, 1.5})}},
            {{DType::Float32, {1, 4, 3}}});
-    auto out = g.run({array<float>(DType::Float32, {1, 2, 2}, {1, 2, 3, 4})});
+    auto out = g.run({npy_array<float>(DType::Float32, {1, 2, 2}, {1, 2, 3, 4})});
     // columns: scale 1/1.5 -> floor(j / 1.5) = 0, 0, 1.
     CHECK(values_of<float>(out[0]) == std::vector<float>{1, 1, 2, 1, 1, 2, 3, 3, 4, 3, 3, 4});
   }
@@ -212,7 +205,7 @@ TEST_CASE("max_pool2d_with_indices: padding is skipped, NaN wins, -inf keeps the
     g.node("max_pool2d_with_indices", {{"self", Arg::of_tensor(x)}, {"kernel_size", Arg::of_ints({2, 2})},
                                        {"stride", Arg::of_ints({1, 1})}, {"padding", Arg::of_ints({1, 1})}},
            {{DType::Float32, {1, 1, 3, 3}}, {DType::Int64, {1, 1, 3, 3}}});
-    auto out = g.run({array<float>(DType::Float32, {1, 1, 2, 2}, {-inf, -inf, -inf, -inf})});
+    auto out = g.run({npy_array<float>(DType::Float32, {1, 1, 2, 2}, {-inf, -inf, -inf, -inf})});
     for (float v : values_of<float>(out[0])) CHECK(v == -inf);
     CHECK(values_of<int64_t>(out[1]) == std::vector<int64_t>{0, 0, 1, 0, 0, 1, 2, 2, 3});
   }
@@ -221,7 +214,7 @@ TEST_CASE("max_pool2d_with_indices: padding is skipped, NaN wins, -inf keeps the
     foundry::Value* x = g.input(DType::Float32, {1, 2, 2});
     g.node("max_pool2d_with_indices", {{"self", Arg::of_tensor(x)}, {"kernel_size", Arg::of_ints({2})}},
            {{DType::Float32, {1, 1, 1}}, {DType::Int64, {1, 1, 1}}});
-    auto out = g.run({array<float>(DType::Float32, {1, 2, 2}, {1, nan, nan, 2})});
+    auto out = g.run({npy_array<float>(DType::Float32, {1, 2, 2}, {1, nan, nan, 2})});
     CHECK(std::isnan(values_of<float>(out[0])[0]));
     CHECK(values_of<int64_t>(out[1])[0] == 2);
   }
@@ -233,8 +226,8 @@ TEST_CASE("integer matrix products lower to exact reductions", "[lower][fast]") 
   foundry::Value* b = g.input(DType::Int64, {3, 2});
   g.node("mm", {{"self", Arg::of_tensor(a)}, {"mat2", Arg::of_tensor(b)}}, {{DType::Int64, {2, 2}}});
   const int64_t big = int64_t{1} << 40;
-  auto out = g.run({array<int64_t>(DType::Int64, {2, 3}, {1, 2, 3, 4, 5, 6}),
-                    array<int64_t>(DType::Int64, {3, 2}, {big, 1, 1, 2, -1, 3})});
+  auto out = g.run({npy_array<int64_t>(DType::Int64, {2, 3}, {1, 2, 3, 4, 5, 6}),
+                    npy_array<int64_t>(DType::Int64, {3, 2}, {big, 1, 1, 2, -1, 3})});
   CHECK(values_of<int64_t>(out[0]) == std::vector<int64_t>{big + 2 - 3, 1 + 4 + 9, 4 * big + 5 - 6, 4 + 10 + 18});
 }
 

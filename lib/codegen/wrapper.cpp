@@ -115,6 +115,9 @@ std::string shape_functions(const ir::LoopProgram& program) {
                       " is not the size of any input dimension: foundryc cannot read it from the input shapes");
   c << "  {\n" << size_locals(symbols, "    ");
   for (const auto& chk : checks) c << "  " << chk;
+  for (const ir::SizeCheck& chk : program.size_checks)
+    c << "    if ((" << cpp_index(chk.nonnegative, {}) << ") < 0)\n      return foundry_rt::set_error(FOUNDRY_ERROR_INVALID_ARGUMENT, "
+      << c_string_literal(chk.message) << ");\n";
   c << "  }\n  return FOUNDRY_OK;\n}\n\n";
   c << "void Model::output_shapes(const int64_t* sizes, foundry_tensor* outputs) {\n  (void)sizes;\n" << size_locals(symbols, "  ");
   for (size_t k = 0; k < program.outputs.size(); ++k) {

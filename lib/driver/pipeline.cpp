@@ -112,23 +112,29 @@ struct StageContext {
   }
 };
 
+// The checks a loaded graph passes before anything runs on it, errors naming the file: the
+// compiler and the reference evaluator (--interpret) refuse the same graphs in the same words.
+void check_loaded_graph(const std::string& input, const Graph& g) {
+  try {
+    verify_graph(g);
+    check_supported_ops(g);
+  } catch (const UserError& e) {
+    throw UserError(display_path(input) + ": " + e.what());
+  }
+}
+
 void run_frontend(const PipelineOptions& opts, PipelineState& state, const StageContext& ctx) {
   Graph g = load_model(opts.input);
   spdlog::debug("frontend: {} inputs, {} nodes, {} outputs", g.inputs.size(), g.nodes.size(),
                 g.outputs.size());
   try {
-    verify_graph(g);
-  } catch (const UserError& e) {
+    check_loaded_graph(opts.input, g);
+  } catch (const UserError&) {
     // Dump what was read, so that the mismatch can be looked at, then fail.
     ctx.dump("graph.txt", print_graph(g));
-    throw UserError(display_path(opts.input) + ": " + e.what());
+    throw;
   }
   ctx.dump("graph.txt", print_graph(g));
-  try {
-    check_supported_ops(g);
-  } catch (const UserError& e) {
-    throw UserError(display_path(opts.input) + ": " + e.what());
-  }
   state.graph = std::move(g);
 }
 
@@ -522,7 +528,7 @@ void write_depfile(const PipelineOptions& opts, const fs::path& out_dir, Stage l
 
 ir::LoopProgram lower_for_evaluation(const std::string& input) {
   Graph graph = load_model(input);
-  verify_graph(graph);
+  check_loaded_graph(input, graph);
   run_graph_passes(graph);
   return lower::lower_graph(graph);
 }

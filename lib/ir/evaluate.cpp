@@ -147,7 +147,7 @@ double float_unary(UnaryOp op, double x) {
     case UnaryOp::Trunc: return std::trunc(x);
     case UnaryOp::Round: return std::nearbyint(x);  // half to even
     case UnaryOp::Reciprocal: return 1.0 / x;
-    case UnaryOp::Sign: return std::isnan(x) ? x : static_cast<double>((0 < x) - (x < 0));
+    case UnaryOp::Sign: return static_cast<double>((0 < x) - (x < 0));  // NaN: 0, as torch.sign
     default: throw InternalError("unary op " + std::string(op_name(op)) + " is not defined on floats");
   }
 }

@@ -18,7 +18,11 @@ void RecordingOps::store(const Buffer& buf, const Expr& index, Val, StoreMode mo
 }
 Val RecordingOps::unary(UnaryOp op, Val x) { return fresh(returns_bool(op) ? DType::Bool : x.dtype); }
 Val RecordingOps::binary(BinaryOp op, Val a, Val) { return fresh(returns_bool(op) ? DType::Bool : a.dtype); }
-Expr RecordingOps::indirect(Val, const Expr&) { return Expr::sym("ind" + std::to_string(indirect_count_++)); }
+Expr RecordingOps::indirect(Val, const Expr& size) {
+  std::string name = "ind" + std::to_string(indirect_count_++);
+  indirect_extents[name] = size;
+  return Expr::sym(name);
+}
 Val RecordingOps::reduction(ReduceOp op, Val value) { return fresh(reduce_result_dtype(op, value.dtype)); }
 void RecordingOps::store_reduction(const Buffer& buf, const Expr& index, Val) {
   add_unique(accesses.writes, {&buf, index, StoreMode::Set});

@@ -10,6 +10,7 @@
 #include "foundry/lower/symbols.h"
 #include "foundry/ops/registry.h"
 #include "foundry/support/error.h"
+#include "lower/bounds.h"
 #include "lower/lowerings.h"
 
 namespace foundry::lower {
@@ -385,6 +386,7 @@ ir::LoopProgram lower_with(const Graph& graph, bool dynamic) {
   }
   bind_outputs(graph, ctx, program);
   program.size_symbols = symbols.symbols();
+  check_memory_bounds(program);
   return program;
 }
 

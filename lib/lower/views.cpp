@@ -1,5 +1,9 @@
 // Views: index remaps over their source, no data movement. (flip is a copy in ATen but an index
 // remap here all the same.)
+#include <algorithm>
+#include <optional>
+
+#include "foundry/ops/registry.h"
 #include "lower/lowerings.h"
 #include "lower/util.h"
 
@@ -13,6 +17,30 @@ TensorRef remap(const TensorRef& src, std::vector<Expr> sizes, std::function<Ind
   return LoweringContext::pointwise(src.dtype, std::move(sizes), [inner, to_source](Ops& ops, const Index& idx) {
     return inner(ops, to_source(idx));
   });
+}
+
+// as_strided reads the storage directly: the last element it reaches must be inside, for every
+// size the storage may have (a symbolic one is at least 1; when that is not enough the program is
+// compiled for the recorded sizes, where the check is exact).
+void check_storage_reach(LoweringContext& ctx, const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides,
+                         int64_t offset, const Expr& storage) {
+  if (sizes.size() != strides.size()) ctx.fail("as_strided: size and stride must have the same length");
+  if (std::find(sizes.begin(), sizes.end(), 0) != sizes.end()) return;  // reaches nothing
+  int64_t last = offset;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] < 0 || strides[d] < 0 || offset < 0) ctx.fail("as_strided: negative size, stride or offset");
+    int64_t step = 0;
+    if (__builtin_mul_overflow(sizes[d] - 1, strides[d], &step) || __builtin_add_overflow(last, step, &last))
+      ctx.fail("as_strided: sizes " + shape::format_sizes(sizes) + " and strides " + shape::format_sizes(strides) +
+               " reach past any storage (64-bit overflow)");
+  }
+  std::optional<int64_t> spare = ir::lower_bound(storage - 1 - Expr(last), {});
+  if (spare && *spare >= 0) return;
+  std::string text = "as_strided: sizes " + shape::format_sizes(sizes) + ", strides " + shape::format_sizes(strides) +
+                     " and storage offset " + std::to_string(offset) + " reach element " + std::to_string(last) +
+                     " of a storage of " + ir::to_string(storage) + " elements";
+  if (!storage.is_const()) throw DynamicShapeUnsupported(text + ", more than its smallest size holds");
+  ctx.fail(text);
 }
 
 }  // namespace
@@ -117,6 +145,7 @@ Outs lower_as_strided(LoweringContext& ctx, const Node& node) {
   std::vector<int64_t> stride = ints_arg(node, "stride");
   int64_t offset = is_none(node, "storage_offset") ? 0 : int_arg(node, "storage_offset");
   const ir::Buffer* buf = src.buffer;
+  check_storage_reach(ctx, ints_arg(node, "size"), stride, offset, buf->numel());
   TensorRef out;
   out.dtype = src.dtype;
   out.sizes = out_sizes(ctx, node);

@@ -253,6 +253,7 @@ std::vector<Arg> bind_arguments(const OpInfo& op, const std::vector<RawArg>& raw
     if (!bound)
       throw UserError(describe(op, param) + ": expected " + param.type + ", got " +
                       kind_name(given[i]->kind));
+    if (bound->kind == Kind::String) check_string_argument(op.name, param.name, bound->s);
     args.push_back(std::move(*bound));
   }
   if (names_out) {

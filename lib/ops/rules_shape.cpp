@@ -174,13 +174,32 @@ std::vector<TensorType> slice(const Node& node) {
   return {with_sizes(self, sizes)};
 }
 
+// as_strided views self's storage (which the lowering makes self's elements, contiguous): every
+// element it can reach must lie inside it, as ATen's setStorage checks.
 std::vector<TensorType> as_strided(const Node& node) {
   const TensorType& self = shape::tensor(node, "self");
   std::vector<int64_t> sizes = shape::ints_arg(node, "size");
-  if (sizes.size() != shape::ints_arg(node, "stride").size())
+  std::vector<int64_t> strides = shape::ints_arg(node, "stride");
+  int64_t offset = shape::arg(node, "storage_offset").is_none() ? 0 : shape::int_arg(node, "storage_offset");
+  if (sizes.size() != strides.size())
     throw UserError("as_strided: size and stride must have the same length");
   for (int64_t s : sizes)
     if (s < 0) throw UserError("as_strided: negative size in " + format_sizes(sizes));
+  for (int64_t s : strides)
+    if (s < 0) throw UserError("as_strided: negative strides are not supported, got strides " + format_sizes(strides));
+  if (offset < 0) throw UserError("as_strided: invalid (negative) storage offset " + std::to_string(offset));
+  if (std::find(sizes.begin(), sizes.end(), 0) != sizes.end()) return {with_sizes(self, sizes)};  // reaches nothing
+  // The last element reached; saturating, so that huge sizes or strides cannot wrap around.
+  int64_t last = offset;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    int64_t step = 0;
+    if (__builtin_mul_overflow(sizes[d] - 1, strides[d], &step) || __builtin_add_overflow(last, step, &last))
+      last = std::numeric_limits<int64_t>::max();
+  }
+  if (last >= self.numel())
+    throw UserError("as_strided: sizes " + format_sizes(sizes) + ", strides " + format_sizes(strides) +
+                    " and storage offset " + std::to_string(offset) + " reach element " + std::to_string(last) +
+                    ", out of bounds for a storage of " + std::to_string(self.numel()) + " elements");
   return {with_sizes(self, sizes)};
 }
 
@@ -294,26 +313,25 @@ std::vector<TensorType> constant_pad_nd(const Node& node) {
   return {with_sizes(self, sizes)};
 }
 
+namespace {
+
+bool is_mask(const Value* index) { return index->type.dtype == DType::Bool || index->type.dtype == DType::UInt8; }
+
 // Advanced indexing: the index tensors broadcast together; their shape replaces the indexed
 // dims in place when those are adjacent, and goes first otherwise (NumPy's rule).
-std::vector<TensorType> index_tensor(const Node& node) {
-  const TensorType& self = shape::tensor(node, "self");
-  const auto& indices = shape::arg(node, "indices").tensors;
-  if (static_cast<int64_t>(indices.size()) > self.rank())
-    throw UserError("index: too many indices for a tensor of rank " + std::to_string(self.rank()));
+std::vector<int64_t> advanced_index_sizes(const TensorType& self, const std::vector<Value*>& indices) {
   std::vector<int64_t> index_shape;
   int64_t first = -1, last = -1;
   for (int64_t d = 0; d < static_cast<int64_t>(indices.size()); ++d) {
     const Value* index = indices[d];
     if (!index) continue;
-    if (index->type.dtype == DType::Bool || index->type.dtype == DType::UInt8)
-      throw UserError("index: boolean mask indices have a data-dependent shape");
+    if (is_mask(index)) throw UserError("index: boolean mask indices have a data-dependent shape");
     if (!is_integral(index->type.dtype)) throw UserError("index: index tensors must be integers");
     index_shape = shape::broadcast_shapes(index_shape, index->type.sizes);
     if (first < 0) first = d;
     last = d;
   }
-  if (first < 0) return {with_sizes(self, self.sizes)};
+  if (first < 0) return self.sizes;
   bool adjacent = true;
   for (int64_t d = first; d <= last; ++d) adjacent = adjacent && indices[d];
   std::vector<int64_t> sizes;
@@ -326,7 +344,55 @@ std::vector<TensorType> index_tensor(const Node& node) {
     for (int64_t d = 0; d < self.rank(); ++d)
       if (d >= static_cast<int64_t>(indices.size()) || !indices[d]) sizes.push_back(self.sizes[d]);
   }
-  return {with_sizes(self, sizes)};
+  return sizes;
+}
+
+const std::vector<Value*>& index_list(const Node& node, const TensorType& self, const char* op) {
+  const auto& indices = shape::arg(node, "indices").tensors;
+  if (static_cast<int64_t>(indices.size()) > self.rank())
+    throw UserError(std::string(op) + ": too many indices for tensor of dimension " + std::to_string(self.rank()) +
+                    " (got " + std::to_string(indices.size()) + ")");
+  return indices;
+}
+
+// Whether `values` broadcast to `target` (index_put takes no extra leading dims, not even of size
+// 1: PyTorch 2.11 refuses values [1, 8, 32] for a region [8, 32]).
+bool broadcasts_to(const std::vector<int64_t>& values, const std::vector<int64_t>& target) {
+  if (values.size() > target.size()) return false;
+  for (size_t k = 1; k <= values.size(); ++k) {
+    int64_t v = values[values.size() - k], t = target[target.size() - k];
+    if (v != 1 && v != t) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<TensorType> index_tensor(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  return {with_sizes(self, advanced_index_sizes(self, index_list(node, self, "index")))};
+}
+
+// index_put writes `values` into self[indices]: they must broadcast to that region's shape (with a
+// boolean mask the region's size is only known at run time; the lowering checks the rest).
+std::vector<TensorType> index_put(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  const auto& indices = index_list(node, self, "index_put");
+  bool masked = false;
+  for (const Value* index : indices) {
+    if (!index) continue;
+    if (!is_integral(index->type.dtype) && !is_mask(index))
+      throw UserError("index_put: tensors used as indices must be long, int, byte or bool tensors");
+    masked = masked || is_mask(index);
+  }
+  const TensorType& values = shape::tensor(node, "values");
+  if (!masked) {
+    std::vector<int64_t> region = advanced_index_sizes(self, indices);
+    if (!broadcasts_to(values.sizes, region))
+      throw UserError("index_put: shape mismatch: value tensor of shape " + format_sizes(values.sizes) +
+                      " cannot be broadcast to indexing result of shape " + format_sizes(region));
+  }
+  return {with_sizes(self, self.sizes)};
 }
 
 std::vector<TensorType> index_select(const Node& node) {
@@ -337,15 +403,6 @@ std::vector<TensorType> index_select(const Node& node) {
   std::vector<int64_t> sizes = self.sizes;
   if (self.rank() > 0) sizes[dim] = product(index.sizes);
   return {with_sizes(self, sizes)};
-}
-
-std::vector<TensorType> gather(const Node& node) {
-  const TensorType& self = shape::tensor(node, "self");
-  const TensorType& index = shape::tensor(node, "index");
-  normalize_dim(shape::int_arg(node, "dim"), self.rank());
-  if (index.rank() != self.rank() && !(index.rank() <= 1 && self.rank() <= 1))
-    throw UserError("gather: index and self must have the same number of dimensions");
-  return {with_sizes(self, index.sizes)};
 }
 
 std::vector<TensorType> embedding(const Node& node) {

@@ -155,7 +155,7 @@ int main() {
   exact("copysign", foundry_vec::copysign, [](float a, float b) { return std::copysign(a, b); });
   exact("abs", [](VecF a, VecF) { return foundry_vec::abs(a); }, [](float a, float) { return std::fabs(a); });
   exact("sign", [](VecF a, VecF) { return foundry_vec::sign(a); },
-        [](float a, float) { return a != a ? a : float((0.0f < a) - (a < 0.0f)); });
+        [](float a, float) { return float((0.0f < a) - (a < 0.0f)); });  // torch.sign: NaN gives 0
   exact("select(a < b)", [](VecF a, VecF b) { return foundry_vec::select(a < b, a, b); },
         [](float a, float b) { return a < b ? a : b; });
   exact("isinf", [](VecF a, VecF) { return foundry_vec::to_float(foundry_vec::isinf(a)); },

@@ -79,9 +79,18 @@ struct SizeSymbol {
   int64_t hint = 1;         // the size recorded at export (for estimates and reports)
 };
 
+// A relation between dynamic sizes that the program's memory accesses need (lower/bounds.h): the
+// wrapper checks `nonnegative >= 0` when the model runs, before any kernel, and refuses the inputs
+// with `message` otherwise.
+struct SizeCheck {
+  Expr nonnegative;
+  std::string message;
+};
+
 struct LoopProgram {
   std::vector<std::unique_ptr<Buffer>> buffers;
   std::vector<SizeSymbol> size_symbols;          // empty for a static program
+  std::vector<SizeCheck> size_checks;            // in terms of size_symbols
   std::vector<std::unique_ptr<LoopNode>> nodes;  // program order
   std::vector<const Buffer*> inputs;             // user inputs in signature order
   std::vector<std::string> input_names;          // ours, for messages and the header

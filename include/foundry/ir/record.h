@@ -24,6 +24,9 @@ Accesses record_accesses(const LoopNode& node);
 class RecordingOps final : public Ops {
  public:
   Accesses accesses;
+  // Each indirect symbol's range: ind<k> lies in [0, size) (the generated code checks it at run
+  // time, the evaluator too), so bounds on accesses can use it.
+  SymbolExtents indirect_extents;
 
   Val load(const Buffer& buf, const Expr& index) override;
   void store(const Buffer& buf, const Expr& index, Val, StoreMode mode) override;

@@ -32,6 +32,12 @@ struct RawArg {
 std::vector<Arg> bind_arguments(const OpInfo& op, const std::vector<RawArg>& raw,
                                 std::vector<std::string>* names_out);
 
+// String arguments are enumerations (gelu's approximate, div's rounding_mode, scatter_reduce's
+// reduce): check_string_argument throws the UserError PyTorch would give for a value it refuses.
+// Every str argument in ops.def has a row in lib/ops/string_choices.cpp (free text included).
+bool has_string_rule(std::string_view op, std::string_view arg);
+void check_string_argument(std::string_view op, std::string_view arg, const std::string& value);
+
 // Shortens an export target to the registry's name: "torch.ops.aten.relu.default" -> "relu".
 std::string short_op_name(std::string_view target);
 

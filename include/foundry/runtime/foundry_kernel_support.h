@@ -172,7 +172,7 @@ inline T min_int(T a, T b) { return a < b ? a : b; }
 template <typename T>
 inline T sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
 template <typename T>
-inline T sign_float(T x) { return x != x ? x : T((T(0) < x) - (x < T(0))); }
+inline T sign_float(T x) { return T((T(0) < x) - (x < T(0))); }  // NaN: 0, as torch.sign
 template <typename T>
 inline T sign_int(T x) { return T((T(0) < x) - (x < T(0))); }
 template <typename T>

@@ -133,9 +133,8 @@ inline VecF maximum(VecF a, VecF b) { return select(isnan(a), a, select(isnan(b)
 inline VecF minimum(VecF a, VecF b) { return select(isnan(a), a, select(isnan(b), b, select(a < b, a, b))); }
 inline VecF fmax(VecF a, VecF b) { return select(isnan(a), b, select(isnan(b), a, select(a > b, a, b))); }
 inline VecF fmin(VecF a, VecF b) { return select(isnan(a), b, select(isnan(b), a, select(a < b, a, b))); }
-inline VecF sign(VecF x) {
-  return select(x > splat(0.0f), splat(1.0f), select(x < splat(0.0f), splat(-1.0f), select(isnan(x), x, splat(0.0f))));
-}
+// torch.sign is (0 < x) - (x < 0): NaN gives 0.
+inline VecF sign(VecF x) { return select(x > splat(0.0f), splat(1.0f), select(x < splat(0.0f), splat(-1.0f), splat(0.0f))); }
 
 // ---- math functions ----------------------------------------------------------------------------
 // One table for every width: X(our name, the library function, SLEEF's ULP variant; empty for

@@ -1,0 +1,51 @@
+// The values PyTorch accepts for the string arguments of the ops in ops.def, each with the reason
+// ATen gives when refusing another: a string argument is an enumeration in disguise, and the
+// lowerings branch on it, so an unknown value must stop at binding rather than fall through to
+// some default branch (gelu(approximate='junk') would silently compute the exact GELU).
+#include "foundry/ops/registry.h"
+#include "foundry/support/error.h"
+
+namespace foundry {
+namespace {
+
+struct StringChoices {
+  std::string_view op, arg;
+  std::vector<std::string_view> values;  // empty: free text
+  std::string_view refusal;              // ATen's wording; the value given is appended
+};
+
+const std::vector<StringChoices>& table() {
+  static const std::vector<StringChoices> choices = {
+      {"gelu", "approximate", {"none", "tanh"}, "approximate argument must be either none or tanh, got "},
+      {"gelu_", "approximate", {"none", "tanh"}, "approximate argument must be either none or tanh, got "},
+      // None (true division) is not a string: the binder passes it as none.
+      {"div.Tensor_mode", "rounding_mode", {"trunc", "floor"},
+       "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "},
+      {"scatter_reduce.two", "reduce", {"sum", "prod", "mean", "amax", "amin"},
+       "reduce argument must be either sum, prod, mean, amax or amin, got "},
+      {"_assert_scalar", "assert_msg", {}, ""},  // a message, only ever printed (quoted)
+  };
+  return choices;
+}
+
+}  // namespace
+
+bool has_string_rule(std::string_view op, std::string_view arg) {
+  for (const StringChoices& c : table())
+    if (c.op == op && c.arg == arg) return true;
+  return false;
+}
+
+void check_string_argument(std::string_view op, std::string_view arg, const std::string& value) {
+  for (const StringChoices& c : table()) {
+    if (c.op != op || c.arg != arg) continue;
+    if (c.values.empty()) return;
+    for (std::string_view allowed : c.values)
+      if (value == allowed) return;
+    throw UserError(std::string(op) + ": " + std::string(c.refusal) + quote_untrusted(value, 40));
+  }
+  // Every str argument of ops.def has a row (test_ops.cpp checks): a missing one is ours.
+  throw InternalError("no accepted values listed for string argument '" + std::string(arg) + "' of " + std::string(op));
+}
+
+}  // namespace foundry
