@@ -334,8 +334,8 @@ TEST_CASE("typed library calls: addmm keeps alpha, beta and the broadcast bias, 
   // The evaluator on those fields, against the product worked out here.
   const std::vector<float> b = {1, 2, 4}, x = {1, 2, 3, 4}, w = {1, 0, -1, 2, 1, 0.5f};
   auto out = values_of<float>(foundry::ir::evaluate_program(
-      program, {array<float>(DType::Float32, {3}, b), array<float>(DType::Float32, {2, 2}, x),
-                array<float>(DType::Float32, {2, 3}, w)})[0]);
+      program, {npy_array<float>(DType::Float32, {3}, b), npy_array<float>(DType::Float32, {2, 2}, x),
+                npy_array<float>(DType::Float32, {2, 3}, w)})[0]);
   std::vector<float> want;
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 3; ++j) want.push_back(0.5f * b[j] + 2.0f * (x[i * 2] * w[j] + x[i * 2 + 1] * w[3 + j]));

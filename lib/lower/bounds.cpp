@@ -147,8 +147,8 @@ void check_access(ir::LoopProgram& program, const ir::LoopNode& node, const ir::
 
 // A library call reads each operand through a strided view: as an access over the view's elements.
 void check_operands(ir::LoopProgram& program, const ir::LoopNode& node) {
-  for (const auto& operand : node.call.inputs) {
-    if (!operand.buffer) continue;
+  for (const ir::Operand* present : ir::operands(node.call)) {
+    const ir::Operand& operand = *present;
     ir::SymbolExtents extents;
     ir::Expr index = operand.offset;
     for (size_t d = 0; d < operand.sizes.size() && d < operand.strides.size(); ++d) {
