@@ -21,6 +21,7 @@ import math
 import os
 import shlex
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -80,6 +81,9 @@ def parse_args():
                    help="another foundryc (a build of an earlier commit): each model is also"
                         " compiled with it and timed right after this one's, in the same run;"
                         " the table gives baseline / foundryc (above 1: this build is faster)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="with a baseline: alternate this build and the baseline this many times per"
+                        " model and thread count; the ratio is of the medians of the rounds")
     p.add_argument("--baseline-prebuilt", type=Path,
                    help="with --prebuilt: folder of the baseline's compiled models (as --baseline)")
     p.add_argument("--no-torch", action="store_true", help="skip the PyTorch baselines")
@@ -357,6 +361,25 @@ def compiled_folder(ctx, rec, name, prebuilt, foundryc, compiled, key=""):
     return None if key + "error" in rec else out
 
 
+def against_baseline(ctx, rec, row, name, out, base, inputs, expected, t):
+    """The baseline's models timed right after this build's at the same thread count, in
+    --rounds alternating rounds (this build, then the baseline); each side's figure is the median
+    of its rounds' medians, so that a slow moment of the machine does not decide the ratio."""
+    log(f"{name}: baseline foundry-run, {plural_threads(t)}")
+    base_res, base_check = time_foundry(ctx, name, base, inputs, expected, t, first=False)
+    if base_check is not None and not base_check["pass"]:
+        rec["baseline_check"] = base_check
+    mine, theirs = [row["foundry"]], [base_res]
+    for _ in range(ctx.args.rounds - 1):
+        mine.append(time_foundry(ctx, name, out, inputs, None, t, first=False)[0])
+        theirs.append(time_foundry(ctx, name, base, inputs, None, t, first=False)[0])
+    medians = [[r["median_ms"] for r in side if "median_ms" in r] for side in (mine, theirs)]
+    row["baseline"] = base_res
+    if all(medians):
+        row["rounds"] = {"foundry_ms": medians[0], "baseline_ms": medians[1]}
+        row["baseline_ratio"] = statistics.median(medians[1]) / statistics.median(medians[0])
+
+
 def bench_model(ctx, name):
     rec = {"model": name}
     out = compiled_folder(ctx, rec, name, ctx.args.prebuilt, ctx.foundryc, ctx.compiled)
@@ -385,14 +408,8 @@ def bench_model(ctx, name):
             if not check["pass"]:
                 rec["check"] = check
         row = {"foundry": res}
-        if base is not None:  # timed right after this build's, at the same thread count
-            log(f"{name}: baseline foundry-run, {plural_threads(t)}")
-            base_res, base_check = time_foundry(ctx, name, base, inputs, expected, t, first=False)
-            row["baseline"] = base_res
-            if base_check is not None and not base_check["pass"]:
-                rec["baseline_check"] = base_check
-            if "median_ms" in base_res and "median_ms" in res:
-                row["baseline_ratio"] = base_res["median_ms"] / res["median_ms"]
+        if base is not None:
+            against_baseline(ctx, rec, row, name, out, base, inputs, expected, t)
         if "median_ms" in res and rec["bytes_moved"]:
             row["gbps"] = rec["bytes_moved"] / (res["median_ms"] * 1e-3) / 1e9
             row["roofline"] = row["gbps"] / ctx.stream[t]
@@ -575,14 +592,17 @@ def baseline_table(ctx, result):
     head = ["model"]
     for t in ctx.threads:
         head += [f"foundryc {plural_threads(t)}", f"baseline {plural_threads(t)}", f"baseline / foundryc {t}T"]
-    lines = [f"## Against the baseline ({ctx.args.baseline or ctx.args.baseline_prebuilt})", "",
+    lines = [f"## Against the baseline ({ctx.args.baseline or ctx.args.baseline_prebuilt}), median of"
+             f" {ctx.args.rounds} alternating round(s)", "",
              "| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     for r in result["models"]:
         cells = [r["model"]]
         for t in ctx.threads:
             row = r.get("threads", {}).get(t, {})
-            cells += [fmt_time(row.get("foundry", {}).get("median_ms")),
-                      fmt_time(row.get("baseline", {}).get("median_ms")), fmt(row.get("baseline_ratio"), ".3f", "×")]
+            rounds = row.get("rounds")
+            mine = statistics.median(rounds["foundry_ms"]) if rounds else row.get("foundry", {}).get("median_ms")
+            theirs = statistics.median(rounds["baseline_ms"]) if rounds else row.get("baseline", {}).get("median_ms")
+            cells += [fmt_time(mine), fmt_time(theirs), fmt(row.get("baseline_ratio"), ".3f", "×")]
         lines.append("| " + " | ".join(cells) + " |")
     cells = ["**geomean**"]
     for t in ctx.threads:
