@@ -1,6 +1,8 @@
 // Broken and hostile .pt2 archives (scripts/make_hostile_inputs.py) against foundryc's contract:
 // a bad input is a user error (exit 1) reported as one line "foundryc: error: ..." on stderr that
 // says what is wrong; never a crash, a hang, an "internal" error, or a half-written output folder.
+#include <sys/stat.h>
+
 #include <csignal>
 
 #include <catch2/catch.hpp>
@@ -12,6 +14,7 @@
 #include <cstring>
 #include <limits>
 #include <set>
+#include <tuple>
 
 #include "foundry/runtime/compare.h"
 #include "foundry/runtime/loaded_model.h"
@@ -305,5 +308,76 @@ TEST_CASE("hostile: run_process captures output, exit codes, signals and timeout
     }
     if (!std::getenv("FOUNDRY_KEEP_TEMP")) CHECK_FALSE(fs::exists(kept));
     CHECK_THROWS(read_file(kept + "/f"));
+  }
+}
+
+// ---- issue 16 (runtime): bounded cost ------------------------------------------------------
+
+namespace {
+
+// The cost cases (make_hostile_inputs.py --set cost) as a plain computation per element.
+float cost_case_output(const std::string& name, float x, float y) {
+  float v = x;
+  if (name == "cost_squarings")
+    for (int i = 0; i < 24; ++i) v = v * v;
+  else if (name == "cost_negations")
+    v = x;  // an even number of negations (100000)
+  // cost_permutes: 4000 transposes of a square matrix give it back
+  return v + y;
+}
+
+}  // namespace
+
+TEST_CASE("hostile: compile cost stays near-linear in the graph", "[hostile]") {
+  TempDir tmp("foundry_hostile_");
+  const std::string script = test_source_dir() + "/../scripts/make_hostile_inputs.py";
+  ProcResult gen = run_process({python3(), script, tmp / "in", "--samples", samples_dir(), "--set", "cost"}, 120);
+  REQUIRE(gen.exit_code == 0);
+  nlohmann::json listing = nlohmann::json::parse(read_file(tmp / "in/cases.json"));
+  REQUIRE(listing.size() == 3);
+  for (const auto& c : listing) {
+    const std::string file = tmp / ("in/" + c.at("file").get<std::string>());
+    const std::string name = fs::path(file).stem().string(), out = tmp / ("out_" + name);
+    INFO("case " << name << ": " << c.at("description").get<std::string>());
+    // The compiler's own stages under a memory cap: copying an inlined value at each use
+    // (squarings) or a view's whole chain of sources at each view (permutes) takes 2 GB and
+    // 1.1 GB; linear stages need a few hundred MB (the 40 MB model.json of the negations).
+    // Lowering 100,000 negations looked up each node's users by scanning every node: 130 s of
+    // lowering alone, where the whole linear compile takes a few seconds; the guard is that
+    // 20-fold margin, not a measure of speed.
+    std::vector<std::string> argv = {foundryc_exe(), file, "-o", tmp / ("stages_" + name), "--stop-after=codegen", "-q"};
+#ifndef __SANITIZE_ADDRESS__  // ASan reserves terabytes of address space
+    argv.insert(argv.begin(), {"prlimit", "--as=" + std::to_string(int64_t(1) << 30)});
+#endif
+    ProcResult stages = run_process(argv, 100);
+    INFO("stderr: " << stages.err.substr(0, 2000));
+    CHECK_FALSE(stages.timed_out);
+    CHECK(stages.exit_code == 0);
+    // The whole compile, the C++ compiler included, and the model's values.
+    ProcResult r = run_foundryc({file, "-o", out, "--cache-dir", tmp / "cache", "-q"}, 600);
+    INFO("stderr: " << r.err.substr(0, 2000));
+    REQUIRE(r.exit_code == 0);
+    foundry::LoadedModel model(out);
+    std::vector<foundry::NpyArray> inputs(2);
+    for (auto& a : inputs) {
+      a.dtype = foundry::DType::Float32;
+      a.shape = name == "cost_permutes" ? std::vector<int64_t>{32, 32} : std::vector<int64_t>{1024};
+      a.data.resize(1024 * sizeof(float));
+    }
+    float* x = reinterpret_cast<float*>(inputs[0].data.data());
+    float* y = reinterpret_cast<float*>(inputs[1].data.data());
+    for (int i = 0; i < 1024; ++i) {
+      // Within 32 steps of 1.19e-7 around 1: x^(2^24) stays between e^-64 and e^64.
+      x[i] = 1.0f + static_cast<float>(i % 64 - 32) * 1.1920929e-7f;
+      y[i] = 0.5f * static_cast<float>(i % 7) - 1.0f;
+    }
+    std::vector<foundry::NpyArray> got = model.run(inputs);
+    REQUIRE(got.size() == 1);
+    foundry::NpyArray want = got[0];
+    float* w = reinterpret_cast<float*>(want.data.data());
+    for (int i = 0; i < 1024; ++i) w[i] = cost_case_output(name, x[i], y[i]);
+    foundry::Comparison cmp = foundry::compare_arrays(got[0], want);
+    INFO(cmp.message);
+    CHECK(cmp.pass);
   }
 }
