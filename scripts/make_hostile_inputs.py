@@ -364,6 +364,13 @@ def build_cases(samples):
         "valid mlp graph whose names hold quotes, newlines, */, #include, backslashes, ../ ...",
         expect_exit=0)
 
+    # --- issue 16 (runtime): empty dynamic ranges.
+    mlp_dyn = read_archive(os.path.join(samples, "mlp_dynamic", "model.pt2"))
+    p = load_json(mlp_dyn, MODEL_JSON)
+    for r in p["range_constraints"].values():
+        r["min_val"], r["max_val"] = 100, 10
+    add("empty_dynamic_range.pt2", with_json(mlp_dyn, MODEL_JSON, p), "empty",
+        "the batch size's range is [100, 10]: no input would be accepted")
     return cases
 
 

@@ -404,3 +404,31 @@ TEST_CASE("cli: model.so exports the model's API and nothing else", "[cli][fast]
   }
   CHECK(api == 9);  // create, run, infer_shapes, num_inputs, num_outputs, input_info, output_info, destroy, last_error
 }
+
+TEST_CASE("cli: thread counts past the maximum are lowered with a warning", "[cli][fast]") {
+  if (!require_corpus()) return;
+  TempDir tmp("foundry_cli_");
+  // 65536 elements: its kernel runs on threads (>= 32768 element operations).
+  const std::string model = corpus_dir() + "/models/pointwise_64k";
+  ProcResult c = run_foundryc({model + "/model.pt2", "-o", tmp / "out", "--threads", "100000", "--cache-dir", tmp / "cache"});
+  INFO(c.err);
+  REQUIRE(c.exit_code == 0);
+  CHECK(c.err.find("warning: --threads 100000 is more than 1024 threads") != std::string::npos);
+  CHECK(read_file(tmp / "out/kernels.cpp").find("num_threads(100000)") == std::string::npos);
+  ProcResult plain = run_foundryc({model + "/model.pt2", "-o", tmp / "plain", "--cache-dir", tmp / "cache", "-q"});
+  REQUIRE(plain.exit_code == 0);
+  const std::vector<std::string> check = {"--inputs", model + "/inputs", "--expected", model + "/expected"};
+  for (const auto& [label, argv] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"--threads 100000 at compile time", {foundry_run_exe(), tmp / "out"}},
+           {"FOUNDRY_NUM_THREADS=100000", {"env", "FOUNDRY_NUM_THREADS=100000", foundry_run_exe(), tmp / "plain"}},
+           {"foundry-run --threads 100000", {foundry_run_exe(), tmp / "plain", "--threads", "100000"}}}) {
+    std::vector<std::string> cmd = argv;
+    cmd.insert(cmd.end(), check.begin(), check.end());
+    ProcResult r = run_process(cmd, 120);
+    INFO(label << ": " << r.out << r.err);
+    CHECK(r.term_signal == 0);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find("PASS") != std::string::npos);
+    if (label != "--threads 100000 at compile time") CHECK(r.err.find("warning") != std::string::npos);
+  }
+}

@@ -311,7 +311,128 @@ TEST_CASE("hostile: run_process captures output, exit codes, signals and timeout
   }
 }
 
-// ---- issue 16 (runtime): bounded cost ------------------------------------------------------
+// ---- issue 16 (runtime): bounded cost, non-regular files, links, empty ranges ------------------
+
+TEST_CASE("hostile: an empty dynamic range is refused when compiling", "[hostile][fast]") {
+  TempDir tmp("foundry_hostile_");
+  auto cases = generate(tmp / "in");
+  // [100, 10] is empty as written (the frontend says so: the generator's case); [0, 0] is legal in
+  // the archive but holds no size >= 1, the sizes the model accepts.
+  for (auto [lo, hi, word] : {std::tuple{100, 10, "empty"}, std::tuple{0, 0, "no size"}}) {
+    const std::string dir = tmp / ("range_" + std::to_string(lo) + "_" + std::to_string(hi));
+    ProcResult x = run_process({"unzip", "-q", samples_dir() + "/mlp_dynamic/model.pt2", "-d", dir});
+    REQUIRE(x.exit_code == 0);
+    std::string json_path;
+    for (const auto& e : fs::recursive_directory_iterator(dir))
+      if (e.path().filename() == "model.json") json_path = e.path().string();
+    REQUIRE_FALSE(json_path.empty());
+    nlohmann::json program = nlohmann::json::parse(read_file(json_path));
+    for (auto& range : program["range_constraints"]) range = {{"min_val", lo}, {"max_val", hi}};
+    write_file(json_path, program.dump());
+    ProcResult r = run_foundryc({dir, "-o", tmp / "out", "--cache-dir", tmp / "cache"}, kTimeoutSeconds);
+    INFO("range [" << lo << ", " << hi << "]: " << r.err);
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.rfind("foundryc: error: ", 0) == 0);
+    CHECK(r.err.find(word) != std::string::npos);
+    CHECK_FALSE(fs::exists(tmp / "out"));
+  }
+}
+
+TEST_CASE("hostile: a symbolic link out of an extracted archive folder is refused", "[hostile][fast]") {
+  TempDir tmp("foundry_hostile_");
+  const std::string dir = tmp / "mlp";
+  ProcResult x = run_process({"unzip", "-q", samples_dir() + "/mlp/model.pt2", "-d", dir});
+  REQUIRE(x.exit_code == 0);
+  fs::path weight;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.path().filename() == "weight_1") weight = e.path();
+  REQUIRE_FALSE(weight.empty());
+  const std::string saved = read_file(weight.string());
+  SECTION("a link leaving the folder") {
+    write_file(tmp / "outside_weight", saved);  // the right bytes, but outside: still refused
+    fs::remove(weight);
+    fs::create_symlink(tmp / "outside_weight", weight);
+    ProcResult r = run_foundryc({dir, "-o", tmp / "out", "--stop-after=frontend"}, kTimeoutSeconds);
+    INFO(r.err);
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("symbolic link") != std::string::npos);
+    fs::remove(weight);
+    fs::create_symlink("/etc/passwd", weight);
+    r = run_foundryc({dir, "-o", tmp / "out", "--stop-after=frontend"}, kTimeoutSeconds);
+    INFO(r.err);
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("outside the archive folder") != std::string::npos);
+  }
+  SECTION("a link inside the folder is followed") {
+    write_file(weight.parent_path() / "weight_1_copy", saved);
+    fs::remove(weight);
+    fs::create_symlink("weight_1_copy", weight);
+    ProcResult r = run_foundryc({dir, "-o", tmp / "out", "--stop-after=frontend"}, kTimeoutSeconds);
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+  }
+}
+
+TEST_CASE("hostile: FIFOs and other non-regular files are refused, never waited on", "[hostile][fast]") {
+  TempDir tmp("foundry_hostile_");
+  const std::string fifo = tmp / "fifo";
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  // Each command would block forever opening the FIFO (no writer); the timeout is only the guard.
+  SECTION("the input") {
+    ProcResult r = run_foundryc({fifo, "-o", tmp / "out"}, 30);
+    INFO(r.err);
+    CHECK_FALSE(r.timed_out);
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("not a regular file") != std::string::npos);
+  }
+  SECTION("models/model.json of an extracted archive, and a weight") {
+    const std::string dir = tmp / "mlp";
+    REQUIRE(run_process({"unzip", "-q", samples_dir() + "/mlp/model.pt2", "-d", dir}).exit_code == 0);
+    for (const char* file : {"model.json", "weight_1"}) {
+      fs::path target;
+      for (const auto& e : fs::recursive_directory_iterator(dir))
+        if (e.path().filename() == file) target = e.path();
+      REQUIRE_FALSE(target.empty());
+      const std::string saved = read_file(target.string());
+      fs::remove(target);
+      REQUIRE(mkfifo(target.c_str(), 0600) == 0);
+      ProcResult r = run_foundryc({dir, "-o", tmp / "out", "--stop-after=frontend"}, 30);
+      INFO(file << ": " << r.err);
+      CHECK_FALSE(r.timed_out);
+      CHECK(r.exit_code == 1);
+      CHECK(r.err.find("not a regular file") != std::string::npos);
+      fs::remove(target);
+      write_file(target.string(), saved);
+    }
+    ProcResult bare = run_foundryc({fifo, "-o", tmp / "out", "--stop-after=frontend"}, 30);
+    CHECK_FALSE(bare.timed_out);
+  }
+  SECTION("weights.bin, manifest.json and an input of a compiled model (NAME_create, foundry-run)") {
+    const std::string mlp = samples_dir() + "/mlp";
+    ProcResult c = run_foundryc({mlp + "/model.pt2", "-o", tmp / "out", "--cache-dir", tmp / "cache", "-q"});
+    REQUIRE(c.exit_code == 0);
+    for (const char* file : {"weights.bin", "manifest.json"}) {
+      const std::string path = tmp / (std::string("out/") + file);
+      const std::string saved = read_file(path);
+      fs::remove(path);
+      REQUIRE(mkfifo(path.c_str(), 0600) == 0);
+      ProcResult r = run_process({foundry_run_exe(), tmp / "out", "--inputs", mlp + "/inputs"}, 30);
+      INFO(file << ": " << r.err);
+      CHECK_FALSE(r.timed_out);
+      CHECK(r.exit_code == 1);
+      CHECK(r.err.find("regular file") != std::string::npos);
+      fs::remove(path);
+      write_file(path, saved);
+    }
+    fs::create_directories(tmp / "inputs");
+    REQUIRE(mkfifo((tmp / "inputs/0.npy").c_str(), 0600) == 0);
+    ProcResult r = run_process({foundry_run_exe(), tmp / "out", "--inputs", tmp / "inputs"}, 30);
+    INFO(r.err);
+    CHECK_FALSE(r.timed_out);
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("not a regular file") != std::string::npos);
+  }
+}
 
 namespace {
 

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "foundry/runtime/compare.h"
+#include "foundry/runtime/foundry_c_api.h"
 #include "foundry/runtime/loaded_model.h"
 #include "foundry/runtime/sample.h"
 #include "foundry/support/error.h"
@@ -45,9 +46,15 @@ BenchStats benchmark(const foundry::LoadedModel& model, const std::vector<foundr
 
 int run(const Options& opt) {
   if (opt.threads > 0) {
+    int threads = opt.threads;
+    if (threads > FOUNDRY_MAX_THREADS) {
+      std::fprintf(stderr, "foundry-run: warning: --threads %d is more than %d threads; using %d\n", threads,
+                   FOUNDRY_MAX_THREADS, FOUNDRY_MAX_THREADS);
+      threads = FOUNDRY_MAX_THREADS;
+    }
     // Read by the model's OpenMP runtime when it starts, so set before loading it.
-    setenv("OMP_NUM_THREADS", std::to_string(opt.threads).c_str(), 1);
-    setenv("FOUNDRY_NUM_THREADS", std::to_string(opt.threads).c_str(), 1);
+    setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
+    setenv("FOUNDRY_NUM_THREADS", std::to_string(threads).c_str(), 1);
   }
   foundry::LoadedModel model(opt.model_dir);
   std::vector<foundry::NpyArray> inputs = foundry::read_npy_sequence(opt.inputs);

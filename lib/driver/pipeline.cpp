@@ -19,6 +19,7 @@
 
 #include "foundry/build/compile.h"
 #include "foundry/codegen/model_name.h"
+#include "foundry/runtime/foundry_c_api.h"
 #include "foundry/codegen/wrapper.h"
 #include "foundry/frontend/frontend.h"
 #include "foundry/graph/graph.h"
@@ -245,6 +246,11 @@ nlohmann::json manifest(const PipelineOptions& opts, const PipelineState& state)
 void run_codegen(const PipelineOptions& opts, PipelineState& state, const StageContext& ctx) {
   codegen::KernelOptions kernel_options;
   kernel_options.threads = opts.threads;
+  if (opts.threads > FOUNDRY_MAX_THREADS) {
+    spdlog::warn("--threads {} is more than {} threads; the model uses {}", opts.threads, FOUNDRY_MAX_THREADS,
+                 FOUNDRY_MAX_THREADS);
+    kernel_options.threads = FOUNDRY_MAX_THREADS;
+  }
   kernel_options.vectorize = opts.vectorize;
   kernel_options.lanes = codegen::vector_lanes(opts.target);
   state.model = codegen::generate_model(*state.program, *state.schedule, model_name(opts), kernel_options);

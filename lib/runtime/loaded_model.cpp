@@ -1,11 +1,13 @@
 #include "foundry/runtime/loaded_model.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "foundry/support/error.h"
+#include "foundry/support/files.h"
 
 namespace foundry {
 
@@ -40,6 +42,10 @@ foundry_tensor describe(const NpyArray& a) {
 }  // namespace
 
 LoadedModel::LoadedModel(const std::string& dir) : api_(std::make_unique<Api>()) {
+  std::string error;
+  int fd = open_regular_file(dir + "/manifest.json", error);  // not a FIFO: it would block
+  if (fd < 0) throw UserError("cannot read " + dir + "/manifest.json: " + error);
+  ::close(fd);
   std::ifstream manifest(dir + "/manifest.json");
   if (!manifest) throw UserError("cannot read " + dir + "/manifest.json");
   nlohmann::json m;
@@ -58,6 +64,10 @@ LoadedModel::LoadedModel(const std::string& so_path, const std::string& name, co
 }
 
 void LoadedModel::open(const std::string& so, const std::string& dir) {
+  std::string error;
+  int fd = open_regular_file(so, error);  // dlopen of a FIFO would block
+  if (fd < 0) throw UserError("cannot load " + so + ": " + error);
+  ::close(fd);
   handle_ = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle_) throw UserError("cannot load " + so + ": " + dlerror());
   bind_symbol(handle_, name_ + "_create", api_->create);
