@@ -364,7 +364,30 @@ def build_cases(samples):
         "valid mlp graph whose names hold quotes, newlines, */, #include, backslashes, ../ ...",
         expect_exit=0)
 
-    # --- issue 16 (runtime): empty dynamic ranges.
+    # --- issue 16 (runtime): archive text in messages, empty dynamic ranges. Every byte of the
+    # message must be printable and the message short, whatever the archive holds ("msg_" cases;
+    # test_hostile.cpp checks all failing cases for it).
+    escapes = "\x1b[2J\x1b[31m\x1b]0;title\x07\u009b6n\r\n\x7f"
+    p = pw_prog()
+    node(p, "relu")["target"] = "torch.ops.aten.pwned" + escapes + ".default"
+    add("msg_escapes_in_op.pt2", with_json(pw, MODEL_JSON, p), "not supported",
+        "the relu node calls an op whose name holds ANSI escapes, BEL, CSI, CR, LF and DEL")
+    p = pw_prog()
+    node(p, "relu")["target"] = "torch.ops.aten." + "x" * (1 << 20) + ".default"
+    add("msg_huge_op.pt2", with_json(pw, MODEL_JSON, p), "not supported",
+        "the relu node calls an op whose name is 1 MiB long")
+    p = pw_prog()
+    arg(node(p, "mul"), "self")["arg"] = {"as_tensor": {"name": "ghost" + escapes}}
+    add("msg_escapes_in_value.pt2", with_json(pw, MODEL_JSON, p), "ghost",
+        "the mul node reads an undefined value whose name holds terminal escapes")
+    p = pw_prog()
+    arg(node(p, "mul"), "self")["arg"] = {"as_tensor": {"name": "ghost" + "y" * (1 << 20)}}
+    add("msg_huge_value.pt2", with_json(pw, MODEL_JSON, p), "ghost",
+        "the mul node reads an undefined value whose name is 1 MiB long")
+    c = mlp_config()
+    c["config"]["0.weight"]["path_name"] = "weight" + escapes
+    add("msg_escapes_in_weight_path.pt2", with_json(mlp, WEIGHTS_CONFIG, c), "weight",
+        "0.weight's file name (missing) holds terminal escapes")
     mlp_dyn = read_archive(os.path.join(samples, "mlp_dynamic", "model.pt2"))
     p = load_json(mlp_dyn, MODEL_JSON)
     for r in p["range_constraints"].values():

@@ -311,7 +311,42 @@ TEST_CASE("hostile: run_process captures output, exit codes, signals and timeout
   }
 }
 
-// ---- issue 16 (runtime): bounded cost, non-regular files, links, empty ranges ------------------
+// ---- issue 16 (runtime): messages, bounded cost, non-regular files, links, empty ranges --------
+
+namespace {
+
+// Bytes a terminal would act on: C0 controls (but the final newline), DEL, and C1 controls
+// written as UTF-8 (U+0080..U+009F: CSI is U+009B).
+std::string control_bytes_in(const std::string& text) {
+  std::string found;
+  for (size_t i = 0; i < text.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    bool c1 = c == 0xc2 && i + 1 < text.size() && (static_cast<unsigned char>(text[i + 1]) & 0xe0) == 0x80;
+    if ((c < 0x20 && !(c == '\n' && i + 1 == text.size())) || c == 0x7f || c1) found += std::to_string(c) + " ";
+  }
+  return found;
+}
+
+}  // namespace
+
+TEST_CASE("hostile: messages carry no terminal control bytes and stay short", "[hostile][fast]") {
+  TempDir tmp("foundry_hostile_");
+  auto cases = generate(tmp / "in");
+  int n = 0, msg_cases = 0;
+  for (const auto& c : cases) {
+    if (c.expect_exit == 0) continue;
+    const std::string name = fs::path(c.file).filename().string();
+    msg_cases += name.rfind("msg_", 0) == 0;
+    INFO("case " << name << ": " << c.description);
+    ProcResult r = run_foundryc({c.file, "--stop-after=frontend", "-o", tmp / ("out_" + std::to_string(n++))},
+                                kTimeoutSeconds);
+    INFO("stderr (first 300 bytes): " << r.err.substr(0, 300));
+    CHECK(r.exit_code == 1);
+    CHECK(control_bytes_in(r.err).empty());
+    CHECK(r.err.size() <= 4096);  // a message is a line to read, not a dump of the archive
+  }
+  CHECK(msg_cases == 5);
+}
 
 TEST_CASE("hostile: an empty dynamic range is refused when compiling", "[hostile][fast]") {
   TempDir tmp("foundry_hostile_");
@@ -431,6 +466,60 @@ TEST_CASE("hostile: FIFOs and other non-regular files are refused, never waited 
     CHECK_FALSE(r.timed_out);
     CHECK(r.exit_code == 1);
     CHECK(r.err.find("not a regular file") != std::string::npos);
+  }
+}
+
+TEST_CASE("hostile: foundry-run's output errors are user errors", "[hostile][fast]") {
+  TempDir tmp("foundry_hostile_");
+  const std::string mlp = samples_dir() + "/mlp";
+  ProcResult c = run_foundryc({mlp + "/model.pt2", "-o", tmp / "out", "--cache-dir", tmp / "cache", "-q"});
+  REQUIRE(c.exit_code == 0);
+  SECTION("--save-outputs onto a file") {
+    write_file(tmp / "a_file", "not a folder\n");
+    ProcResult r = run_process({foundry_run_exe(), tmp / "out", "--inputs", mlp + "/inputs", "--save-outputs", tmp / "a_file"});
+    INFO(r.err);
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("not a folder") != std::string::npos);
+    CHECK(r.err.find("bug") == std::string::npos);
+    CHECK(read_file(tmp / "a_file") == "not a folder\n");
+  }
+  SECTION("an output larger than the memory it may use") {
+    // mlp_dynamic at its largest batch needs little; its output under a 1 GiB address space limit
+    // with a batch past the range is refused by the model. A static model with a huge output is
+    // built instead: expand x [1024] to [2^20, 1024] (4 GiB of float32) by the output shape.
+    TempDir big("foundry_hostile_");
+    const std::string dir = big / "pw";
+    REQUIRE(run_process({"unzip", "-q", samples_dir() + "/pointwise/model.pt2", "-d", dir}).exit_code == 0);
+    std::string json_path;
+    for (const auto& e : fs::recursive_directory_iterator(dir))
+      if (e.path().filename() == "model.json") json_path = e.path().string();
+    nlohmann::json p = nlohmann::json::parse(read_file(json_path));
+    auto& g = p["graph_module"]["graph"];
+    nlohmann::json expand = {{"target", "torch.ops.aten.expand.default"},
+                             {"inputs", {{{"name", "self"}, {"arg", {{"as_tensor", {{"name", "mul"}}}}}, {"kind", 1}},
+                                         {{"name", "size"}, {"arg", {{"as_ints", {1 << 22, 1024}}}}, {"kind", 1}}}},
+                             {"outputs", {{{"as_tensor", {{"name", "big"}}}}}},
+                             {"name", "big"},
+                             {"metadata", nlohmann::json::object()}};
+    g["nodes"].push_back(expand);
+    nlohmann::json meta = g["tensor_values"]["mul"];
+    meta["sizes"] = {{{"as_int", 1 << 22}}, {{"as_int", 1024}}};
+    meta["strides"] = {{{"as_int", 0}}, {{"as_int", 1}}};
+    g["tensor_values"]["big"] = meta;
+    g["outputs"] = {{{"as_tensor", {{"name", "big"}}}}};
+    p["graph_module"]["signature"]["output_specs"] = {{{"user_output", {{"arg", {{"as_tensor", {{"name", "big"}}}}}}}}};
+    write_file(json_path, p.dump());
+    ProcResult b = run_foundryc({dir, "-o", big / "out", "--cache-dir", tmp / "cache", "-q"});
+    INFO(b.err);
+    REQUIRE(b.exit_code == 0);
+#ifndef __SANITIZE_ADDRESS__  // ASan reserves terabytes of address space: no limit applies
+    ProcResult r = run_process({"prlimit", "--as=2147483648", foundry_run_exe(), big / "out", "--inputs",
+                                samples_dir() + "/pointwise/inputs"});
+    INFO(r.err);
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("more memory than is available") != std::string::npos);
+    CHECK(r.err.find("bug") == std::string::npos);
+#endif
   }
 }
 
