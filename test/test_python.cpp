@@ -149,3 +149,36 @@ TEST_CASE("python: foundry_model.py runs a compiled mlp on NumPy arrays", "[depl
                                  120);
   CHECK(wrong.exit_code == 1);
 }
+
+// issue 16 class 10: a 0-d input stays 0-d (np.ascontiguousarray made it [1], which the model
+// refused as a wrong rank). acos of a 0-d tensor from the corpus, against PyTorch's output.
+TEST_CASE("python: a 0-d input stays 0-d", "[deploy][fast]") {
+  if (!require_corpus()) return;
+  TempDir tmp("foundry_python_");
+  const std::string sample = corpus_dir() + "/opinfo/acos__float32__2";
+  ProcResult c = run_foundryc({sample + "/model.pt2", "-o", tmp / "out", "--name", "acos0d", "--cache-dir", tmp / "cache"});
+  INFO("foundryc: " << c.err);
+  REQUIRE(c.exit_code == 0);
+  write_file(tmp / "check.py", R"PY(
+import sys
+sys.dont_write_bytecode = True
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+import foundry_model as fm
+model = fm.load(sys.argv[2])
+x, expected = np.load(sys.argv[3]), np.load(sys.argv[4])
+assert x.ndim == 0 and expected.ndim == 0, (x.shape, expected.shape)
+assert model.inputs[0].shape == (), model.inputs
+for arg in (x, np.float32(x), float(x)):  # an array, a NumPy scalar, a Python number
+    (y,) = model(arg)
+    assert y.shape == () and y.dtype == np.float32, (y.shape, y.dtype)
+    assert abs(float(y) - float(expected)) <= 1e-4 + 1e-4 * abs(float(expected)), (y, expected)
+print("0-d OK")
+)PY");
+  ProcResult r = run_process(python({tmp / "check.py", python_dir(), tmp / "out", sample + "/inputs/0.npy",
+                                      sample + "/expected/0.npy"}),
+                             120);
+  INFO("python stdout: " << r.out << "\npython stderr: " << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("0-d OK") != std::string::npos);
+}
