@@ -119,6 +119,18 @@ std::vector<std::string> python(std::vector<std::string> args) {
   return argv;
 }
 
+// Runs `script` with argv: python_dir, tmp/out (the compiled model), sample/inputs/0.npy,
+// sample/expected/0.npy; it must exit 0 and print `ok_line`.
+void run_check_script(const TempDir& tmp, const char* script, const std::string& sample, const std::string& ok_line) {
+  write_file(tmp / "check.py", script);
+  ProcResult r = run_process(python({tmp / "check.py", python_dir(), tmp / "out", sample + "/inputs/0.npy",
+                                      sample + "/expected/0.npy"}),
+                             120);
+  INFO("python stdout: " << r.out << "\npython stderr: " << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find(ok_line) != std::string::npos);
+}
+
 }  // namespace
 
 TEST_CASE("python: foundry_model.py runs a compiled mlp on NumPy arrays", "[deploy][fast]") {
@@ -128,13 +140,7 @@ TEST_CASE("python: foundry_model.py runs a compiled mlp on NumPy arrays", "[depl
   INFO("foundryc: " << c.err);
   REQUIRE(c.exit_code == 0);
 
-  write_file(tmp / "check.py", kScript);
-  ProcResult r = run_process(python({tmp / "check.py", python_dir(), tmp / "out", sample + "/inputs/0.npy",
-                                      sample + "/expected/0.npy"}),
-                             120);
-  INFO("python stdout: " << r.out << "\npython stderr: " << r.err);
-  CHECK(r.exit_code == 0);
-  CHECK(r.out.find("python loader OK") != std::string::npos);
+  run_check_script(tmp, kScript, sample, "python loader OK");
 
   // As a command: python3 foundry_model.py OUTDIR --inputs DIR --expected DIR.
   ProcResult cli = run_process(python({python_dir() + "/foundry_model.py", tmp / "out", "--inputs", sample + "/inputs",
@@ -159,7 +165,7 @@ TEST_CASE("python: a 0-d input stays 0-d", "[deploy][fast]") {
   ProcResult c = run_foundryc({sample + "/model.pt2", "-o", tmp / "out", "--name", "acos0d", "--cache-dir", tmp / "cache"});
   INFO("foundryc: " << c.err);
   REQUIRE(c.exit_code == 0);
-  write_file(tmp / "check.py", R"PY(
+  const char* script = R"PY(
 import sys
 sys.dont_write_bytecode = True
 sys.path.insert(0, sys.argv[1])
@@ -174,11 +180,6 @@ for arg in (x, np.float32(x), float(x)):  # an array, a NumPy scalar, a Python n
     assert y.shape == () and y.dtype == np.float32, (y.shape, y.dtype)
     assert abs(float(y) - float(expected)) <= 1e-4 + 1e-4 * abs(float(expected)), (y, expected)
 print("0-d OK")
-)PY");
-  ProcResult r = run_process(python({tmp / "check.py", python_dir(), tmp / "out", sample + "/inputs/0.npy",
-                                      sample + "/expected/0.npy"}),
-                             120);
-  INFO("python stdout: " << r.out << "\npython stderr: " << r.err);
-  CHECK(r.exit_code == 0);
-  CHECK(r.out.find("0-d OK") != std::string::npos);
+)PY";
+  run_check_script(tmp, script, sample, "0-d OK");
 }
