@@ -405,7 +405,8 @@ TEST_CASE("cli: model.so exports the model's API and nothing else", "[cli][fast]
   CHECK(api == 9);  // create, run, infer_shapes, num_inputs, num_outputs, input_info, output_info, destroy, last_error
 }
 
-TEST_CASE("cli: thread counts past the maximum are lowered with a warning", "[cli][fast]") {
+// Not [fast]: the sanitized run would start 1,024 threads under AddressSanitizer three times.
+TEST_CASE("cli: thread counts past the maximum are lowered with a warning", "[cli][threads]") {
   if (!require_corpus()) return;
   TempDir tmp("foundry_cli_");
   // 65536 elements: its kernel runs on threads (>= 32768 element operations).
