@@ -218,7 +218,8 @@ class Model:
                 if code is None:
                     raise FoundryError("input %d (%s): NumPy dtype %s is not supported (expected %s)"
                                        % (k, info.name, a.dtype, info.dtype_name), 1)
-            a = np.ascontiguousarray(a)
+            # np.require, not np.ascontiguousarray: that one makes a 0-d array 1-d.
+            a = np.require(a, requirements="C")
             if a.ndim > MAX_RANK:
                 raise FoundryError("input %d (%s): rank %d is above %d" % (k, info.name, a.ndim, MAX_RANK), 1)
             keep.append(a)

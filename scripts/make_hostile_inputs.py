@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Builds broken and hostile .pt2 archives from the real samples, for test/test_hostile.cpp.
 
-Usage: make_hostile_inputs.py OUTDIR [--samples SAMPLES_DIR]
+Usage: make_hostile_inputs.py OUTDIR [--samples SAMPLES_DIR] [--set hostile|cost]
 
 Each case is a copy of samples/pointwise/model.pt2 (relu(x + y) * 2, no weights) or
 samples/mlp/model.pt2 (two Linear layers, four weights) with exactly one thing wrong, written as
@@ -436,6 +436,114 @@ def build_cases(samples):
 
     add_bomb_and_integrity_cases(add, pw, mlp)
     out_of_bounds_cases(pw_prog, pw, add)
+
+    # --- issue 16 (runtime): archive text in messages, empty dynamic ranges. Every byte of the
+    # message must be printable and the message short, whatever the archive holds ("msg_" cases;
+    # test_hostile.cpp checks all failing cases for it).
+    escapes = "\x1b[2J\x1b[31m\x1b]0;title\x07\u009b6n\r\n\x7f"
+    p = pw_prog()
+    node(p, "relu")["target"] = "torch.ops.aten.pwned" + escapes + ".default"
+    add("msg_escapes_in_op.pt2", with_json(pw, MODEL_JSON, p), "not supported",
+        "the relu node calls an op whose name holds ANSI escapes, BEL, CSI, CR, LF and DEL")
+    p = pw_prog()
+    node(p, "relu")["target"] = "torch.ops.aten." + "x" * (1 << 20) + ".default"
+    add("msg_huge_op.pt2", with_json(pw, MODEL_JSON, p), "not supported",
+        "the relu node calls an op whose name is 1 MiB long")
+    p = pw_prog()
+    arg(node(p, "mul"), "self")["arg"] = {"as_tensor": {"name": "ghost" + escapes}}
+    add("msg_escapes_in_value.pt2", with_json(pw, MODEL_JSON, p), "ghost",
+        "the mul node reads an undefined value whose name holds terminal escapes")
+    p = pw_prog()
+    arg(node(p, "mul"), "self")["arg"] = {"as_tensor": {"name": "ghost" + "y" * (1 << 20)}}
+    add("msg_huge_value.pt2", with_json(pw, MODEL_JSON, p), "ghost",
+        "the mul node reads an undefined value whose name is 1 MiB long")
+    c = mlp_config()
+    c["config"]["0.weight"]["path_name"] = "weight" + escapes
+    add("msg_escapes_in_weight_path.pt2", with_json(mlp, WEIGHTS_CONFIG, c), "weight",
+        "0.weight's file name (missing) holds terminal escapes")
+    mlp_dyn = read_archive(os.path.join(samples, "mlp_dynamic", "model.pt2"))
+    p = load_json(mlp_dyn, MODEL_JSON)
+    for r in p["range_constraints"].values():
+        r["min_val"], r["max_val"] = 100, 10
+    add("empty_dynamic_range.pt2", with_json(mlp_dyn, MODEL_JSON, p), "empty",
+        "the batch size's range is [100, 10]: no input would be accepted")
+    return cases
+
+
+# ----------------------------------------------------------------------------- cost (issue 16 class 3)
+# Valid graphs whose size is small but whose naive compile cost is not: every stage must stay
+# near-linear in the graph. Written by `make_hostile_inputs.py OUTDIR --set cost` (the default
+# set's tests count and run the valid cases of their own), with cases.json in the same format.
+
+COST_SQUARINGS = 24       # v = mul(v, v): an inlined value read twice per node, 2**24 reads if copied
+COST_PERMUTES = 4000      # permute(v, [1, 0]) chained: a view of a view of ...
+COST_NEGATIONS = 100000   # neg chained: one long inlined chain
+
+
+def unary_chain_program(program, count, make_node, sizes):
+    """pointwise's program with x and y of `sizes`, as a chain of `count` nodes from x
+    (make_node(i, prev, name) gives node i), then add(v, y) as the output."""
+    g = graph(program)
+    template = {n["name"]: n for n in g["nodes"]}
+    meta = json.loads(json.dumps(g["tensor_values"]["x"]))
+    meta["sizes"] = [{"as_int": n} for n in sizes]
+    strides, step = [], 1
+    for n in reversed(sizes):
+        strides.insert(0, {"as_int": step})
+        step *= n
+    meta["strides"] = strides
+    nodes, values, prev = [], {}, "x"
+    for i in range(count):
+        name = f"v{i}"
+        n = make_node(i, prev, name, template)
+        n["name"] = name
+        n["metadata"] = {}
+        n["outputs"] = [{"as_tensor": {"name": name}}]
+        nodes.append(n)
+        values[name] = meta
+        prev = name
+    out = json.loads(json.dumps(template["add"]))
+    out["name"] = "out"
+    out["metadata"] = {}
+    out["inputs"][0]["arg"] = {"as_tensor": {"name": prev}}
+    out["inputs"][1]["arg"] = {"as_tensor": {"name": "y"}}
+    out["outputs"] = [{"as_tensor": {"name": "out"}}]
+    nodes.append(out)
+    values["out"] = meta
+    g["nodes"] = nodes
+    g["tensor_values"] = {"x": meta, "y": meta, **values}
+    g["outputs"] = [{"as_tensor": {"name": "out"}}]
+    program["graph_module"]["signature"]["output_specs"] = [{"user_output": {"arg": {"as_tensor": {"name": "out"}}}}]
+    return program
+
+
+def cost_cases(samples):
+    pw = read_archive(os.path.join(samples, "pointwise", "model.pt2"))
+
+    def square(i, prev, name, template):
+        n = json.loads(json.dumps(template["add"]))
+        n["target"] = "torch.ops.aten.mul.Tensor"
+        n["inputs"] = [{"name": "self", "arg": {"as_tensor": {"name": prev}}, "kind": 1},
+                       {"name": "other", "arg": {"as_tensor": {"name": prev}}, "kind": 1}]
+        return n
+
+    def permute(i, prev, name, template):
+        return {"target": "torch.ops.aten.permute.default",
+                "inputs": [{"name": "self", "arg": {"as_tensor": {"name": prev}}, "kind": 1},
+                           {"name": "dims", "arg": {"as_ints": [1, 0]}, "kind": 1}]}
+
+    def negate(i, prev, name, template):
+        return {"target": "torch.ops.aten.neg.default",
+                "inputs": [{"name": "self", "arg": {"as_tensor": {"name": prev}}, "kind": 1}]}
+
+    cases = []
+    for file, count, make, sizes, what in [
+            ("cost_squarings.pt2", COST_SQUARINGS, square, [1024], "v = mul(v, v)"),
+            ("cost_permutes.pt2", COST_PERMUTES, permute, [32, 32], "v = permute(v, [1, 0])"),
+            ("cost_negations.pt2", COST_NEGATIONS, negate, [1024], "v = neg(v)")]:
+        program = unary_chain_program(load_json(pw, MODEL_JSON), count, make, sizes)
+        cases.append((file, with_json(pw, MODEL_JSON, program), 0, "",
+                      f"{count} nodes {what} from x, then add(v, y)"))
     return cases
 
 
@@ -602,6 +710,13 @@ def main(argv):
             raise SystemExit("--samples needs a folder")
         samples = args[i + 1]
         del args[i:i + 2]
+    case_set = "hostile"
+    if "--set" in args:
+        i = args.index("--set")
+        if i + 1 >= len(args) or args[i + 1] not in ("hostile", "cost"):
+            raise SystemExit("--set needs hostile or cost")
+        case_set = args[i + 1]
+        del args[i:i + 2]
     if len(args) != 1 or args[0].startswith("-"):
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2
@@ -609,7 +724,8 @@ def main(argv):
     os.makedirs(outdir, exist_ok=True)
 
     listing = []
-    for file, content, expect_exit, substring, description in build_cases(samples):
+    builder = cost_cases if case_set == "cost" else build_cases
+    for file, content, expect_exit, substring, description in builder(samples):
         data = content if isinstance(content, bytes) else archive_bytes(content, stem(file))
         with open(os.path.join(outdir, file), "wb") as f:
             f.write(data)

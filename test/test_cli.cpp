@@ -350,3 +350,86 @@ TEST_CASE("cli: every opinfo sample reads or names its unsupported op", "[cli][c
   CHECK(read + refused == static_cast<int>(other.size()));
   WARN("opinfo/other.txt: " << read << " read, " << refused << " refused with the op named");
 }
+
+// ---- issue 16 (runtime): symbols and thread counts -------------------------------------------
+
+TEST_CASE("cli: --name refuses names whose symbols belong to a library, and says why", "[cli][fast]") {
+  TempDir tmp("foundry_cli_");
+  const std::string mlp = sample("mlp");
+  struct Refused {
+    std::string name, says;
+  };
+  for (const Refused& r : {Refused{"pthread", "pthread_create"}, Refused{"dnnl_primitive", "oneDNN"},
+                           Refused{"omp", "OpenMP"}, Refused{"sleef_model", "SLEEF"}, Refused{"cudnn", "cuDNN"},
+                           Refused{"timer", "timer_create"}, Refused{"foundry", "foundryc"},
+                           Refused{std::string(49, 'a'), "the limit is 48"}, Refused{"Big", "lowercase"}}) {
+    ProcResult p = run_foundryc({mlp, "-o", tmp / "out", "--name", r.name, "--stop-after=codegen"});
+    INFO("--name " << r.name << ": " << p.err);
+    check_error_line(p);
+    CHECK(p.exit_code == 1);
+    CHECK(p.err.find(r.says) != std::string::npos);
+    CHECK_FALSE(fs::exists(tmp / "out"));
+  }
+  // Names that only start like a library's are fine; so are 48 characters.
+  for (const std::string& ok : std::vector<std::string>{"pthreads", "omphalos", std::string(48, 'a')}) {
+    ProcResult p = run_foundryc({mlp, "-o", tmp / ("ok_" + ok.substr(0, 10)), "--name", ok, "--stop-after=codegen"});
+    INFO("--name " << ok << ": " << p.err);
+    CHECK(p.exit_code == 0);
+  }
+  // A file name is no choice of symbols: pthread.pt2 becomes model_pthread.
+  fs::copy_file(mlp, tmp / "pthread.pt2");
+  ProcResult p = run_foundryc({tmp / "pthread.pt2", "-o", tmp / "from_file", "--stop-after=codegen"});
+  INFO(p.err);
+  REQUIRE(p.exit_code == 0);
+  const std::string header = read_file(tmp / "from_file/model.h");
+  CHECK(header.find("model_pthread_create(") != std::string::npos);
+  CHECK(header.find(" pthread_create(") == std::string::npos);
+}
+
+TEST_CASE("cli: model.so exports the model's API and nothing else", "[cli][fast]") {
+  TempDir tmp("foundry_cli_");
+  // mlp calls oneDNN (extern kernels, C++ templates) and runs OpenMP loops: the most to leak.
+  ProcResult c = run_foundryc({sample("mlp"), "-o", tmp / "out", "--name", "mlp_sym", "--cache-dir", tmp / "cache"});
+  INFO(c.err);
+  REQUIRE(c.exit_code == 0);
+  ProcResult nm = run_process({"nm", "-D", "--defined-only", tmp / "out/model.so"});
+  REQUIRE(nm.exit_code == 0);
+  std::istringstream lines(nm.out);
+  int api = 0;
+  for (std::string line; std::getline(lines, line);) {
+    std::string symbol = line.substr(line.rfind(' ') + 1);
+    INFO("exported: " << line);
+    CHECK(symbol.rfind("mlp_sym_", 0) == 0);
+    api += symbol.rfind("mlp_sym_", 0) == 0;
+  }
+  CHECK(api == 9);  // create, run, infer_shapes, num_inputs, num_outputs, input_info, output_info, destroy, last_error
+}
+
+// Not [fast]: the sanitized run would start 1,024 threads under AddressSanitizer three times.
+TEST_CASE("cli: thread counts past the maximum are lowered with a warning", "[cli][threads]") {
+  if (!require_corpus()) return;
+  TempDir tmp("foundry_cli_");
+  // 65536 elements: its kernel runs on threads (>= 32768 element operations).
+  const std::string model = corpus_dir() + "/models/pointwise_64k";
+  ProcResult c = run_foundryc({model + "/model.pt2", "-o", tmp / "out", "--threads", "100000", "--cache-dir", tmp / "cache"});
+  INFO(c.err);
+  REQUIRE(c.exit_code == 0);
+  CHECK(c.err.find("warning: --threads 100000 is more than 1024 threads") != std::string::npos);
+  CHECK(read_file(tmp / "out/kernels.cpp").find("num_threads(100000)") == std::string::npos);
+  ProcResult plain = run_foundryc({model + "/model.pt2", "-o", tmp / "plain", "--cache-dir", tmp / "cache", "-q"});
+  REQUIRE(plain.exit_code == 0);
+  const std::vector<std::string> check = {"--inputs", model + "/inputs", "--expected", model + "/expected"};
+  for (const auto& [label, argv] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"--threads 100000 at compile time", {foundry_run_exe(), tmp / "out"}},
+           {"FOUNDRY_NUM_THREADS=100000", {"env", "FOUNDRY_NUM_THREADS=100000", foundry_run_exe(), tmp / "plain"}},
+           {"foundry-run --threads 100000", {foundry_run_exe(), tmp / "plain", "--threads", "100000"}}}) {
+    std::vector<std::string> cmd = argv;
+    cmd.insert(cmd.end(), check.begin(), check.end());
+    ProcResult r = run_process(cmd, 120);
+    INFO(label << ": " << r.out << r.err);
+    CHECK(r.term_signal == 0);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find("PASS") != std::string::npos);
+    if (label != "--threads 100000 at compile time") CHECK(r.err.find("warning") != std::string::npos);
+  }
+}

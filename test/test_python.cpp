@@ -119,6 +119,18 @@ std::vector<std::string> python(std::vector<std::string> args) {
   return argv;
 }
 
+// Runs `script` with argv: python_dir, tmp/out (the compiled model), sample/inputs/0.npy,
+// sample/expected/0.npy; it must exit 0 and print `ok_line`.
+void run_check_script(const TempDir& tmp, const char* script, const std::string& sample, const std::string& ok_line) {
+  write_file(tmp / "check.py", script);
+  ProcResult r = run_process(python({tmp / "check.py", python_dir(), tmp / "out", sample + "/inputs/0.npy",
+                                      sample + "/expected/0.npy"}),
+                             120);
+  INFO("python stdout: " << r.out << "\npython stderr: " << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find(ok_line) != std::string::npos);
+}
+
 }  // namespace
 
 TEST_CASE("python: foundry_model.py runs a compiled mlp on NumPy arrays", "[deploy][fast]") {
@@ -128,13 +140,7 @@ TEST_CASE("python: foundry_model.py runs a compiled mlp on NumPy arrays", "[depl
   INFO("foundryc: " << c.err);
   REQUIRE(c.exit_code == 0);
 
-  write_file(tmp / "check.py", kScript);
-  ProcResult r = run_process(python({tmp / "check.py", python_dir(), tmp / "out", sample + "/inputs/0.npy",
-                                      sample + "/expected/0.npy"}),
-                             120);
-  INFO("python stdout: " << r.out << "\npython stderr: " << r.err);
-  CHECK(r.exit_code == 0);
-  CHECK(r.out.find("python loader OK") != std::string::npos);
+  run_check_script(tmp, kScript, sample, "python loader OK");
 
   // As a command: python3 foundry_model.py OUTDIR --inputs DIR --expected DIR.
   ProcResult cli = run_process(python({python_dir() + "/foundry_model.py", tmp / "out", "--inputs", sample + "/inputs",
@@ -148,4 +154,32 @@ TEST_CASE("python: foundry_model.py runs a compiled mlp on NumPy arrays", "[depl
                                           "--expected", sample + "/inputs"}),
                                  120);
   CHECK(wrong.exit_code == 1);
+}
+
+// issue 16 class 10: a 0-d input stays 0-d (np.ascontiguousarray made it [1], which the model
+// refused as a wrong rank). acos of a 0-d tensor from the corpus, against PyTorch's output.
+TEST_CASE("python: a 0-d input stays 0-d", "[deploy][fast]") {
+  if (!require_corpus()) return;
+  TempDir tmp("foundry_python_");
+  const std::string sample = corpus_dir() + "/opinfo/acos__float32__2";
+  ProcResult c = run_foundryc({sample + "/model.pt2", "-o", tmp / "out", "--name", "acos0d", "--cache-dir", tmp / "cache"});
+  INFO("foundryc: " << c.err);
+  REQUIRE(c.exit_code == 0);
+  const char* script = R"PY(
+import sys
+sys.dont_write_bytecode = True
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+import foundry_model as fm
+model = fm.load(sys.argv[2])
+x, expected = np.load(sys.argv[3]), np.load(sys.argv[4])
+assert x.ndim == 0 and expected.ndim == 0, (x.shape, expected.shape)
+assert model.inputs[0].shape == (), model.inputs
+for arg in (x, np.float32(x), float(x)):  # an array, a NumPy scalar, a Python number
+    (y,) = model(arg)
+    assert y.shape == () and y.dtype == np.float32, (y.shape, y.dtype)
+    assert abs(float(y) - float(expected)) <= 1e-4 + 1e-4 * abs(float(expected)), (y, expected)
+print("0-d OK")
+)PY";
+  run_check_script(tmp, script, sample, "0-d OK");
 }

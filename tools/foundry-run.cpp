@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "foundry/runtime/compare.h"
+#include "foundry/runtime/foundry_c_api.h"
 #include "foundry/runtime/loaded_model.h"
 #include "foundry/runtime/sample.h"
 #include "foundry/support/error.h"
@@ -43,11 +44,28 @@ BenchStats benchmark(const foundry::LoadedModel& model, const std::vector<foundr
   return {at(0.5), at(0.1), at(0.9), ms.front()};
 }
 
+// --save-outputs DIR: the folder is made if needed; a file in its place or an unwritable folder is
+// the user's to fix, said in one line.
+void save_outputs(const std::string& dir, const std::vector<foundry::NpyArray>& outputs) {
+  std::error_code ec;
+  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec))
+    throw foundry::UserError("--save-outputs " + dir + ": exists and is not a folder");
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw foundry::UserError("--save-outputs " + dir + ": cannot create the folder: " + ec.message());
+  for (size_t k = 0; k < outputs.size(); ++k) foundry::write_npy(dir + "/" + std::to_string(k) + ".npy", outputs[k]);
+}
+
 int run(const Options& opt) {
   if (opt.threads > 0) {
+    int threads = opt.threads;
+    if (threads > FOUNDRY_MAX_THREADS) {
+      std::fprintf(stderr, "foundry-run: warning: --threads %d is more than %d threads; using %d\n", threads,
+                   FOUNDRY_MAX_THREADS, FOUNDRY_MAX_THREADS);
+      threads = FOUNDRY_MAX_THREADS;
+    }
     // Read by the model's OpenMP runtime when it starts, so set before loading it.
-    setenv("OMP_NUM_THREADS", std::to_string(opt.threads).c_str(), 1);
-    setenv("FOUNDRY_NUM_THREADS", std::to_string(opt.threads).c_str(), 1);
+    setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
+    setenv("FOUNDRY_NUM_THREADS", std::to_string(threads).c_str(), 1);
   }
   foundry::LoadedModel model(opt.model_dir);
   std::vector<foundry::NpyArray> inputs = foundry::read_npy_sequence(opt.inputs);
@@ -79,11 +97,7 @@ int run(const Options& opt) {
                     c.pass ? "PASS" : "FAIL", c.pass ? "" : ": ", c.message.c_str());
     }
   }
-  if (!opt.save_outputs.empty()) {
-    std::filesystem::create_directories(opt.save_outputs);
-    for (size_t k = 0; k < outputs.size(); ++k)
-      foundry::write_npy(opt.save_outputs + "/" + std::to_string(k) + ".npy", outputs[k]);
-  }
+  if (!opt.save_outputs.empty()) save_outputs(opt.save_outputs, outputs);
   if (opt.bench > 0) {
     BenchStats s = benchmark(model, inputs, opt.bench, opt.warmup);
     report["median_ms"] = s.median_ms;
@@ -123,10 +137,11 @@ int main(int argc, char** argv) {
   try {
     return run(opt);
   } catch (const foundry::UserError& e) {
-    std::fprintf(stderr, "foundry-run: error: %s\n", e.what());
+    std::fprintf(stderr, "foundry-run: error: %s\n", foundry::printable_message(e.what()).c_str());
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "foundry-run: internal error (this is a foundryc bug): %s\n", e.what());
+    std::fprintf(stderr, "foundry-run: internal error (this is a foundryc bug): %s\n",
+                 foundry::printable_message(e.what()).c_str());
     return 3;
   }
 }

@@ -1,5 +1,5 @@
 // foundryc: the command line. Exit codes: 0 success, 1 user error, 2 usage error, 3 internal error.
-#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <unistd.h>
@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <memory>
+#include <mutex>
 #include <new>
 #include <string>
 #include <vector>
@@ -27,14 +29,10 @@
 
 namespace {
 
-// Messages are one line: any newline from a nested message becomes a space.
-std::string one_line(std::string s) {
-  for (char& c : s)
-    if (c == '\n' || c == '\r') c = ' ';
-  return s;
+// Messages are one line, with the input's text made harmless (see printable_message).
+void print_error(const std::string& msg) {
+  std::cerr << "foundryc: error: " << foundry::printable_message(msg) << std::endl;
 }
-
-void print_error(const std::string& msg) { std::cerr << "foundryc: error: " << one_line(msg) << std::endl; }
 
 int usage_error(const std::string& msg) {
   print_error(msg);
@@ -42,8 +40,22 @@ int usage_error(const std::string& msg) {
   return 2;
 }
 
+// Log lines name nodes, values and files of the archive: made printable as error messages are
+// (with more room: -v lists a kernel's nodes).
+class PrintableStderrSink final : public spdlog::sinks::base_sink<std::mutex> {
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    spdlog::memory_buf_t formatted;
+    formatter_->format(msg, formatted);
+    std::string line(formatted.data(), formatted.size());
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+    std::cerr << foundry::printable_message(line, 4 * foundry::kMaxMessageBytes) << '\n';
+  }
+  void flush_() override { std::cerr.flush(); }
+};
+
 void setup_logging(int verbosity, bool quiet) {
-  auto logger = spdlog::stderr_logger_mt("foundryc");
+  auto logger = std::make_shared<spdlog::logger>("foundryc", std::make_shared<PrintableStderrSink>());
   logger->set_pattern("foundryc: %l: %v");
   if (quiet) logger->set_level(spdlog::level::err);
   else if (verbosity >= 2) logger->set_level(spdlog::level::debug);

@@ -174,6 +174,8 @@ CompileResult compile_model(const std::string& dir, const CompileOptions& option
     std::vector<std::string> link = {result.compiler, "-shared", "-o", "model.so"};
     for (const auto& src : sources) link.push_back(src + ".o");
     link.insert(link.end(), result.link_flags.begin(), result.link_flags.end());
+    // Only the model's API leaves model.so (exports.map, written by codegen from the model's name).
+    if (fs::exists(out / "exports.map")) link.push_back("-Wl,--version-script=exports.map");
     ProcessResult linked = run_program(link, out.string());
     if (linked.exit_code != 0) throw UserError("linking " + (out / "model.so").string() + " failed:\n" + linked.output);
   }

@@ -137,11 +137,19 @@ class NestBuilder final : public sched::KernelVisitor {
     if (split_chunks_ > 0 && work.is_const() && work.const_value() >= min_split_work_)
       scopes_.top().split_chunks = split_chunks_;
   }
-  void end_reduction(const sched::Member&) override { append(scopes_.top().lines, close(nullptr)); }
+  void end_reduction(const sched::Member&) override { close_into_enclosing(); }
   void begin_inner(const sched::Member&, const ir::Index& ranges, const std::vector<std::string>& vars) override {
     scopes_.open(ranges, vars);
   }
-  void end_inner(const sched::Member&) override { append(scopes_.top().lines, close(nullptr)); }
+  void end_inner(const sched::Member&) override { close_into_enclosing(); }
+
+  // Two statements, not append(scopes_.top().lines, close(nullptr)): the order in which a call's
+  // arguments are evaluated is unspecified, and clang takes top() first, a reference to the very
+  // scope close() then pops (the loop was lost, and its statements leaked).
+  void close_into_enclosing() {
+    Stmts closed = close(nullptr);
+    append(scopes_.top().lines, closed);
+  }
 
   // Closes the innermost scope into statements of the enclosing one. A loop with no loop inside
   // whose body has a vector form becomes vector loops (tile by tile for a transposed read; split

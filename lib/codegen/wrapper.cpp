@@ -1,5 +1,7 @@
 #include "foundry/codegen/wrapper.h"
 
+#include "foundry/codegen/model_name.h"
+
 #include <cstdio>
 #include <map>
 #include <set>
@@ -295,7 +297,7 @@ std::string sanitize_model_name(const std::string& stem) {
   }
   while (!out.empty() && out.back() == '_') out.pop_back();
   if (out.empty() || !std::isalpha(static_cast<unsigned char>(out[0]))) out = "model_" + out;
-  return out.substr(0, 48);
+  return out.substr(0, kMaxModelNameLength);
 }
 
 std::string c_string_literal(const std::string& text) {

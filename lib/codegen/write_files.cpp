@@ -1,5 +1,6 @@
 #include <fstream>
 
+#include "foundry/codegen/model_name.h"
 #include "foundry/codegen/runtime_files.h"
 #include "foundry/codegen/wrapper.h"
 #include "foundry/support/error.h"
@@ -53,7 +54,9 @@ std::string standalone_cmake(const GeneratedModel& model) {
          "# -fwrapv: integer overflow wraps as in PyTorch; -fno-math-errno: math calls may vectorize.\n"
          "target_compile_options(" + n + " PRIVATE -O3 -fwrapv -fno-math-errno -fno-plt -march=${FOUNDRY_MARCH})\n"
          "# sleef: the vector math functions of the kernels.\n"
-         "target_link_libraries(" + n + " PRIVATE OpenMP::OpenMP_CXX sleef" + (dnnl ? " dnnl" : "") + ")\n";
+         "target_link_libraries(" + n + " PRIVATE OpenMP::OpenMP_CXX sleef" + (dnnl ? " dnnl" : "") + ")\n"
+         "# exports.map: only the model's API is exported (not the C++ library's template instances).\n"
+         "target_link_options(" + n + " PRIVATE -Wl,--version-script=${CMAKE_CURRENT_SOURCE_DIR}/exports.map)\n";
 }
 
 }  // namespace
@@ -63,6 +66,7 @@ void write_model_files(const GeneratedModel& model, const std::string& dir) {
   write_text(dir + "/wrapper.cpp", model.wrapper_cpp);
   write_text(dir + "/model.h", model.model_h);
   if (!model.externs_cpp.empty()) write_text(dir + "/externs.cpp", model.externs_cpp);
+  write_text(dir + "/exports.map", exports_version_script(model.name));
   write_text(dir + "/CMakeLists.txt", standalone_cmake(model));
   for (const RuntimeFile& f : runtime_files())
     write_text(dir + "/" + f.name, std::string(reinterpret_cast<const char*>(f.data), f.size));

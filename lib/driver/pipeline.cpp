@@ -21,6 +21,8 @@
 #include <nlohmann/json.hpp>
 
 #include "foundry/build/compile.h"
+#include "foundry/codegen/model_name.h"
+#include "foundry/runtime/foundry_c_api.h"
 #include "foundry/codegen/wrapper.h"
 #include "foundry/frontend/frontend.h"
 #include "foundry/graph/graph.h"
@@ -169,13 +171,17 @@ void run_schedule(const PipelineOptions& opts, PipelineState& state, const Stage
 
 std::string model_name(const PipelineOptions& opts) {
   if (!opts.name.empty()) {
-    std::string n = codegen::sanitize_model_name(opts.name);
-    if (n != opts.name) throw UserError("--name must be a C identifier of lowercase letters, digits and '_' (try " + n + ")");
-    return n;
+    std::string problem = codegen::model_name_problem(opts.name);
+    if (problem.empty()) return opts.name;
+    std::string suggestion = codegen::sanitize_model_name(opts.name);
+    if (!codegen::model_name_problem(suggestion).empty()) suggestion = codegen::sanitize_model_name("model_" + suggestion);
+    throw UserError("--name " + quote_untrusted(opts.name) + " cannot be used: " + problem + " (try " + suggestion + ")");
   }
   fs::path p(opts.input);
   if (!p.has_filename()) p = p.parent_path();
-  return codegen::sanitize_model_name(p.stem().string());
+  // A file name is no choice of symbols: one that would be reserved gets a prefix instead.
+  std::string n = codegen::sanitize_model_name(p.stem().string());
+  return codegen::model_name_problem(n).empty() ? n : codegen::sanitize_model_name("model_" + n);
 }
 
 nlohmann::json tensor_list(const std::vector<const ir::Buffer*>& bufs, const std::vector<std::string>& names) {
@@ -250,6 +256,11 @@ nlohmann::json manifest(const PipelineOptions& opts, const PipelineState& state)
 void run_codegen(const PipelineOptions& opts, PipelineState& state, const StageContext& ctx) {
   codegen::KernelOptions kernel_options;
   kernel_options.threads = opts.threads;
+  if (opts.threads > FOUNDRY_MAX_THREADS) {
+    spdlog::warn("--threads {} is more than {} threads; the model uses {}", opts.threads, FOUNDRY_MAX_THREADS,
+                 FOUNDRY_MAX_THREADS);
+    kernel_options.threads = FOUNDRY_MAX_THREADS;
+  }
   kernel_options.vectorize = opts.vectorize;
   kernel_options.lanes = codegen::vector_lanes(opts.target);
   state.model = codegen::generate_model(*state.program, *state.schedule, model_name(opts), kernel_options);

@@ -21,6 +21,7 @@
 
 #include "foundry/frontend/frontend.h"
 #include "foundry/support/error.h"
+#include "foundry/support/files.h"
 
 namespace foundry {
 
@@ -44,17 +45,14 @@ struct HeapBytes {
 }  // namespace
 
 Blob map_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw UserError(display_path(path) + ": cannot open: " + std::strerror(errno));
+  std::string error;
+  int fd = open_regular_file(path, error);
+  if (fd < 0) throw UserError(display_path(path) + ": cannot open: " + error);
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     int e = errno;
     ::close(fd);
     throw UserError(display_path(path) + ": cannot stat: " + std::strerror(e));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw UserError(display_path(path) + ": not a regular file");
   }
   Blob blob;
   if (st.st_size == 0) {
@@ -365,6 +363,7 @@ class FolderArchive final : public Archive {
     std::filesystem::path p = std::filesystem::path(root_) / entry;
     std::error_code ec;
     if (!std::filesystem::exists(p, ec)) return std::nullopt;
+    check_inside_root(p);
     Blob blob = map_file(p.string());
     cache_.emplace(entry, blob);
     return blob;
@@ -377,6 +376,20 @@ class FolderArchive final : public Archive {
  private:
   std::string root_;
   std::unordered_map<std::string, Blob> cache_;
+
+  // An extracted archive is as untrusted as the ZIP it came from: a symbolic link in it may point
+  // anywhere (/etc/passwd as a weight). Links that stay inside the folder are fine.
+  void check_inside_root(const std::filesystem::path& p) const {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::path real = fs::canonical(p, ec);
+    fs::path root = ec ? fs::path() : fs::canonical(root_, ec);
+    if (ec) throw UserError(display_path(p.string()) + ": cannot resolve: " + ec.message());
+    fs::path rel = real.lexically_relative(root);
+    if (rel.empty() || *rel.begin() == "..")
+      throw UserError(display_path(p.string()) + ": a symbolic link to " + display_path(real.string()) +
+                      ", outside the archive folder " + display_path(root_));
+  }
 };
 
 }  // namespace

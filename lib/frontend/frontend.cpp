@@ -2,6 +2,7 @@
 #include "foundry/frontend/frontend.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <cmath>
@@ -15,6 +16,7 @@
 #include "foundry/frontend/json_reader.h"
 #include "foundry/ops/registry.h"
 #include "foundry/support/error.h"
+#include "foundry/support/files.h"
 
 namespace foundry {
 
@@ -222,6 +224,10 @@ class Loader {
         auto lo = parse_bound(range.at("min_val"));
         r.min = lo ? *lo : std::numeric_limits<int64_t>::min();
         r.max = parse_bound(range.at("max_val"));
+        // An empty range would compile into a model that refuses every input.
+        if (r.max && *r.max < r.min)
+          range.fail("the range of symbol " + quote_untrusted(symbol) + " is empty: [" + std::to_string(r.min) + ", " +
+                     std::to_string(*r.max) + "]");
         g_.range_constraints.push_back(std::move(r));
       }
     }
@@ -727,11 +733,12 @@ class Loader {
 };
 
 bool starts_with_zip_magic(const std::string& path) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return false;
+  std::string error;
+  int fd = open_regular_file(path, error);
+  if (fd < 0) return false;
   unsigned char magic[4] = {0, 0, 0, 0};
-  size_t n = std::fread(magic, 1, 4, f);
-  std::fclose(f);
+  ssize_t n = ::read(fd, magic, 4);
+  ::close(fd);
   return n == 4 && magic[0] == 'P' && magic[1] == 'K' &&
          ((magic[2] == 3 && magic[3] == 4) || (magic[2] == 5 && magic[3] == 6));
 }
@@ -772,12 +779,15 @@ Graph load_model(const std::string& path) {
     archive = open_folder_archive(root.string());
     json_blob = archive->read(kModelJson);
     json_desc = archive->describe(kModelJson);
+  } else if (!fs::is_regular_file(st)) {
+    // Before reading a byte: opening a FIFO would wait for a writer forever.
+    throw UserError(display_path(path) + ": not a regular file or folder");
   } else if (starts_with_zip_magic(path)) {
     archive = open_zip_archive(path);
     json_blob = archive->read(kModelJson);
     json_desc = archive->describe(kModelJson);
     if (!json_blob) throw UserError(display_path(path) + ": the archive has no models/model.json");
-  } else if (fs::is_regular_file(st)) {
+  } else {
     // A bare models/model.json: weights come from the archive layout around it.
     fs::path dir = fs::path(path).parent_path();
     if (dir.empty()) dir = ".";
@@ -791,8 +801,6 @@ Graph load_model(const std::string& path) {
       if (i == json_blob->size || json_blob->data[i] != '{')
         throw UserError(display_path(path) + ": neither a .pt2 archive (ZIP) nor a model.json");
     }
-  } else {
-    throw UserError(display_path(path) + ": not a regular file or folder");
   }
   if (!json_blob) throw UserError(json_desc + ": not found");
 

@@ -82,9 +82,7 @@ Buffer* LoopProgram::new_buffer(BufferKind kind, DType dtype, const std::vector<
   buf->sizes = sizes;
   buf->strides = contiguous_strides(sizes);
   const char* prefix = kind == BufferKind::Input ? "arg" : kind == BufferKind::Constant ? "const" : "buf";
-  int count = 0;
-  for (const auto& b : buffers) count += b->kind == kind;
-  buf->name = prefix + std::to_string(count);
+  buf->name = prefix + std::to_string(buffers_of_kind[kind]++);
   buffers.push_back(std::move(buf));
   return buffers.back().get();
 }

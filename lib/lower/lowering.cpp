@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 #include <set>
+#include <unordered_set>
 
 #include "foundry/ir/record.h"
 #include "foundry/lower/symbols.h"
@@ -76,6 +77,22 @@ bool is_contiguous_buffer_view(const TensorRef& ref) {
   return ref.buffer->strides == ir::contiguous_strides(ref.buffer->sizes) && ref.buffer->offset.is_const(0);
 }
 }  // namespace
+
+Loader Loader::remapped(IndexMap to_source, const Loader& source) {
+  auto step = std::make_shared<ViewStep>();
+  step->to_source = std::move(to_source);
+  if (source.view_) step->next = source.view_;
+  else step->base = source;
+  Loader out([step](Ops& ops, const Index& idx) {
+    Index at = idx;
+    for (const ViewStep* s = step.get();; s = s->next.get()) {
+      at = s->to_source(at);
+      if (!s->next) return s->base(ops, at);
+    }
+  });
+  out.view_ = std::move(step);
+  return out;
+}
 
 TensorRef LoweringContext::realize(const TensorRef& ref) { return realize_node(ref, origin_ops()); }
 
@@ -286,10 +303,17 @@ void bind_inputs(const Graph& graph, LoweringContext& ctx, ir::LoopProgram& prog
   }
 }
 
-bool has_users(const Graph& graph, const Value* v) {
-  for (const auto& out : graph.outputs)
-    if (out.value == v) return true;
-  return !graph.users(v).empty();
+// The values some node or the graph's outputs read, found once: asking Graph::users for each
+// node's outputs scans every node each time (100,000 nodes: minutes).
+std::unordered_set<const Value*> used_values(const Graph& graph) {
+  std::unordered_set<const Value*> used;
+  for (const auto& out : graph.outputs) used.insert(out.value);
+  for (const auto& n : graph.nodes)
+    for (const Arg& a : n->args) {
+      if (a.tensor) used.insert(a.tensor);
+      used.insert(a.tensors.begin(), a.tensors.end());
+    }
+  return used;
 }
 
 std::string sizes_text(const std::vector<Expr>& sizes) {
@@ -323,7 +347,7 @@ void check_dynamic_sizes(LoweringContext& ctx, const Node& node, const Value* v,
                                     "): a static result from dynamic inputs");
 }
 
-void lower_node(const Graph& graph, const Node& node, LoweringContext& ctx, bool dynamic) {
+void lower_node(const std::unordered_set<const Value*>& used, const Node& node, LoweringContext& ctx, bool dynamic) {
   const Lowering* lowering = find_lowering(node.target);
   if (!node.op || !lowering) ctx.fail("unsupported op: no lowering for aten." + node.target);
   std::vector<TensorRef> outs;
@@ -339,7 +363,7 @@ void lower_node(const Graph& graph, const Node& node, LoweringContext& ctx, bool
                         " outputs, the node has " + std::to_string(node.outputs.size()));
   for (size_t k = 0; k < outs.size(); ++k) {
     const Value* v = node.outputs[k];
-    if (!has_users(graph, v) || !outs[k].load) continue;
+    if (!used.count(v) || !outs[k].load) continue;
     TensorRef ref = outs[k];
     if (!v->is_tensor) {
       ctx.bind(v, ref);
@@ -380,9 +404,10 @@ ir::LoopProgram lower_with(const Graph& graph, bool dynamic) {
   SymbolTable symbols(graph, !dynamic);
   LoweringContext ctx(program, symbols);
   bind_inputs(graph, ctx, program);
+  const std::unordered_set<const Value*> used = used_values(graph);
   for (const auto& node : graph.nodes) {
     ctx.node = node.get();
-    lower_node(graph, *node, ctx, dynamic);
+    lower_node(used, *node, ctx, dynamic);
   }
   bind_outputs(graph, ctx, program);
   program.size_symbols = symbols.symbols();

@@ -156,6 +156,10 @@ ir::Expr SymbolTable::symbol(const std::string& archive_name, int64_t hint) {
     if (r.symbol == archive_name) {
       s.min = std::max<int64_t>(1, r.min);
       s.max = r.max ? *r.max : std::numeric_limits<int64_t>::max();
+      // [0, 0] is a legal range in the archive but no legal size: no input would be accepted.
+      if (s.max < s.min)
+        throw UserError("the size symbol " + quote_untrusted(archive_name) + " has the range [" + std::to_string(r.min) +
+                        ", " + std::to_string(s.max) + "], which holds no size of at least 1: the model would refuse every input");
     }
   ours_[archive_name] = s.name;
   symbols_.push_back(s);

@@ -52,12 +52,11 @@ TensorRef broadcast_to(const TensorRef& ref, const std::vector<Expr>& sizes) {
   size_t lead = sizes.size() - ref.sizes.size();
   std::vector<bool> broadcast(ref.sizes.size());
   for (size_t d = 0; d < ref.sizes.size(); ++d) broadcast[d] = ref.sizes[d].is_const(1) && !sizes[lead + d].is_const(1);
-  Loader inner = ref.load;
-  return LoweringContext::pointwise(ref.dtype, sizes, [inner, lead, broadcast](Ops& ops, const Index& idx) {
+  return LoweringContext::pointwise(ref.dtype, sizes, Loader::remapped([lead, broadcast](const Index& idx) {
     Index src(broadcast.size());
     for (size_t d = 0; d < broadcast.size(); ++d) src[d] = broadcast[d] ? Expr(0) : idx[lead + d];
-    return inner(ops, src);
-  });
+    return src;
+  }, ref.load));
 }
 
 TensorRef cast(const TensorRef& ref, DType dtype) {

@@ -12,11 +12,8 @@ namespace foundry::lower {
 namespace {
 
 // A view whose source index is computed from the output index.
-TensorRef remap(const TensorRef& src, std::vector<Expr> sizes, std::function<Index(const Index&)> to_source) {
-  Loader inner = src.load;
-  return LoweringContext::pointwise(src.dtype, std::move(sizes), [inner, to_source](Ops& ops, const Index& idx) {
-    return inner(ops, to_source(idx));
-  });
+TensorRef remap(const TensorRef& src, std::vector<Expr> sizes, Loader::IndexMap to_source) {
+  return LoweringContext::pointwise(src.dtype, std::move(sizes), Loader::remapped(std::move(to_source), src.load));
 }
 
 // as_strided reads the storage directly: the last element it reaches must be inside, for every

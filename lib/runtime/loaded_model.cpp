@@ -1,11 +1,16 @@
 #include "foundry/runtime/loaded_model.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <fstream>
+#include <limits>
+#include <new>
+#include <stdexcept>
 #include <nlohmann/json.hpp>
 
 #include "foundry/support/error.h"
+#include "foundry/support/files.h"
 
 namespace foundry {
 
@@ -40,6 +45,10 @@ foundry_tensor describe(const NpyArray& a) {
 }  // namespace
 
 LoadedModel::LoadedModel(const std::string& dir) : api_(std::make_unique<Api>()) {
+  std::string error;
+  int fd = open_regular_file(dir + "/manifest.json", error);  // not a FIFO: it would block
+  if (fd < 0) throw UserError("cannot read " + dir + "/manifest.json: " + error);
+  ::close(fd);
   std::ifstream manifest(dir + "/manifest.json");
   if (!manifest) throw UserError("cannot read " + dir + "/manifest.json");
   nlohmann::json m;
@@ -58,6 +67,10 @@ LoadedModel::LoadedModel(const std::string& so_path, const std::string& name, co
 }
 
 void LoadedModel::open(const std::string& so, const std::string& dir) {
+  std::string error;
+  int fd = open_regular_file(so, error);  // dlopen of a FIFO would block
+  if (fd < 0) throw UserError("cannot load " + so + ": " + error);
+  ::close(fd);
   handle_ = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle_) throw UserError("cannot load " + so + ": " + dlerror());
   bind_symbol(handle_, name_ + "_create", api_->create);
@@ -93,6 +106,28 @@ foundry_tensor_info LoadedModel::output_info(size_t i) const {
   return info;
 }
 
+namespace {
+// An output's bytes; a size past this machine's memory is the caller's problem to hear about (a
+// model with a dynamic size run on a huge input), not a crash.
+void allocate_output(NpyArray& a, size_t k) {
+  int64_t numel = a.numel();
+  size_t bytes = dtype_size(a.dtype);
+  bool overflows = numel < 0 || (numel > 0 && bytes > std::numeric_limits<size_t>::max() / static_cast<size_t>(numel));
+  std::string shape;
+  for (int64_t d : a.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+  std::string what = "output " + std::to_string(k) + " [" + shape + "] needs ";
+  if (overflows) throw UserError(what + "more bytes than this machine can address");
+  bytes *= static_cast<size_t>(numel);
+  try {
+    a.data.resize(bytes);
+  } catch (const std::bad_alloc&) {
+    throw UserError(what + std::to_string(bytes) + " bytes, more memory than is available");
+  } catch (const std::length_error&) {
+    throw UserError(what + std::to_string(bytes) + " bytes, more memory than is available");
+  }
+}
+}  // namespace
+
 std::vector<NpyArray> LoadedModel::allocate_outputs(const std::vector<NpyArray>& inputs) const {
   std::vector<foundry_tensor> in, out(num_outputs());
   for (const auto& a : inputs) in.push_back(describe(a));
@@ -104,7 +139,7 @@ std::vector<NpyArray> LoadedModel::allocate_outputs(const std::vector<NpyArray>&
     if (!dt) throw UserError("model output " + std::to_string(k) + " has an unknown dtype");
     outs[k].dtype = *dt;
     outs[k].shape.assign(out[k].shape, out[k].shape + out[k].rank);
-    outs[k].data.resize(static_cast<size_t>(outs[k].numel()) * dtype_size(*dt));
+    allocate_output(outs[k], k);
   }
   return outs;
 }

@@ -16,8 +16,10 @@
 #include <string_view>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "foundry/support/error.h"
+#include "foundry/support/files.h"
 
 static_assert(std::endian::native == std::endian::little,
               "npy.cpp reads and writes little-endian data in place");
@@ -227,8 +229,14 @@ std::string errno_text() { return std::strerror(errno); }
 
 NpyArray read_npy(const std::string& path) {
   File file;
-  file.f = std::fopen(path.c_str(), "rb");
-  if (!file.f) fail(path, "cannot open .npy file: " + errno_text());
+  std::string error;
+  int fd = open_regular_file(path, error);  // fopen would wait forever on a FIFO
+  if (fd < 0) fail(path, "cannot open .npy file: " + error);
+  file.f = fdopen(fd, "rb");
+  if (!file.f) {
+    ::close(fd);
+    fail(path, "cannot open .npy file: " + errno_text());
+  }
   struct stat st {};
   if (fstat(fileno(file.f), &st) != 0) fail(path, "cannot stat .npy file: " + errno_text());
   if (!S_ISREG(st.st_mode)) fail(path, "not a regular file");

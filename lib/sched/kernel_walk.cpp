@@ -105,6 +105,12 @@ class FusedOps final : public ir::Ops {
   std::map<const ir::Buffer*, std::vector<StoreRecord>> stores_;
   std::set<const ir::Buffer*> loaded_;
   Capture* capture_ = nullptr;
+  struct InlinedValue {
+    Expr index;
+    int scope = 0;  // usable in this scope, or anywhere after when 0 (the kernel's outer loops)
+    Val value;
+  };
+  std::map<const ir::LoopNode*, std::vector<InlinedValue>> inlined_values_;
 
   void conflict(const std::string& what) { report_.conflicts.push_back(what); }
 
@@ -139,8 +145,19 @@ class FusedOps final : public ir::Ops {
     records.push_back({e, v, scope, member_, mode});
   }
 
-  // Computes an inlined producer's value at flat position `e` of its buffer by running its body.
+  // Computes an inlined producer's value at flat position `e` of its buffer by running its body,
+  // once per index and scope: a value read twice (v = mul(v, v), 24 times) would otherwise run its
+  // producer's body, and that body its own producer's, 2^24 times.
   Val run_inlined(const ir::LoopNode& producer, const Expr& e) {
+    auto& computed = inlined_values_[&producer];
+    for (const InlinedValue& c : computed)
+      if (c.index == e && (c.scope == 0 || c.scope == scope_.id)) return c.value;
+    Val v = run_inlined_body(producer, e);
+    computed.push_back({e, scope_.id, v});
+    return v;
+  }
+
+  Val run_inlined_body(const ir::LoopNode& producer, const Expr& e) {
     ir::Index idx = ir::unravel_index(e, producer.ranges);
     for (auto& x : idx) x = ir::simplify(x, extents_);
     Capture capture{producer.output, std::nullopt};

@@ -1,4 +1,4 @@
-// quote_untrusted: file text made safe for one-line messages and generated comments.
+// quote_untrusted and printable_message: file text made safe for one-line messages and generated comments.
 #include "foundry/support/error.h"
 
 namespace foundry {
@@ -45,6 +45,28 @@ std::string quote_untrusted(const std::string& s, size_t max_len) {
     shown += piece.size();
   }
   out += '"';
+  return out;
+}
+
+std::string printable_message(const std::string& s, size_t max_len) {
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  size_t i = 0;
+  for (; i < s.size() && out.size() < max_len; ++i) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    bool c1 = c == 0xc2 && i + 1 < s.size() && (static_cast<unsigned char>(s[i + 1]) & 0xe0) == 0x80;  // U+0080..U+009F
+    if (c == '\n' || c == '\r') {
+      out += ' ';
+    } else if (c < 0x20 || c == 0x7f || c1) {
+      if (c1) c = static_cast<unsigned char>(s[++i]);
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (i < s.size()) out += "... (" + std::to_string(s.size() - i) + " more bytes)";
   return out;
 }
 

@@ -99,6 +99,8 @@ struct LoopProgram {
 
   Buffer* new_buffer(BufferKind kind, DType dtype, const std::vector<Expr>& sizes);
   LoopNode* add_node(std::unique_ptr<LoopNode> node);
+
+  std::map<BufferKind, int> buffers_of_kind;  // new_buffer's count per kind, for names (arg0, buf12)
 };
 
 std::vector<Expr> contiguous_strides(const std::vector<Expr>& sizes);

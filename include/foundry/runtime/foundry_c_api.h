@@ -24,6 +24,11 @@ extern "C" {
 
 #define FOUNDRY_MAX_RANK 8
 
+/* The most threads a model's parallel loops use: a larger FOUNDRY_NUM_THREADS or foundryc/foundry-run
+ * --threads is lowered to it with a warning (OpenMP's runtime aborts the process when it cannot
+ * start the threads asked for, around 50,000 on Linux). */
+#define FOUNDRY_MAX_THREADS 1024
+
 /* Element types (the same numbering as torch.export's ScalarType). */
 typedef enum foundry_dtype {
   FOUNDRY_UINT8 = 1,

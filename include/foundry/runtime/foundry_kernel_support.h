@@ -5,8 +5,11 @@
 #define FOUNDRY_KERNEL_SUPPORT_H
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+
+#include "foundry_c_api.h"  // FOUNDRY_MAX_THREADS
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -48,16 +51,25 @@ FOUNDRY_SIMD_DECL float atan2f(float, float) noexcept;
 namespace foundry_rt {
 
 // Threads for a parallel loop: FOUNDRY_NUM_THREADS when set (read once per process), else the
-// compiled default (foundryc --threads), else OpenMP's default (every core).
+// compiled default (foundryc --threads), else OpenMP's default (every core); never more than
+// FOUNDRY_MAX_THREADS (a larger FOUNDRY_NUM_THREADS is lowered with a warning on stderr).
 inline int num_threads(int compiled_default) {
   static const int from_env = [] {
     const char* e = std::getenv("FOUNDRY_NUM_THREADS");
-    return e ? std::atoi(e) : 0;
+    if (!e || !*e) return 0;
+    long long n = std::strtoll(e, nullptr, 10);
+    if (n > FOUNDRY_MAX_THREADS) {
+      std::fprintf(stderr, "foundry: warning: FOUNDRY_NUM_THREADS=%lld is more than %d threads; using %d\n", n,
+                   FOUNDRY_MAX_THREADS, FOUNDRY_MAX_THREADS);
+      return FOUNDRY_MAX_THREADS;
+    }
+    return n > 0 ? static_cast<int>(n) : 0;
   }();
   if (from_env > 0) return from_env;
-  if (compiled_default > 0) return compiled_default;
+  if (compiled_default > 0) return compiled_default < FOUNDRY_MAX_THREADS ? compiled_default : FOUNDRY_MAX_THREADS;
 #ifdef _OPENMP
-  return omp_get_max_threads();
+  int n = omp_get_max_threads();
+  return n < FOUNDRY_MAX_THREADS ? n : FOUNDRY_MAX_THREADS;
 #else
   return 1;
 #endif

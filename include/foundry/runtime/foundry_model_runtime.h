@@ -36,10 +36,15 @@ struct WeightsFile {
   int open(const std::string& dir, size_t expected_size) {
     if (expected_size == 0) return FOUNDRY_OK;
     std::string path = dir + "/weights.bin";
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO would wait for a writer forever; only a regular file is mapped.
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return set_error(FOUNDRY_ERROR_IO, "cannot open " + path);
     struct stat st;
-    if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != expected_size) {
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      return set_error(FOUNDRY_ERROR_IO, path + " is not a regular file");
+    }
+    if (static_cast<size_t>(st.st_size) != expected_size) {
       ::close(fd);
       return set_error(FOUNDRY_ERROR_IO, path + " does not have the expected size " + std::to_string(expected_size));
     }

@@ -27,4 +27,12 @@ class InternalError : public std::logic_error {
 // Text from the input file, made safe to show in a one-line message or a comment.
 std::string quote_untrusted(const std::string& s, size_t max_len = 80);
 
+// A whole message made safe to print on a terminal, whatever text from the input it carries: one
+// line (newlines become spaces), control characters (C0, DEL and the C1 range, which terminals
+// read as escape sequences) as \xNN, and cut after `max_len` bytes with the count of the rest.
+// The last line of defence where messages are printed; names are still quoted where they are
+// put into a message.
+constexpr size_t kMaxMessageBytes = 2048;
+std::string printable_message(const std::string& s, size_t max_len = kMaxMessageBytes);
+
 }  // namespace foundry
