@@ -43,15 +43,18 @@ class CppVectorOps final : public ir::Ops {
  public:
   explicit CppVectorOps(ScopeStack& scopes) : scopes_(scopes) {}
 
+  // Consecutive lanes, one value broadcast, a row of a transposed tile, or a gather.
   ir::Val load(const ir::Buffer& buf, const ir::Expr& index) override;
+  // Consecutive lanes or a scatter; other store modes have no vector form.
   void store(const ir::Buffer& buf, const ir::Expr& index, ir::Val v, ir::StoreMode mode) override;
-  ir::Val constant(const ir::Scalar& s) override;
-  ir::Val index_expr(const ir::Expr& e, DType t) override;
+  ir::Val constant(const ir::Scalar& s) override;  // broadcast
+  ir::Val index_expr(const ir::Expr& e, DType t) override;  // float32 only: iota, broadcast or gather
   ir::Val to_dtype(ir::Val v, DType t) override;
   ir::Val unary(ir::UnaryOp op, ir::Val x) override;
   ir::Val binary(ir::BinaryOp op, ir::Val a, ir::Val b) override;
   ir::Val where(ir::Val c, ir::Val a, ir::Val b) override;
-  ir::Expr indirect(ir::Val v, const ir::Expr& size) override;
+  ir::Expr indirect(ir::Val v, const ir::Expr& size) override;  // none: the loop stays scalar
+  // float32 sum, max and min: one accumulator per lane, combined after the loop.
   ir::Val reduction(ir::ReduceOp op, ir::Val v) override;
   void store_reduction(const ir::Buffer&, const ir::Expr&, ir::Val) override {}  // after the loop: scalar
 
