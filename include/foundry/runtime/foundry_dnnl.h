@@ -177,12 +177,14 @@ struct Conv {
     }
   }
 
+  // Row-major strides. The leading size may be DNNL_RUNTIME_DIM_VAL (a dynamic batch): no stride
+  // depends on it, so it is never multiplied.
   static dims contiguous(const dims& sizes) {
     dims s(sizes.size());
     int64_t run = 1;
     for (size_t d = sizes.size(); d-- > 0;) {
       s[d] = run;
-      run *= sizes[d];
+      if (d > 0) run *= sizes[d];
     }
     return s;
   }
