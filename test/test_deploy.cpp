@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "foundry/runtime/npy.h"
 #include "support.h"
 
 namespace fs = std::filesystem;
@@ -365,4 +366,22 @@ TEST_CASE("deploy: model.so needs only the C++ runtime, libgomp, oneDNN and the 
     CHECK(std::any_of(allowed.begin(), allowed.end(), [&](const std::string& a) { return lib.rfind(a, 0) == 0; }));
   }
   CHECK(needed > 0);
+}
+
+TEST_CASE("deploy: the C API names dtypes in its messages", "[deploy][fast]") {
+  TempDir tmp;
+  ProcResult c = run_foundryc({samples_dir() + "/pointwise/model.pt2", "-o", tmp / "out"});
+  INFO(c.err);
+  REQUIRE(c.exit_code == 0);
+  // pointwise takes two float32[1024]: given float64 ones, the model says both dtypes by name.
+  std::filesystem::create_directories(tmp / "in");
+  foundry::NpyArray a;
+  a.dtype = foundry::DType::Float64;
+  a.shape = {1024};
+  a.data.resize(1024 * sizeof(double));
+  foundry::write_npy(tmp / "in/0.npy", a);
+  foundry::write_npy(tmp / "in/1.npy", a);
+  ProcResult r = run_process({foundry_run_exe(), tmp / "out", "--inputs", tmp / "in"});
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("input 0 (") && Catch::Contains("): float64, expected float32"));
 }

@@ -67,7 +67,7 @@ try:
     model(x.astype(np.float64))
     raise AssertionError("a wrong dtype was accepted")
 except fm.FoundryError as e:
-    assert e.status == 1 and "dtype" in str(e), str(e)
+    assert e.status == 1 and "float64, expected float32" in str(e), str(e)
 try:
     model(x, x)
     raise AssertionError("two inputs were accepted")

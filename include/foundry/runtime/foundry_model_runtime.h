@@ -87,6 +87,23 @@ inline std::string shape_text(const int64_t* shape, int32_t rank) {
   return s + "]";
 }
 
+// A dtype code's name as PyTorch spells it ("float32"), for messages.
+inline std::string dtype_text(int32_t code) {
+  switch (code) {
+    case FOUNDRY_UINT8: return "uint8";
+    case FOUNDRY_INT8: return "int8";
+    case FOUNDRY_INT16: return "int16";
+    case FOUNDRY_INT32: return "int32";
+    case FOUNDRY_INT64: return "int64";
+    case FOUNDRY_FLOAT16: return "float16";
+    case FOUNDRY_FLOAT32: return "float32";
+    case FOUNDRY_FLOAT64: return "float64";
+    case FOUNDRY_BOOL: return "bool";
+    case FOUNDRY_BFLOAT16: return "bfloat16";
+  }
+  return "unknown dtype code " + std::to_string(code);
+}
+
 // Checks that `t` matches `spec` (and, for outputs, fills in the shape).
 inline int check_tensor(const foundry_tensor* t, const TensorSpec& spec, const char* role, size_t index, bool is_output) {
   std::string what = std::string(role) + " " + std::to_string(index) + " (" + spec.name + ")";
@@ -97,8 +114,8 @@ inline int check_tensor(const foundry_tensor* t, const TensorSpec& spec, const c
     if (!empty) return set_error(FOUNDRY_ERROR_INVALID_ARGUMENT, what + ": null data pointer");
   }
   if (t->dtype != spec.dtype)
-    return set_error(FOUNDRY_ERROR_INVALID_ARGUMENT, what + ": dtype " + std::to_string(t->dtype) + ", expected " +
-                                                         std::to_string(spec.dtype));
+    return set_error(FOUNDRY_ERROR_INVALID_ARGUMENT, what + ": " + dtype_text(t->dtype) + ", expected " +
+                                                         dtype_text(spec.dtype));
   if (is_output) {  // the shape is filled in by the caller of check_tensor (it may be dynamic)
     const_cast<foundry_tensor*>(t)->rank = spec.rank;
     return FOUNDRY_OK;
