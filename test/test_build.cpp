@@ -97,7 +97,7 @@ TEST_CASE("build: the compiled model rejects wrong inputs with an error code", "
   CHECK_THROWS_WITH(m.run(wrong_shape), Catch::Contains("shape [512], expected [1024]"));
   std::vector<NpyArray> wrong_dtype = inputs;
   wrong_dtype[1].dtype = DType::Int32;
-  CHECK_THROWS_WITH(m.run(wrong_dtype), Catch::Contains("dtype"));
+  CHECK_THROWS_WITH(m.run(wrong_dtype), Catch::Contains("int32, expected float32"));
   std::vector<NpyArray> too_few = {inputs[0]};
   CHECK_THROWS_WITH(m.run(too_few), Catch::Contains("expected 2 inputs"));
 }
