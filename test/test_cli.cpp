@@ -193,9 +193,25 @@ TEST_CASE("cli: -v logs fusion decisions with reasons", "[cli][fast]") {
   CHECK(n_fused >= 1);
   CHECK(n_not_fused >= 1);
   // Without -v, none of it.
-  ProcResult quiet = run_foundryc({sample("norm_softmax"), "-o", tmp / "out", "--stop-after=schedule"});
+  ProcResult quiet = run_foundryc({sample("norm_softmax"), "-o", tmp / "out", "--stop-after=schedule", "--dump-ir"});
   CHECK(quiet.exit_code == 0);
   CHECK(quiet.err.empty());
+}
+
+TEST_CASE("cli: --stop-after before codegen without --dump-ir warns that it writes nothing", "[cli][fast]") {
+  TempDir tmp("foundry_cli_");
+  ProcResult r = run_foundryc({sample("norm_softmax"), "-o", tmp / "out", "--stop-after=schedule"});
+  CHECK(r.exit_code == 0);
+  CHECK(r.err == "foundryc: warning: --stop-after=schedule without --dump-ir writes nothing to look at (it only "
+                 "checks that the stages up to schedule succeed); add --dump-ir for debug/ir_post_fusion.txt\n");
+  ProcResult lower = run_foundryc({sample("norm_softmax"), "-o", tmp / "out", "--stop-after=lower"});
+  CHECK_THAT(lower.err, Catch::Contains("add --dump-ir for debug/ir_pre_fusion.txt"));
+  // With the dumps, or stopping where sources are written, or a failure: no warning.
+  CHECK(run_foundryc({sample("norm_softmax"), "-o", tmp / "out", "--stop-after=schedule", "--dump-ir"}).err.empty());
+  CHECK(run_foundryc({sample("norm_softmax"), "-o", tmp / "out", "--stop-after=codegen"}).err.empty());
+  ProcResult failed = run_foundryc({tmp / "missing.pt2", "-o", tmp / "out", "--stop-after=frontend"});
+  CHECK(failed.exit_code == 1);
+  CHECK(failed.err.find("warning") == std::string::npos);
 }
 
 TEST_CASE("cli: failures leave the previous output folder as it was", "[cli][fast]") {

@@ -46,15 +46,27 @@ constexpr const char* kMarker = ".foundryc-output";  // marks folders foundryc m
 struct StageDef {
   Stage stage;
   const char* name;
+  const char* dump;  // what --dump-ir writes for it under OUTDIR/debug/ ("": the outputs are the files)
 };
 constexpr std::array<StageDef, 6> kStageNames = {{
-    {Stage::Frontend, "frontend"},
-    {Stage::Passes, "passes"},
-    {Stage::Lower, "lower"},
-    {Stage::Schedule, "schedule"},
-    {Stage::Codegen, "codegen"},
-    {Stage::Build, "build"},
+    {Stage::Frontend, "frontend", "graph.txt"},
+    {Stage::Passes, "passes", "graph_post_passes.txt"},
+    {Stage::Lower, "lower", "ir_pre_fusion.txt"},
+    {Stage::Schedule, "schedule", "ir_post_fusion.txt"},
+    {Stage::Codegen, "codegen", ""},
+    {Stage::Build, "build", ""},
 }};
+
+// A run that stops before codegen writes no files of its own: only its dumps show anything. Said
+// after it succeeds (an error is the whole story when it fails).
+void warn_if_nothing_to_show(const PipelineOptions& opts) {
+  if (!opts.stop_after || opts.dump_ir) return;
+  const StageDef& last = kStageNames[static_cast<size_t>(*opts.stop_after)];
+  if (*last.dump == '\0') return;
+  spdlog::warn("--stop-after={} without --dump-ir writes nothing to look at (it only checks that the stages up to {} "
+               "succeed); add --dump-ir for debug/{}",
+               last.name, last.name, last.dump);
+}
 
 }  // namespace
 
@@ -594,6 +606,7 @@ PipelineResult run_pipeline(const PipelineOptions& opts) {
   result.cache_hit = state.cache_hit;
   if (!opts.depfile.empty()) write_depfile(opts, out_dir, last);
   work.commit(out_dir);
+  warn_if_nothing_to_show(opts);
   return result;
 }
 
