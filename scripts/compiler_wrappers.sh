@@ -3,8 +3,8 @@
 #
 #   wrap_compilers DIR LABEL DROP_OPENMP FLAG...
 #
-# foundryc runs `g++` from PATH (before $CXX: libgomp is oneDNN's OpenMP runtime), and CMake
-# (the --emit=source test) runs `c++`: both names are written into DIR as scripts that call the
+# foundryc runs $CXX, else `g++` from PATH, and CMake (the --emit=source test) runs $CXX, else
+# `c++`: $CXX is unset, and both names are written into DIR as scripts that call the
 # real compiler with FLAG... added (and -fopenmp removed when DROP_OPENMP is 1), and DIR goes first
 # on PATH. `--version` is prefixed with LABEL, so foundryc's cache key, which includes the
 # compiler's identity, never hands a plain model.so to a sanitized run or back.
@@ -30,6 +30,7 @@ WRAP
     chmod +x "$dir/$name"
   done
   export PATH="$dir:$PATH"
+  unset CXX
 }
 
 # Fails unless FOUNDRYC, run now, builds samples/pointwise into a model.so that calls the

@@ -225,4 +225,42 @@ TEST_CASE("build: foundryc --cache-stats and --cache-clear", "[build][cache][cli
   CHECK(run_foundryc({"--cache-stats", "--cache-dir", tmp / "none"}).exit_code == 0);
 }
 
+TEST_CASE("build: the compiler is --cxx, else $CXX, else g++; -v prints each command line", "[build][cli][fast]") {
+  TempDir tmp;
+  const std::string cxx = logging_compiler(tmp);
+  const std::string model = samples_dir() + "/mlp/model.pt2";
+  auto compile = [&](const std::string& env_cxx, std::vector<std::string> extra) {
+    std::vector<std::string> argv = {"env", "CXX=" + env_cxx, foundryc_exe(), model, "-o", tmp / "out", "--no-cache"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return run_process(argv);
+  };
+  SECTION("$CXX builds the model and is named in manifest.json") {
+    ProcResult r = compile(cxx, {"-v"});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(lines_in(tmp / "cxx.log") >= 2);  // the compiles and the link
+    CHECK_THAT(read_file(tmp / "out/manifest.json"), Catch::Contains("\"compiler\": \"" + cxx + "\""));
+    // Every command, as a shell takes it: the compiler, the flags, the unit.
+    CHECK_THAT(r.err, Catch::Contains("foundryc: info: build: " + cxx + " -std=c++17 ") &&
+                          Catch::Contains(" -c kernels.cpp -o kernels.cpp.o") &&
+                          Catch::Contains("foundryc: info: build: " + cxx + " -shared -o model.so "));
+    CHECK_THAT(r.err, Catch::Contains("build: compiling kernels.cpp took "));
+    LoadedModel m(tmp / "out");
+    std::vector<NpyArray> got = m.run(read_npy_sequence(samples_dir() + "/mlp/inputs"));
+    CHECK(compare_arrays(got.at(0), read_npy(samples_dir() + "/mlp/expected/0.npy")).pass);
+  }
+  SECTION("--cxx comes before $CXX") {
+    ProcResult r = compile(cxx, {"--cxx", "g++"});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK_FALSE(fs::exists(tmp / "cxx.log"));
+    CHECK_THAT(read_file(tmp / "out/manifest.json"), Catch::Contains("\"compiler\": \"g++\""));
+  }
+  SECTION("a $CXX that is not there is an error, not a silent fallback") {
+    ProcResult r = compile(tmp / "no-such-compiler", {});
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Catch::StartsWith("foundryc: error: the C++ compiler ") && Catch::Contains("($CXX) was not found"));
+  }
+}
+
 }  // namespace foundry::test

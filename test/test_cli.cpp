@@ -168,6 +168,9 @@ TEST_CASE("cli: stage progress only on a terminal", "[cli][fast]") {
     INFO("output: " << r.out << r.err);
     CHECK(r.exit_code == 0);
     CHECK_THAT(r.out, Catch::Contains("[1/6] frontend\r") && Catch::Contains("[6/6] build\r"));
+    // Within the build: the units being compiled and the time so far, rewritten in place.
+    const std::regex activity(R"(\[6/6\] build: compiling (kernels|wrapper)\.cpp[^\r]* \([0-9]+\.[0-9] s\)\r)");
+    CHECK(std::regex_search(r.out, activity));
     CHECK_THAT(r.out, Catch::Contains("foundryc: wrote " + (tmp / "out") + " in "));
     ProcResult q = run_process({python3(), "-c", spawn, foundryc_exe(), sample("pointwise"), "-o", tmp / "out",
                                 "--cache-dir", tmp / "cache", "-q"});

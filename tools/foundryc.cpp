@@ -43,19 +43,27 @@ int usage_error(const std::string& msg) {
 // Log lines name nodes, values and files of the archive: made printable as error messages are
 // (with more room: -v lists a kernel's nodes).
 class PrintableStderrSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  explicit PrintableStderrSink(bool clear_line) : clear_line_(clear_line) {}
+
  protected:
   void sink_it_(const spdlog::details::log_msg& msg) override {
     spdlog::memory_buf_t formatted;
     formatter_->format(msg, formatted);
     std::string line(formatted.data(), formatted.size());
     while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
-    std::cerr << foundry::printable_message(line, 4 * foundry::kMaxMessageBytes) << '\n';
+    std::cerr << (clear_line_ ? "\x1b[K" : "") << foundry::printable_message(line, 4 * foundry::kMaxMessageBytes)
+              << '\n';
   }
   void flush_() override { std::cerr.flush(); }
+
+ private:
+  bool clear_line_;  // a progress line may be on the terminal's current line: erase it first
 };
 
-void setup_logging(int verbosity, bool quiet) {
-  auto logger = std::make_shared<spdlog::logger>("foundryc", std::make_shared<PrintableStderrSink>());
+void setup_logging(int verbosity, bool quiet, bool progress_on_terminal) {
+  auto logger =
+      std::make_shared<spdlog::logger>("foundryc", std::make_shared<PrintableStderrSink>(progress_on_terminal));
   logger->set_pattern("foundryc: %l: %v");
   if (quiet) logger->set_level(spdlog::level::err);
   else if (verbosity >= 2) logger->set_level(spdlog::level::debug);
@@ -66,8 +74,9 @@ void setup_logging(int verbosity, bool quiet) {
 
 // Stage progress when stderr is a terminal: "[3/6] lower" rewritten in place, then one line with
 // the total time. Each progress line ends with '\r' rather than starting with it, so whatever
-// stderr prints next (a warning, a log line, the error: all start with "foundryc: ", longer than
-// any progress line) starts at column 0 and covers it. Pipes and CI logs get none of it.
+// stderr prints next (a warning, a log line, the error) starts at column 0 and, erasing the line
+// first, replaces it. Lines stay shorter than a terminal's 80 columns: a wrapped line would not
+// be rewritten. Pipes and CI logs get none of it.
 class Progress {
  public:
   explicit Progress(bool quiet) {
@@ -75,24 +84,39 @@ class Progress {
     enabled_ = !quiet && isatty(STDERR_FILENO) && !(term && std::strcmp(term, "dumb") == 0);
   }
   void stage(size_t index, size_t count, std::string_view name) {
-    if (enabled_) std::cerr << "\x1b[K[" << index + 1 << "/" << count << "] " << name << "\r" << std::flush;
+    stage_ = "[" + std::to_string(index + 1) + "/" + std::to_string(count) + "] " + std::string(name);
+    stage_start_ = std::chrono::steady_clock::now();
+    if (enabled_) std::cerr << "\x1b[K" << stage_ << "\r" << std::flush;
+  }
+  // Within a stage: "[6/6] build: compiling kernels.cpp, wrapper.cpp (12.3 s)", so that a long
+  // compile on a loaded machine does not look frozen.
+  void activity(const std::string& what) {
+    if (!enabled_) return;
+    char time[32];
+    std::snprintf(time, sizeof time, "%.1f s", seconds_since(stage_start_));
+    std::string shown = what.size() > 56 ? what.substr(0, 53) + "..." : what;
+    std::cerr << "\x1b[K" << stage_ << ": " << shown << " (" << time << ")\r" << std::flush;
   }
   void done(const foundry::PipelineResult& result) {
     if (!enabled_) return;
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     char time[32];
-    std::snprintf(time, sizeof time, "%.2f s", seconds);
+    std::snprintf(time, sizeof time, "%.2f s", seconds_since(start_));
     std::cerr << "\x1b[Kfoundryc: wrote " << result.output_dir << " in " << time
               << (result.cache_hit ? " (compiled code from the cache)" : "") << std::endl;
   }
+  bool enabled() const { return enabled_; }
   // Before an error message: no progress text left on its line.
   void clear() {
     if (enabled_) std::cerr << "\x1b[K" << std::flush;
   }
 
  private:
+  static double seconds_since(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  }
   bool enabled_ = false;
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::string stage_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), stage_start_ = start_;
 };
 
 // --interpret: runs the unfused loop IR with the reference evaluator and compares its outputs.
@@ -171,7 +195,7 @@ int main(int argc, char** argv) {
   bool no_fusion = false, no_cache = false, interpret_only = false;
   app.add_option("--name", name, "C symbol prefix of the model's API (default: from the input file name)");
   app.add_flag("--no-fusion", no_fusion, "one kernel per IR node, nothing inlined (for differential testing)");
-  app.add_option("--cxx", cxx, "C++ compiler for model.so (default: g++, then $CXX, then clang++)");
+  app.add_option("--cxx", cxx, "C++ compiler for model.so (default: $CXX, else g++, else clang++)");
   app.add_option("--cache-dir", cache_dir, "compile cache folder (default: $XDG_CACHE_HOME/foundry, else ~/.cache/foundry)");
   app.add_flag("--no-cache", no_cache, "neither read nor write the compile cache");
   std::string cache_max_size;
@@ -230,7 +254,7 @@ int main(int argc, char** argv) {
     if (input.empty()) return usage_error("INPUT is required");
     foundry::install_interrupt_cleanup();  // removes OUTDIR.tmp-*, ends the compilers
 
-    setup_logging(verbosity, quiet);
+    setup_logging(verbosity, quiet, progress.enabled());
     if (interpret_only) {
       if (inputs_dir.empty()) return usage_error("--interpret needs --inputs DIR");
       if (!compare_dir.empty()) return compare_with(input, inputs_dir, compare_dir);
@@ -259,6 +283,7 @@ int main(int argc, char** argv) {
     opts.depfile = depfile;
     if (time_passes) opts.timing_out = &std::cerr;
     opts.on_stage = [&](size_t index, size_t count, std::string_view stage) { progress.stage(index, count, stage); };
+    opts.on_activity = [&](const std::string& what) { progress.activity(what); };
     foundry::PipelineResult result = foundry::run_pipeline(opts);
     progress.done(result);
     spdlog::info("wrote {}", result.output_dir);

@@ -16,6 +16,8 @@
 #include "foundry/build/process.h"
 #include "foundry/support/error.h"
 
+#include <spdlog/spdlog.h>
+
 namespace fs = std::filesystem;
 
 namespace foundry::build {
@@ -72,6 +74,38 @@ void archive(const std::vector<std::string>& objects, const fs::path& to) {
   if (r.exit_code != 0) throw UserError("archiving " + to.string() + " failed:\n" + r.output);
 }
 
+// A command line as a shell would take it back (for -v: copied into a terminal, it runs).
+std::string shell_command(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const auto& a : argv) {
+    bool plain = !a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                                                   "-_=+./,:@%") == std::string::npos;
+    std::string quoted = "'";
+    for (char c : a) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    out += (out.empty() ? "" : " ") + (plain ? a : quoted + "'");
+  }
+  return out;
+}
+
+// Runs the compiles (or the link) in the output folder, telling `on_activity` which are still
+// running; with -v, logs each command line and each one's time.
+std::vector<ProcessResult> run_build_steps(const std::vector<std::vector<std::string>>& argvs,
+                                           const std::vector<std::string>& names, const std::string& verb,
+                                           const fs::path& dir, const CompileOptions& options) {
+  for (const auto& argv : argvs) spdlog::info("build: {}", shell_command(argv));
+  WhileRunning progress;
+  if (options.on_activity)
+    progress = [&](const std::vector<bool>& running) {
+      std::string what;
+      for (size_t i = 0; i < running.size(); ++i)
+        if (running[i]) what += (what.empty() ? "" : ", ") + names[i];
+      if (!what.empty()) options.on_activity(verb + " " + what);
+    };
+  std::vector<ProcessResult> done = run_programs(argvs, dir.string(), progress);
+  for (size_t i = 0; i < done.size(); ++i) spdlog::info("build: {} {} took {:.2f} s", verb, names[i], done[i].seconds);
+  return done;
+}
+
 }  // namespace
 
 std::string hash_hex(const std::vector<std::string>& parts) {
@@ -91,16 +125,24 @@ std::string hash_hex(const std::vector<std::string>& parts) {
 }
 
 std::string find_compiler(const std::string& requested) {
+  // --cxx, then $CXX, as build systems and AOTInductor honour them.
   if (!requested.empty()) {
-    if (!on_path(requested)) throw UserError("the C++ compiler '" + requested + "' was not found");
+    if (!on_path(requested)) throw UserError("the C++ compiler '" + requested + "' (--cxx) was not found");
     return requested;
   }
-  // g++ first: its OpenMP runtime (libgomp) is oneDNN's, and with glibc's vector math it
-  // vectorizes the loops that call exp, log, tanh, erf...
+  if (const char* env = std::getenv("CXX"); env && *env) {
+    if (!on_path(env))
+      throw UserError("the C++ compiler '" + std::string(env) + "' ($CXX) was not found" +
+                      (std::string(env).find(' ') != std::string::npos
+                           ? " (foundryc runs one program: put a compiler launcher and its compiler in a script)"
+                           : ""));
+    return env;
+  }
+  // Then g++: its OpenMP runtime (libgomp) is oneDNN's, and with glibc's vector math it
+  // vectorizes the loops that call exp, log, tanh, erf... (README: "The C++ compiler").
   if (on_path("g++")) return "g++";
-  if (const char* env = std::getenv("CXX"); env && *env && on_path(env)) return env;
   if (on_path("clang++")) return "clang++";
-  throw UserError("no C++ compiler found (tried g++, $CXX, clang++); install g++ or pass --cxx");
+  throw UserError("no C++ compiler found (tried $CXX, g++, clang++); install g++ or pass --cxx");
 }
 
 std::vector<std::string> model_link_flags(bool uses_dnnl) {
@@ -163,7 +205,7 @@ CompileResult compile_model(const std::string& dir, const CompileOptions& option
   // Compiled and linked inside the output folder, with relative names: no path of this machine
   // ends up in model.so (sanitizers and debug info record source names), so builds in two folders
   // give the same bytes.
-  std::vector<ProcessResult> done = run_programs(compiles, out.string());
+  std::vector<ProcessResult> done = run_build_steps(compiles, sources, "compiling", out, options);
   for (size_t i = 0; i < done.size(); ++i)
     if (done[i].exit_code != 0)
       throw UserError("the C++ compiler failed on " + (out / sources[i]).string() + " (exit " +
@@ -176,7 +218,7 @@ CompileResult compile_model(const std::string& dir, const CompileOptions& option
     link.insert(link.end(), result.link_flags.begin(), result.link_flags.end());
     // Only the model's API leaves model.so (exports.map, written by codegen from the model's name).
     if (fs::exists(out / "exports.map")) link.push_back("-Wl,--version-script=exports.map");
-    ProcessResult linked = run_program(link, out.string());
+    ProcessResult linked = run_build_steps({link}, {"model.so"}, "linking", out, options).front();
     if (linked.exit_code != 0) throw UserError("linking " + (out / "model.so").string() + " failed:\n" + linked.output);
   }
   if (options.static_archive) archive(objects, out / "libmodel.a");

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 extern char** environ;
@@ -79,9 +80,19 @@ void finish(Running& r) {
 
 }  // namespace
 
-std::vector<ProcessResult> run_programs(const std::vector<std::vector<std::string>>& argvs, const std::string& cwd) {
+std::vector<ProcessResult> run_programs(const std::vector<std::vector<std::string>>& argvs, const std::string& cwd,
+                                        const WhileRunning& while_running) {
+  using Clock = std::chrono::steady_clock;
+  const auto started = Clock::now();
   std::vector<Running> running;
   for (const auto& argv : argvs) running.push_back(start(argv, cwd));
+  auto report = [&] {
+    if (!while_running) return;
+    std::vector<bool> still;
+    for (const auto& r : running) still.push_back(r.out_fd >= 0);
+    while_running(still);
+  };
+  report();
   // Drain every pipe until all close, so that no child blocks on a full pipe.
   while (true) {
     std::vector<pollfd> fds;
@@ -92,8 +103,10 @@ std::vector<ProcessResult> run_programs(const std::vector<std::vector<std::strin
         owners.push_back(&r);
       }
     if (fds.empty()) break;
-    if (poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) break;
-    for (size_t i = 0; i < fds.size(); ++i) {
+    int ready = poll(fds.data(), fds.size(), while_running ? 250 : -1);
+    if (ready < 0 && errno != EINTR) break;
+    if (ready == 0) report();  // nothing to read: a tick
+    for (size_t i = 0; ready > 0 && i < fds.size(); ++i) {
       if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       char buf[4096];
       ssize_t n = read(fds[i].fd, buf, sizeof buf);
@@ -102,6 +115,8 @@ std::vector<ProcessResult> run_programs(const std::vector<std::vector<std::strin
       } else if (n == 0 || errno != EINTR) {
         close(owners[i]->out_fd);
         owners[i]->out_fd = -1;
+        owners[i]->result.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+        report();
       }
     }
   }

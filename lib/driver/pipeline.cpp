@@ -289,6 +289,7 @@ void run_build(const PipelineOptions& opts, PipelineState& state, const StageCon
   options.target = opts.target;
   options.shared = !opts.emit_static || opts.emit_so;  // --emit=source --stop-after=build still builds model.so
   options.static_archive = opts.emit_static;
+  options.on_activity = opts.on_activity;
   build::CompileResult r = build::compile_model(ctx.work_dir.string(), options);
   if (!r.cache_note.empty()) spdlog::info("build: {}", r.cache_note);
   state.cache_hit = r.cache_hit;

@@ -4,19 +4,23 @@
 // the compiler.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace foundry::build {
 
 struct CompileOptions {
-  std::string cxx;        // --cxx; empty: g++, then $CXX, then clang++
+  std::string cxx;        // --cxx; empty: $CXX, then g++, then clang++
   std::string cache_dir;  // empty: $XDG_CACHE_HOME/foundry or ~/.cache/foundry
   bool use_cache = true;
   uint64_t cache_limit = 0;       // bytes the cache may hold; 0: default_cache_limit()
   std::string target = "native";  // -march: native, or a named ISA level
   bool shared = true;             // DIR/model.so
   bool static_archive = false;    // DIR/libmodel.a (--emit=static), the same objects archived with ar
+  // While the compiler runs, about every quarter second: what it is doing ("compiling
+  // kernels.cpp, externs.cpp", "linking model.so"), for a progress line.
+  std::function<void(const std::string& activity)> on_activity;
 };
 
 struct CompileResult {

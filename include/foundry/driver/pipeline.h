@@ -31,7 +31,7 @@ struct PipelineOptions {
   std::ostream* timing_out = nullptr;  // --time-passes: each stage's wall time, as it finishes
   std::string name;                 // C symbol prefix; empty: from the input file's stem
   bool fusion = true;               // --no-fusion: one kernel per IR node
-  std::string cxx;                  // C++ compiler; empty: g++, $CXX, clang++
+  std::string cxx;                  // C++ compiler; empty: $CXX, g++, clang++
   std::string cache_dir;            // empty: ~/.cache/foundry
   bool use_cache = true;
   uint64_t cache_limit = 0;         // --cache-max-size; 0: FOUNDRY_CACHE_MAX_SIZE or 2 GiB
@@ -44,6 +44,9 @@ struct PipelineOptions {
   // Called as each stage starts: its index from 0, the number of stages this run goes through,
   // its name (foundryc's progress line on a terminal).
   std::function<void(size_t index, size_t count, std::string_view stage)> on_stage;
+  // Called within a long stage about every quarter second: what it is doing ("compiling
+  // kernels.cpp, wrapper.cpp" in the build), for the same line.
+  std::function<void(const std::string& activity)> on_activity;
 };
 
 struct StageTiming {
