@@ -1,23 +1,26 @@
 #!/usr/bin/env bash
 # Prepares a Debian 12 machine for foundryc and builds it.
 #
-#   scripts/setup.sh [--no-build]
+#   scripts/setup.sh [--no-build] [TARGET...]
 #
 # Installs the build and test dependencies with apt (skipped when all are installed already, so a
-# rerun is fast), then configures and builds into $BUILD_DIR (default: build) with CMake and Ninja.
-# Needs root for apt, or sudo when not root. Idempotent.
+# rerun is fast), then configures and builds into $BUILD_DIR (default: build) with CMake and Ninja:
+# everything, or only the named targets (scripts/demo.sh: foundryc foundry-run, without the test
+# suite). Needs root for apt, or sudo when not root. Idempotent.
 set -euo pipefail
 
 usage() {
-  echo "usage: $0 [--no-build]   (environment: BUILD_DIR, default build)" >&2
+  echo "usage: $0 [--no-build] [TARGET...]   (environment: BUILD_DIR, default build)" >&2
 }
 
 build=1
+targets=()
 for arg in "$@"; do
   case "$arg" in
     --no-build) build=0 ;;
     -h | --help) usage; exit 0 ;;
-    *) usage; exit 2 ;;
+    -*) usage; exit 2 ;;
+    *) targets+=("$arg") ;;
   esac
 done
 
@@ -75,7 +78,7 @@ fi
 
 echo "setup.sh: configuring $BUILD_DIR"
 quietly cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release
-echo "setup.sh: building $BUILD_DIR"
+echo "setup.sh: building $BUILD_DIR${targets[*]:+ (${targets[*]})}"
 # Compiler errors go straight to the terminal; ninja prints little else.
-cmake --build "$BUILD_DIR"
+cmake --build "$BUILD_DIR" ${targets[@]:+--target "${targets[@]}"}
 echo "setup.sh: done"
