@@ -63,11 +63,33 @@ try:
 except fm.FoundryError as e:
     assert e.status == 1 and "shape [3, 64], expected [8, 64]" in str(e), str(e)
     assert "shape" in model.last_error(), model.last_error()
-try:
-    model(x.astype(np.float64))
-    raise AssertionError("a wrong dtype was accepted")
-except fm.FoundryError as e:
-    assert e.status == 1 and "float64, expected float32" in str(e), str(e)
+# One dtype rule: an input of another dtype is refused before the model runs, whatever it is.
+def refused(arg, message):
+    try:
+        model(arg)
+    except fm.DtypeError as e:
+        assert isinstance(e, fm.FoundryError) and isinstance(e, TypeError) and e.status == 1, type(e).__mro__
+        assert str(e) == message, str(e)
+        return
+    raise AssertionError("accepted: " + message)
+fix = "; convert it first, e.g. x.astype(np.float32)"
+refused(x.astype(np.float64), "input 0 (input): float64, expected float32" + fix)
+refused(x.astype(">f8"), "input 0 (input): float64, expected float32" + fix)  # byte order is no excuse
+refused(x.astype(np.float16), "input 0 (input): float16, expected float32" + fix)
+refused(x.view(np.uint32), "input 0 (input): uint32, expected float32" + fix)
+refused(memoryview(x.astype(np.float64)), "input 0 (input): float64, expected float32" + fix)  # buffer protocol
+refused([[1j] * 64] * 8, "input 0 (input): Python values that NumPy reads as complex128, expected float32 numbers")
+# Nothing reached the model: a fresh thread's NAME_last_error() is empty after a refusal.
+seen = []
+def refuse_in_thread():
+    refused(x.astype(np.float64), "input 0 (input): float64, expected float32" + fix)
+    seen.append(model.last_error())
+t = threading.Thread(target=refuse_in_thread)
+t.start()
+t.join()
+assert seen == [""], seen
+(y,) = model(x.astype(">f4"))  # the model's dtype in the other byte order: swapped, not refused
+check(y)
 try:
     model(x, x)
     raise AssertionError("two inputs were accepted")
@@ -182,4 +204,104 @@ for arg in (x, np.float32(x), float(x)):  # an array, a NumPy scalar, a Python n
 print("0-d OK")
 )PY";
   run_check_script(tmp, script, sample, "0-d OK");
+}
+
+namespace {
+
+// samples/pointwise (relu(x + y) * 2) with every tensor bfloat16 (test/python/bfloat16_pointwise.py:
+// no corpus sample has bfloat16 inputs), compiled to tmp/bf16 as pw_bf16.
+void compile_bfloat16_pointwise(const TempDir& tmp) {
+  ProcResult patch = run_process(python({test_source_dir() + "/python/bfloat16_pointwise.py",
+                                          samples_dir() + "/pointwise/model.pt2", tmp / "pw_bf16.pt2"}));
+  INFO("bfloat16_pointwise.py: " << patch.out << patch.err);
+  REQUIRE(patch.exit_code == 0);
+  ProcResult c = run_foundryc({tmp / "pw_bf16.pt2", "-o", tmp / "bf16", "--name", "pw_bf16", "--cache-dir", tmp / "cache"});
+  INFO("foundryc: " << c.err);
+  REQUIRE(c.exit_code == 0);
+}
+
+// argv: python_dir, the bfloat16 pointwise model.
+const char* kBfloat16Script = R"PY(
+import sys
+sys.dont_write_bytecode = True
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+import foundry_model as fm
+model = fm.load(sys.argv[2])
+assert [t.dtype_name for t in model.inputs + model.outputs] == ["bfloat16"] * 3, model
+
+def bits(f):  # float32 values exact in bfloat16 -> their bfloat16 bits (the top half)
+    return (f.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+def value(b):
+    return (b.astype(np.uint32) << 16).view(np.float32)
+
+# Values whose sums and doubles have at most 8 significant bits, so that NumPy's float32
+# relu(x + y) * 2 is exactly the bfloat16 result (checked: its bits round-trip).
+x = np.repeat(np.arange(-64, 64, dtype=np.float32), 8)
+y = np.tile(np.arange(-30, 34, dtype=np.float32) + 0.5, 16)
+reference = np.maximum(x + y, 0) * 2
+want = bits(reference)
+assert np.array_equal(value(want), reference) and (reference > 0).sum() > 100
+
+(out,) = model(bits(x), bits(y))  # uint16 arrays of the raw bits
+assert out.dtype == np.uint16 and out.shape == (1024,), (out.dtype, out.shape)
+assert np.array_equal(out, want), np.flatnonzero(out != want)[:8]
+
+def refused(args, message):
+    try:
+        model(*args)
+    except fm.DtypeError as e:
+        assert str(e).startswith(message), str(e)
+        return
+    raise AssertionError("accepted: " + message)
+refused((x, bits(y)), "input 0 (x): float32, expected bfloat16; convert it first, e.g. x.astype(ml_dtypes.bfloat16) "
+        "or a uint16 array of its raw bits")
+refused((bits(x), bits(y).view(np.int16)), "input 1 (y): int16, expected bfloat16")
+refused((x.tolist(), bits(y)), "input 0 (x): a Python list for a bfloat16 input (NumPy has no bfloat16)")
+
+try:
+    import ml_dtypes
+except ImportError:
+    print("ml_dtypes: skipped (not importable)")
+else:
+    (out,) = model(x.astype(ml_dtypes.bfloat16), y.astype(ml_dtypes.bfloat16))
+    assert out.dtype == np.uint16 and np.array_equal(out, want), out[:8]
+    assert np.array_equal(out.view(ml_dtypes.bfloat16).astype(np.float32), reference)
+    print("ml_dtypes: checked")
+print("bfloat16 OK")
+)PY";
+
+}  // namespace
+
+TEST_CASE("python: bfloat16 inputs as uint16 bits or ml_dtypes arrays, outputs as uint16 bits", "[deploy][fast]") {
+  TempDir tmp("foundry_python_");
+  compile_bfloat16_pointwise(tmp);
+  write_file(tmp / "check.py", kBfloat16Script);
+  ProcResult r = run_process(python({tmp / "check.py", python_dir(), tmp / "bf16"}), 120);
+  INFO("python stdout: " << r.out << "\npython stderr: " << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("bfloat16 OK") != std::string::npos);
+  if (r.out.find("ml_dtypes: skipped") != std::string::npos)
+    WARN("skipped: ml_dtypes is not importable, the ml_dtypes.bfloat16 inputs were not checked");
+}
+
+// torch is an optional extra (not a Debian package): where it imports, check_torch_inputs.py gives
+// the loader torch tensors (float32, float64 refused, bfloat16 against torch's own arithmetic).
+TEST_CASE("python: torch tensors as inputs (skipped without torch)", "[deploy][fast]") {
+  if (run_process(python({"-c", "import torch"}), 120).exit_code != 0) {
+    WARN("skipped: torch is not importable, test/python/check_torch_inputs.py did not run");
+    return;
+  }
+  TempDir tmp("foundry_python_");
+  const std::string mlp = samples_dir() + "/mlp";
+  ProcResult c = run_foundryc({mlp + "/model.pt2", "-o", tmp / "out", "--name", "mlp_py", "--cache-dir", tmp / "cache"});
+  INFO("foundryc: " << c.err);
+  REQUIRE(c.exit_code == 0);
+  compile_bfloat16_pointwise(tmp);
+  ProcResult r = run_process(python({test_source_dir() + "/python/check_torch_inputs.py", python_dir(), tmp / "out",
+                                      mlp + "/inputs/0.npy", mlp + "/expected/0.npy", tmp / "bf16"}),
+                             300);
+  INFO("python stdout: " << r.out << "\npython stderr: " << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("torch inputs OK") != std::string::npos);
 }
