@@ -27,6 +27,8 @@ as uint16 NumPy arrays of the raw bits, whatever the inputs were; view them with
 y.view(ml_dtypes.bfloat16) or torch.from_numpy(y.view(np.int16)).view(torch.bfloat16).
 All outputs are fresh NumPy arrays.
 
+As a command, `python3 foundry_model.py OUTDIR [--inputs DIR [--expected DIR]]` prints the model's
+inputs and outputs and runs it on DIR/0.npy, 1.npy, ...; errors are one line on stderr, exit 1.
 Nothing here is compiled: this file is the whole Python package.
 """
 
@@ -371,51 +373,74 @@ def load(folder):
     return Model(folder)
 
 
-def _main(argv=None):
-    """python3 foundry_model.py OUTDIR [--inputs DIR] [--expected DIR]: runs a compiled model on
-    DIR/0.npy, 1.npy, ... and compares with the expected outputs (1e-4 abs + 1e-4 rel)."""
-    import argparse
+class _CommandError(Exception):
+    """A user error of the command line: printed as one line on stderr, exit 1."""
 
-    parser = argparse.ArgumentParser(description="Run a model compiled by foundryc on .npy inputs.")
-    parser.add_argument("folder", help="the folder foundryc wrote")
-    parser.add_argument("--inputs", help="folder of inputs 0.npy, 1.npy, ... in graph order")
-    parser.add_argument("--expected", help="folder of expected outputs to compare with")
-    args = parser.parse_args(argv)
+
+def _load_npy(path):
     try:
-        model = load(args.folder)
-    except FoundryError as e:
-        print("foundry_model: error: %s" % e)
-        return 1
+        return np.load(path, allow_pickle=False)
+    except OSError as e:
+        raise _CommandError("%s: cannot read: %s" % (path, e.strerror or e)) from None
+    except Exception as e:  # a file that is not .npy: NumPy raises ValueError or UnpicklingError
+        raise _CommandError("%s: not a .npy file: %s" % (path, e)) from None
+
+
+def _compare(k, y, e):
+    """Prints output k's comparison with the expected array (1e-4 abs + 1e-4 rel); True if it passes."""
+    if y.shape != e.shape:
+        print("output %d: shape %s, expected %s: FAIL" % (k, list(y.shape), list(e.shape)))
+        return False
+    if y.dtype.kind in "fc" or e.dtype.kind in "fc":
+        y64, e64 = y.astype(np.float64), e.astype(np.float64)
+        err = np.abs(y64 - e64)
+        both_nan = np.isnan(y64) & np.isnan(e64)
+        good = bool(((err <= 1e-4 + 1e-4 * np.abs(e64)) | both_nan | (y64 == e64)).all())
+        max_err = float(np.nanmax(err)) if err.size and not np.isnan(err).all() else 0.0
+    else:
+        good, max_err = bool(np.array_equal(y, e)), 0.0
+    print("output %d: max abs err %g: %s" % (k, max_err, "PASS" if good else "FAIL"))
+    return good
+
+
+def _run_command(args):
+    if args.expected and not args.inputs:
+        raise _CommandError("--expected needs --inputs")
+    model = load(args.folder)
     print("%s: %s -> %s" % (model.name, model.inputs, model.outputs))
     if not args.inputs:
         return 0
-    inputs = [np.load(os.path.join(args.inputs, "%d.npy" % k)) for k in range(len(model.inputs))]
-    try:
-        outputs = model(*inputs)
-    except FoundryError as e:
-        print("foundry_model: error: %s" % e)
-        return 1
+    inputs = [_load_npy(os.path.join(args.inputs, "%d.npy" % k)) for k in range(len(model.inputs))]
     ok = True
-    for k, y in enumerate(outputs):
-        if not args.expected:
-            print("output %d: %s %s" % (k, y.dtype, list(y.shape)))
-            continue
-        e = np.load(os.path.join(args.expected, "%d.npy" % k))
-        if y.shape != e.shape:
-            print("output %d: shape %s, expected %s: FAIL" % (k, list(y.shape), list(e.shape)))
-            ok = False
-            continue
-        if y.dtype.kind in "fc" or e.dtype.kind in "fc":
-            y64, e64 = y.astype(np.float64), e.astype(np.float64)
-            err = np.abs(y64 - e64)
-            both_nan = np.isnan(y64) & np.isnan(e64)
-            good = bool(((err <= 1e-4 + 1e-4 * np.abs(e64)) | both_nan | (y64 == e64)).all())
-            max_err = float(np.nanmax(err)) if err.size and not np.isnan(err).all() else 0.0
+    for k, y in enumerate(model(*inputs)):
+        if args.expected:
+            ok = _compare(k, y, _load_npy(os.path.join(args.expected, "%d.npy" % k))) and ok
         else:
-            good, max_err = bool(np.array_equal(y, e)), 0.0
-        ok = ok and good
-        print("output %d: max abs err %g: %s" % (k, max_err, "PASS" if good else "FAIL"))
+            print("output %d: %s %s" % (k, y.dtype, list(y.shape)))
     return 0 if ok else 1
+
+
+def _main(argv=None):
+    """python3 foundry_model.py OUTDIR [--inputs DIR] [--expected DIR]: prints the model's inputs
+    and outputs, runs it on DIR/0.npy, 1.npy, ... and compares with the expected outputs. A user
+    error (a folder that is not a compiled model, a missing .npy, a wrong dtype) is one line on
+    stderr and exit 1, with no traceback; a comparison that fails is exit 1 too."""
+    import argparse
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message):  # argparse prints the usage too and exits 2
+            raise _CommandError(message)
+
+    parser = Parser(prog="foundry_model", description="Run a model compiled by foundryc on .npy inputs.")
+    parser.add_argument("folder", help="the folder foundryc wrote")
+    parser.add_argument("--inputs", help="folder of inputs 0.npy, 1.npy, ... in graph order")
+    parser.add_argument("--expected", help="folder of expected outputs to compare with (needs --inputs)")
+    try:
+        return _run_command(parser.parse_args(argv))
+    except (FoundryError, _CommandError) as e:
+        message = " ".join(str(e).splitlines())  # one line
+        print("foundry_model: error: %s" % message, file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -153,6 +153,25 @@ void run_check_script(const TempDir& tmp, const char* script, const std::string&
   CHECK(r.out.find(ok_line) != std::string::npos);
 }
 
+// python3 foundry_model.py `args`.
+ProcResult run_command(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {python_dir() + "/foundry_model.py"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_process(python(argv), 120);
+}
+
+// A user error of the command: exit 1 and one line on stderr, "foundry_model: error: ...
+// `fragment` ...", with no traceback.
+void check_command_error(const ProcResult& r, const std::string& fragment) {
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.rfind("foundry_model: error: ", 0) == 0);
+  CHECK(r.err.find(fragment) != std::string::npos);
+  CHECK(count_occurrences(r.err, "\n") == 1);
+  CHECK(r.err.back() == '\n');
+  CHECK(r.out.find("Traceback") == std::string::npos);
+}
+
 }  // namespace
 
 TEST_CASE("python: foundry_model.py runs a compiled mlp on NumPy arrays", "[deploy][fast]") {
@@ -176,6 +195,30 @@ TEST_CASE("python: foundry_model.py runs a compiled mlp on NumPy arrays", "[depl
                                           "--expected", sample + "/inputs"}),
                                  120);
   CHECK(wrong.exit_code == 1);
+
+  // Its user errors: a float64 input (the same rule as a call), a missing input file.
+  fs::create_directories(tmp / "float64");
+  ProcResult to64 = run_process(
+      python({"-c", "import numpy as np, sys; np.save(sys.argv[2], np.load(sys.argv[1]).astype(np.float64))",
+              sample + "/inputs/0.npy", tmp / "float64/0.npy"}));
+  REQUIRE(to64.exit_code == 0);
+  check_command_error(run_command({tmp / "out", "--inputs", tmp / "float64"}),
+                      "input 0 (input): float64, expected float32; convert it first");
+  check_command_error(run_command({tmp / "out", "--inputs", tmp / "cache"}), "0.npy: cannot read: No such file");
+}
+
+TEST_CASE("python: foundry_model.py as a command says what is wrong on stderr, exit 1", "[deploy][fast]") {
+  TempDir tmp("foundry_python_");
+  // A folder that is not a compiled model (no manifest.json), one that does not exist, no folder.
+  ProcResult not_model = run_command({samples_dir() + "/mlp/inputs"});
+  check_command_error(not_model, "/mlp/inputs/manifest.json: cannot read the manifest (is this a folder written by foundryc?)");
+  CHECK(not_model.out.empty());
+  check_command_error(run_command({tmp / "missing"}), "manifest.json: cannot read the manifest");
+  check_command_error(run_command({}), "the following arguments are required: folder");
+  check_command_error(run_command({tmp.path(), "--expected", tmp.path()}), "--expected needs --inputs");
+  // manifest.json that is not JSON.
+  write_file(tmp / "manifest.json", "{");
+  check_command_error(run_command({tmp.path()}), "manifest.json: not valid JSON");
 }
 
 // issue 16 class 10: a 0-d input stays 0-d (np.ascontiguousarray made it [1], which the model
