@@ -348,3 +348,58 @@ TEST_CASE("python: torch tensors as inputs (skipped without torch)", "[deploy][f
   CHECK(r.exit_code == 0);
   CHECK(r.out.find("torch inputs OK") != std::string::npos);
 }
+
+// The installed layout: <prefix>/share/foundry/python/foundry_model.py, which find_package(foundry)
+// names as FOUNDRY_PYTHON_DIR and Python imports with PYTHONPATH set to that folder alone.
+TEST_CASE("python: cmake --install installs foundry_model.py, importable with PYTHONPATH", "[deploy][fast]") {
+  TempDir tmp("foundry_python_install_");
+  ProcResult inst = run_process({"cmake", "--install", FOUNDRY_BINARY_DIR, "--prefix", tmp / "prefix"}, 300);
+  INFO("cmake --install: " << inst.out << inst.err);
+  REQUIRE(inst.exit_code == 0);
+  const std::string python_path = tmp / "prefix/share/foundry/python";
+  REQUIRE(fs::is_regular_file(python_path + "/foundry_model.py"));
+
+  fs::create_directories(tmp / "proj");
+  write_file(tmp / "proj/CMakeLists.txt",
+             "cmake_minimum_required(VERSION 3.20)\nproject(p NONE)\nfind_package(foundry REQUIRED)\n"
+             "message(STATUS \"FOUNDRY_PYTHON_DIR=${FOUNDRY_PYTHON_DIR}\")\n");
+  ProcResult cfg = run_process({"cmake", "-G", "Ninja", "-S", tmp / "proj", "-B", tmp / "build",
+                                "-DCMAKE_PREFIX_PATH=" + (tmp / "prefix")});
+  INFO("cmake: " << cfg.out << cfg.err);
+  REQUIRE(cfg.exit_code == 0);
+  CHECK(cfg.out.find("FOUNDRY_PYTHON_DIR=" + python_path + "\n") != std::string::npos);
+
+  const std::string mlp = samples_dir() + "/mlp";
+  ProcResult c = run_process({tmp / "prefix/bin/foundryc", mlp + "/model.pt2", "-o", tmp / "out", "--name", "mlp_py",
+                              "--cache-dir", tmp / "cache"});
+  INFO("foundryc: " << c.err);
+  REQUIRE(c.exit_code == 0);
+  const char* script = R"PY(
+import os, sys
+import numpy as np
+import foundry_model as fm
+installed, folder, x_path, e_path = sys.argv[1:]
+assert os.path.dirname(os.path.realpath(fm.__file__)) == os.path.realpath(installed), fm.__file__
+(y,) = fm.load(folder)(np.load(x_path))
+expected = np.load(e_path)
+assert y.shape == expected.shape and (np.abs(y - expected) <= 1e-4 + 1e-4 * np.abs(expected)).all()
+print("installed loader OK")
+)PY";
+  write_file(tmp / "check.py", script);
+  std::vector<std::string> argv = python({tmp / "check.py", python_path, tmp / "out", mlp + "/inputs/0.npy",
+                                          mlp + "/expected/0.npy"});
+  argv.insert(argv.begin(), {"env", "PYTHONPATH=" + python_path});
+  ProcResult r = run_process(argv, 120);
+  INFO("python stdout: " << r.out << "\npython stderr: " << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("installed loader OK") != std::string::npos);
+
+  // As a command from there: python3 -m foundry_model.
+  argv = python({"-m", "foundry_model", tmp / "out", "--inputs", mlp + "/inputs", "--expected", mlp + "/expected"});
+  argv.insert(argv.begin(), {"env", "PYTHONPATH=" + python_path});
+  ProcResult cli = run_process(argv, 120);
+  INFO("python -m foundry_model: " << cli.out << cli.err);
+  CHECK(cli.exit_code == 0);
+  CHECK(cli.out.find("output 0: max abs err") != std::string::npos);
+  CHECK(cli.out.find("PASS") != std::string::npos);
+}
