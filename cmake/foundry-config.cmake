@@ -2,8 +2,10 @@
 #
 # `cmake --install` puts it in <prefix>/lib/cmake/foundry/ beside FoundryAddModel.cmake and
 # foundry-config-version.cmake, with foundryc in <prefix>/bin. Sets FOUNDRYC (the compiler, unless
-# already set) and foundry_VERSION; see FoundryAddModel.cmake for foundry_add_model(). From a
-# source tree (-Dfoundry_DIR=<foundryc source>/cmake), FOUNDRYC comes from the PATH or the cache.
+# already set), foundry_VERSION and FOUNDRY_PYTHON_DIR (the folder holding the Python loader
+# foundry_model.py: <prefix>/share/foundry/python, or the source tree's python/); see
+# FoundryAddModel.cmake for foundry_add_model(). From a source tree
+# (-Dfoundry_DIR=<foundryc source>/cmake), FOUNDRYC comes from the PATH or the cache.
 #
 #   find_package(foundry REQUIRED)
 #   foundry_add_model(my_model model.pt2 NAME my_model)
@@ -14,6 +16,11 @@ if(NOT FOUNDRYC)
   if(NOT FOUNDRYC)
     find_program(FOUNDRYC foundryc)
   endif()
+endif()
+if(EXISTS "${_foundry_prefix}/share/foundry/python/foundry_model.py")
+  set(FOUNDRY_PYTHON_DIR "${_foundry_prefix}/share/foundry/python")
+elseif(EXISTS "${CMAKE_CURRENT_LIST_DIR}/../python/foundry_model.py")
+  get_filename_component(FOUNDRY_PYTHON_DIR "${CMAKE_CURRENT_LIST_DIR}/../python" ABSOLUTE)
 endif()
 unset(_foundry_prefix)
 if(NOT FOUNDRYC)

@@ -8,23 +8,39 @@
     (y,) = model(np.zeros((8, 64), np.float32))
 
 The folder's manifest.json names the model (the NAME_ prefix of its C API) and its inputs and
-outputs; model.so is opened with ctypes and weights.bin is mapped by NAME_create. Inputs are any
-array-likes: they are made C-contiguous (not converted: a dtype that is not the model's is
-reported by the model as an error). Outputs are fresh NumPy arrays. A failing call raises
-FoundryError with the model's NAME_last_error() message and status code.
+outputs; model.so is opened with ctypes and weights.bin is mapped by NAME_create. A failing call
+raises FoundryError with the model's NAME_last_error() message and status code.
 
-bfloat16 tensors are passed and returned as uint16 arrays of their raw bits (NumPy has no
-bfloat16). Nothing here is compiled: this file is the whole Python package.
+Inputs: dtypes are never converted. An input whose dtype is not the model's input dtype is
+refused before the model runs, with DtypeError (a FoundryError and a TypeError, status 1):
+    input 0 (x): float64, expected float32; convert it first, e.g. x.astype(np.float32)
+The same rule holds for NumPy arrays and scalars, torch tensors and other array-likes (anything
+np.asarray reads with a dtype of its own: the buffer protocol, __array__, __array_interface__).
+Python numbers, lists and tuples have no dtype: they take the model's dtype, and for an integer
+or bool input their values must be exactly representable (1.5 or 300 for uint8 are refused).
+torch tensors must be on the CPU; they are passed without a copy when contiguous (torch is never
+imported here: a tensor is recognized when the caller has imported torch).
+
+bfloat16 (NumPy has none): a bfloat16 input takes a torch.bfloat16 tensor, an ml_dtypes.bfloat16
+array, or a uint16 NumPy array of the raw bits; not a list. bfloat16 outputs are always returned
+as uint16 NumPy arrays of the raw bits, whatever the inputs were; view them with
+y.view(ml_dtypes.bfloat16) or torch.from_numpy(y.view(np.int16)).view(torch.bfloat16).
+All outputs are fresh NumPy arrays.
+
+As a command, `python3 foundry_model.py OUTDIR [--inputs DIR [--expected DIR]]` prints the model's
+inputs and outputs and runs it on DIR/0.npy, 1.npy, ...; errors are one line on stderr, exit 1.
+Nothing here is compiled: this file is the whole Python package.
 """
 
 import ctypes
 import json
 import os
+import sys
 import threading
 
 import numpy as np
 
-__all__ = ["FoundryError", "TensorInfo", "Model", "load"]
+__all__ = ["FoundryError", "DtypeError", "TensorInfo", "Model", "load"]
 
 MAX_RANK = 8
 
@@ -50,9 +66,9 @@ _CODE_TO_NUMPY = {
     12: np.dtype(np.bool_),
     13: np.dtype(np.uint16),  # bfloat16, as raw bits
 }
+BFLOAT16 = 13
 _CODE_NAMES = {1: "uint8", 2: "int8", 3: "int16", 4: "int32", 5: "int64", 6: "float16",
                7: "float32", 8: "float64", 12: "bool", 13: "bfloat16"}
-_NUMPY_TO_CODE = {dt: code for code, dt in _CODE_TO_NUMPY.items() if code != 13}
 
 
 class FoundryError(RuntimeError):
@@ -61,6 +77,14 @@ class FoundryError(RuntimeError):
     def __init__(self, message, status=None):
         super().__init__(message)
         self.status = status
+
+
+class DtypeError(FoundryError, TypeError):
+    """An input's dtype is not the model's (status 1, INVALID_ARGUMENT). A TypeError too, which
+    is what NumPy and torch raise for dtypes they cannot take."""
+
+    def __init__(self, message):
+        super().__init__(message, 1)
 
 
 class _Tensor(ctypes.Structure):
@@ -114,6 +138,92 @@ def _read_manifest(folder):
     if not isinstance(name, str) or not name.isidentifier():
         raise FoundryError("%s: no model name (the C API prefix) in the manifest" % path)
     return manifest
+
+
+# ---- inputs: one dtype rule for every kind of array ----
+
+def _refuse_dtype(k, info, given, fix):
+    raise DtypeError("input %d (%s): %s, expected %s; convert it first, e.g. %s"
+                     % (k, info.name, given, info.dtype_name, fix))
+
+
+def _torch_of(a):
+    """The torch module when `a` is a torch.Tensor, else None. torch is not imported here: the
+    caller who made a tensor has imported it."""
+    torch = sys.modules.get("torch")
+    return torch if torch is not None and isinstance(a, torch.Tensor) else None
+
+
+def _from_torch(torch, k, info, t):
+    """A CPU tensor as a NumPy array sharing its memory (torch.Tensor.numpy, not __array__, which
+    NumPy would convert to the model's dtype; a bfloat16 tensor is read as its int16 bits)."""
+    if t.device.type != "cpu":
+        raise FoundryError("input %d (%s): a tensor on %s; the model runs on the CPU: move it first, e.g. x.cpu()"
+                           % (k, info.name, t.device), 1)
+    given = str(t.dtype).replace("torch.", "")
+    if given != info.dtype_name:
+        _refuse_dtype(k, info, given, "x.to(torch.%s)" % info.dtype_name)
+    t = t.detach().contiguous()
+    if info.dtype == BFLOAT16:
+        return t.view(torch.int16).numpy().view(np.uint16)
+    return t.numpy()
+
+
+def _from_python(k, info, a):
+    """Python numbers, lists and tuples, which have no dtype: they take the model's dtype, values
+    an integer or bool input cannot hold exactly refused (NumPy's astype would truncate or wrap)."""
+    if info.dtype == BFLOAT16:
+        raise DtypeError("input %d (%s): a Python %s for a bfloat16 input (NumPy has no bfloat16); give an "
+                         "ml_dtypes.bfloat16 array, a uint16 array of the raw bits or a torch.bfloat16 tensor"
+                         % (k, info.name, type(a).__name__))
+    try:
+        natural = np.asarray(a)
+    except ValueError as e:
+        raise FoundryError("input %d (%s): not an array: %s" % (k, info.name, e), 1) from None
+    if natural.dtype.kind not in "biuf":
+        raise DtypeError("input %d (%s): Python values that NumPy reads as %s, expected %s numbers"
+                         % (k, info.name, natural.dtype, info.dtype_name))
+    with np.errstate(all="ignore"):
+        converted = natural.astype(info.numpy_dtype)
+    if info.numpy_dtype.kind in "biu" and not np.array_equal(converted, natural):
+        raise DtypeError("input %d (%s): values that are not %s (%s); give an array of %s"
+                         % (k, info.name, info.dtype_name, natural.dtype, info.dtype_name))
+    return converted
+
+
+def _from_array_like(k, info, a):
+    """NumPy arrays and scalars and other array-likes, which keep their own dtype."""
+    try:
+        a = np.asarray(a)
+    except (TypeError, ValueError) as e:
+        raise FoundryError("input %d (%s): not an array: %s" % (k, info.name, e), 1) from None
+    if not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))
+    if info.dtype == BFLOAT16 and (a.dtype == np.uint16 or a.dtype.name == "bfloat16"):
+        return a.view(np.uint16)  # raw bits; an ml_dtypes.bfloat16 array is the same bytes
+    if a.dtype != info.numpy_dtype:
+        fix = ("x.astype(ml_dtypes.bfloat16) or a uint16 array of its raw bits" if info.dtype == BFLOAT16
+               else "x.astype(np.%s)" % info.numpy_dtype.type.__name__)
+        _refuse_dtype(k, info, a.dtype.name, fix)
+    return a
+
+
+def _input_array(k, info, a):
+    """Input `a` as a NumPy array of the model's dtype (uint16 bits for bfloat16), C-contiguous."""
+    if info.numpy_dtype is None:
+        raise FoundryError("input %d (%s): dtype %s is not supported by this loader" % (k, info.name, info.dtype_name), 1)
+    torch = _torch_of(a)
+    if torch is not None:
+        a = _from_torch(torch, k, info, a)
+    elif isinstance(a, (bool, int, float, complex, list, tuple)):
+        a = _from_python(k, info, a)
+    else:
+        a = _from_array_like(k, info, a)
+    # np.require, not np.ascontiguousarray: that one makes a 0-d array 1-d.
+    a = np.require(a, requirements="C")
+    if a.ndim > MAX_RANK:
+        raise FoundryError("input %d (%s): rank %d is above %d" % (k, info.name, a.ndim, MAX_RANK), 1)
+    return a
 
 
 class Model:
@@ -207,25 +317,11 @@ class Model:
         c_inputs = (_Tensor * max(1, len(arrays)))()
         for k, a in enumerate(arrays):
             info = self.inputs[k]
-            if info.dtype == 13 and isinstance(a, np.ndarray) and a.dtype == np.uint16:
-                code = 13
-            else:
-                # Lists and scalars take the model's dtype; arrays keep theirs (the model checks it).
-                a = a if isinstance(a, np.ndarray) else np.asarray(a, dtype=info.numpy_dtype)
-                if not a.dtype.isnative:
-                    a = a.astype(a.dtype.newbyteorder("="))
-                code = _NUMPY_TO_CODE.get(a.dtype)
-                if code is None:
-                    raise FoundryError("input %d (%s): NumPy dtype %s is not supported (expected %s)"
-                                       % (k, info.name, a.dtype, info.dtype_name), 1)
-            # np.require, not np.ascontiguousarray: that one makes a 0-d array 1-d.
-            a = np.require(a, requirements="C")
-            if a.ndim > MAX_RANK:
-                raise FoundryError("input %d (%s): rank %d is above %d" % (k, info.name, a.ndim, MAX_RANK), 1)
+            a = _input_array(k, info, a)
             keep.append(a)
             t = c_inputs[k]
             t.data = a.ctypes.data if a.size else None
-            t.dtype = code
+            t.dtype = info.dtype
             t.rank = a.ndim
             for d, n in enumerate(a.shape):
                 t.shape[d] = n
@@ -277,54 +373,75 @@ def load(folder):
     return Model(folder)
 
 
-def _main(argv=None):
-    """python3 foundry_model.py OUTDIR [--inputs DIR] [--expected DIR]: runs a compiled model on
-    DIR/0.npy, 1.npy, ... and compares with the expected outputs (1e-4 abs + 1e-4 rel)."""
-    import argparse
+class _CommandError(Exception):
+    """A user error of the command line: printed as one line on stderr, exit 1."""
 
-    parser = argparse.ArgumentParser(description="Run a model compiled by foundryc on .npy inputs.")
-    parser.add_argument("folder", help="the folder foundryc wrote")
-    parser.add_argument("--inputs", help="folder of inputs 0.npy, 1.npy, ... in graph order")
-    parser.add_argument("--expected", help="folder of expected outputs to compare with")
-    args = parser.parse_args(argv)
+
+def _load_npy(path):
     try:
-        model = load(args.folder)
-    except FoundryError as e:
-        print("foundry_model: error: %s" % e)
-        return 1
+        return np.load(path, allow_pickle=False)
+    except OSError as e:
+        raise _CommandError("%s: cannot read: %s" % (path, e.strerror or e)) from None
+    except Exception as e:  # a file that is not .npy: NumPy raises ValueError or UnpicklingError
+        raise _CommandError("%s: not a .npy file: %s" % (path, e)) from None
+
+
+def _compare(k, y, e):
+    """Prints output k's comparison with the expected array (1e-4 abs + 1e-4 rel); True if it passes."""
+    if y.shape != e.shape:
+        print("output %d: shape %s, expected %s: FAIL" % (k, list(y.shape), list(e.shape)))
+        return False
+    if y.dtype.kind in "fc" or e.dtype.kind in "fc":
+        y64, e64 = y.astype(np.float64), e.astype(np.float64)
+        err = np.abs(y64 - e64)
+        both_nan = np.isnan(y64) & np.isnan(e64)
+        good = bool(((err <= 1e-4 + 1e-4 * np.abs(e64)) | both_nan | (y64 == e64)).all())
+        max_err = float(np.nanmax(err)) if err.size and not np.isnan(err).all() else 0.0
+    else:
+        good, max_err = bool(np.array_equal(y, e)), 0.0
+    print("output %d: max abs err %g: %s" % (k, max_err, "PASS" if good else "FAIL"))
+    return good
+
+
+def _run_command(args):
+    if args.expected and not args.inputs:
+        raise _CommandError("--expected needs --inputs")
+    model = load(args.folder)
     print("%s: %s -> %s" % (model.name, model.inputs, model.outputs))
     if not args.inputs:
         return 0
-    inputs = [np.load(os.path.join(args.inputs, "%d.npy" % k)) for k in range(len(model.inputs))]
-    try:
-        outputs = model(*inputs)
-    except FoundryError as e:
-        print("foundry_model: error: %s" % e)
-        return 1
+    inputs = [_load_npy(os.path.join(args.inputs, "%d.npy" % k)) for k in range(len(model.inputs))]
     ok = True
-    for k, y in enumerate(outputs):
-        if not args.expected:
-            print("output %d: %s %s" % (k, y.dtype, list(y.shape)))
-            continue
-        e = np.load(os.path.join(args.expected, "%d.npy" % k))
-        if y.shape != e.shape:
-            print("output %d: shape %s, expected %s: FAIL" % (k, list(y.shape), list(e.shape)))
-            ok = False
-            continue
-        if y.dtype.kind in "fc" or e.dtype.kind in "fc":
-            y64, e64 = y.astype(np.float64), e.astype(np.float64)
-            err = np.abs(y64 - e64)
-            both_nan = np.isnan(y64) & np.isnan(e64)
-            good = bool(((err <= 1e-4 + 1e-4 * np.abs(e64)) | both_nan | (y64 == e64)).all())
-            max_err = float(np.nanmax(err)) if err.size and not np.isnan(err).all() else 0.0
+    for k, y in enumerate(model(*inputs)):
+        if args.expected:
+            ok = _compare(k, y, _load_npy(os.path.join(args.expected, "%d.npy" % k))) and ok
         else:
-            good, max_err = bool(np.array_equal(y, e)), 0.0
-        ok = ok and good
-        print("output %d: max abs err %g: %s" % (k, max_err, "PASS" if good else "FAIL"))
+            print("output %d: %s %s" % (k, y.dtype, list(y.shape)))
     return 0 if ok else 1
 
 
-if __name__ == "__main__":
-    import sys
+def _main(argv=None):
+    """python3 foundry_model.py OUTDIR [--inputs DIR] [--expected DIR]: prints the model's inputs
+    and outputs, runs it on DIR/0.npy, 1.npy, ... and compares with the expected outputs. A user
+    error (a folder that is not a compiled model, a missing .npy, a wrong dtype) is one line on
+    stderr and exit 1, with no traceback; a comparison that fails is exit 1 too."""
+    import argparse
 
+    class Parser(argparse.ArgumentParser):
+        def error(self, message):  # argparse prints the usage too and exits 2
+            raise _CommandError(message)
+
+    parser = Parser(prog="foundry_model", description="Run a model compiled by foundryc on .npy inputs.")
+    parser.add_argument("folder", help="the folder foundryc wrote")
+    parser.add_argument("--inputs", help="folder of inputs 0.npy, 1.npy, ... in graph order")
+    parser.add_argument("--expected", help="folder of expected outputs to compare with (needs --inputs)")
+    try:
+        return _run_command(parser.parse_args(argv))
+    except (FoundryError, _CommandError) as e:
+        message = " ".join(str(e).splitlines())  # one line
+        print("foundry_model: error: %s" % message, file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
     sys.exit(_main())
