@@ -4,9 +4,16 @@
 namespace foundry {
 
 namespace {
+// Appends `\xNN`.
+void append_hex_escape(unsigned char c, std::string& out) {
+  static const char* kHex = "0123456789abcdef";
+  out += "\\x";
+  out += kHex[c >> 4];
+  out += kHex[c & 15];
+}
+
 // Appends the escaped form of one byte.
 void escape_byte(unsigned char c, std::string& out) {
-  static const char* kHex = "0123456789abcdef";
   switch (c) {
     case '"': out += "\\\""; return;
     case '\\': out += "\\\\"; return;
@@ -17,12 +24,7 @@ void escape_byte(unsigned char c, std::string& out) {
   }
   // Control characters, DEL and every non-ASCII byte become \xNN: the result is plain ASCII, so it
   // cannot carry terminal escapes, invalid UTF-8, or comment terminators spread over lines.
-  if (c < 0x20 || c >= 0x7f) {
-    out += "\\x";
-    out += kHex[c >> 4];
-    out += kHex[c & 15];
-    return;
-  }
+  if (c < 0x20 || c >= 0x7f) return append_hex_escape(c, out);
   out += static_cast<char>(c);
 }
 }  // namespace
@@ -49,7 +51,6 @@ std::string quote_untrusted(const std::string& s, size_t max_len) {
 }
 
 std::string printable_message(const std::string& s, size_t max_len) {
-  static const char* kHex = "0123456789abcdef";
   std::string out;
   size_t i = 0;
   for (; i < s.size() && out.size() < max_len; ++i) {
@@ -59,9 +60,7 @@ std::string printable_message(const std::string& s, size_t max_len) {
       out += ' ';
     } else if (c < 0x20 || c == 0x7f || c1) {
       if (c1) c = static_cast<unsigned char>(s[++i]);
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
+      append_hex_escape(c, out);
     } else {
       out += static_cast<char>(c);
     }
