@@ -247,6 +247,17 @@ TEST_CASE("hostile: the valid cases compile, run right, and keep their names out
       // and padding), not the bytes after them.
       CHECK(fs::file_size(out + "/weights.bin") < 64 * 1024);
     }
+    if (name == "valid_hostile_names") {
+      // manifest.json names each weight by its identifier and, exactly, by its name in the archive.
+      nlohmann::json manifest = nlohmann::json::parse(read_file(out + "/manifest.json"));
+      std::set<std::string> ids, fqns;
+      for (const auto& w : manifest.at("weights")) {
+        ids.insert(w.at("name").get<std::string>());
+        fqns.insert(w.at("fqn").get<std::string>());
+      }
+      CHECK(ids.size() == 4);
+      CHECK(fqns == std::set<std::string>{"0.weight\"*/\n#define X 1", "..\\..\\0.bias", "2.weight", "2.bias"});
+    }
     foundry::LoadedModel model(out);
     if (name == "valid_hostile_names" || name == "zip_bomb_weights") {  // the mlp sample, renamed or with bombed entries: PyTorch's outputs
       const std::string mlp = samples_dir() + "/mlp";
