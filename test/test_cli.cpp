@@ -8,6 +8,9 @@
 #include <regex>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
+#include "foundry/frontend/archive.h"
 #include "foundry/frontend/frontend.h"
 #include "foundry/graph/graph.h"
 #include "foundry/ops/registry.h"
@@ -39,6 +42,42 @@ std::vector<std::string> read_lines(const std::string& path) {
   for (std::string line; std::getline(in, line);)
     if (!line.empty()) lines.push_back(line);
   return lines;
+}
+
+// A weight as torch.export wrote it into a .pt2: its graph value name, its name in the module
+// (fqn), its sizes and its stored bytes. Read with the JSON library, not foundry's frontend.
+struct ArchiveWeight {
+  std::string value_name, fqn;
+  std::vector<int64_t> sizes;
+  std::string bytes;
+};
+
+std::vector<ArchiveWeight> archive_weights(const std::string& pt2) {
+  std::unique_ptr<foundry::Archive> archive = foundry::open_zip_archive(pt2);
+  auto entry = [&](const std::string& path) {
+    std::optional<foundry::Blob> blob = archive->read(path);
+    REQUIRE(blob);
+    return std::string(reinterpret_cast<const char*>(blob->data), blob->size);
+  };
+  nlohmann::json model = nlohmann::json::parse(entry("models/model.json"));
+  nlohmann::json config = nlohmann::json::parse(entry("data/weights/model_weights_config.json"))["config"];
+  std::vector<ArchiveWeight> weights;
+  for (const auto& spec : model["graph_module"]["signature"]["input_specs"]) {
+    if (!spec.contains("parameter")) continue;
+    ArchiveWeight w;
+    w.value_name = spec["parameter"]["arg"]["name"];
+    w.fqn = spec["parameter"]["parameter_name"];
+    for (const auto& size : config[w.fqn]["tensor_meta"]["sizes"]) w.sizes.push_back(size["as_int"]);
+    w.bytes = entry("data/weights/" + config[w.fqn]["path_name"].get<std::string>());
+    weights.push_back(w);
+  }
+  return weights;
+}
+
+std::string float32_type(const std::vector<int64_t>& sizes) {
+  std::string out = "float32[";
+  for (size_t d = 0; d < sizes.size(); ++d) out += (d ? ", " : "") + std::to_string(sizes[d]);
+  return out + "]";
 }
 
 }  // namespace
@@ -300,6 +339,43 @@ TEST_CASE("cli: golden graph.txt dumps", "[cli][fast]") {
     }
     INFO("regenerate with FOUNDRY_UPDATE_GOLDEN=1 after checking the difference by hand");
     CHECK(text == read_file(golden_path));
+  }
+}
+
+TEST_CASE("cli: weights keep their archive names in the IR dumps and wrapper.cpp and manifest.json", "[cli][fast]") {
+  TempDir tmp("foundry_cli_");
+  const std::string out = tmp / "out";
+  ProcResult r = run_foundryc({sample("mlp"), "-o", out, "--dump-ir", "--emit=source"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::vector<ArchiveWeight> weights = archive_weights(sample("mlp"));
+  REQUIRE(weights.size() == 4);
+  const std::string pre = read_file(out + "/debug/ir_pre_fusion.txt");
+  const std::string post = read_file(out + "/debug/ir_post_fusion.txt");
+  const std::string wrapper = read_file(out + "/wrapper.cpp");
+  const std::string weights_bin = read_file(out + "/weights.bin");
+  const nlohmann::json manifest = nlohmann::json::parse(read_file(out + "/manifest.json"));
+  for (const std::string& text : {pre, post, wrapper}) CHECK_FALSE(std::regex_search(text, std::regex("\\bconst[0-9]")));
+  REQUIRE(manifest["weights"].size() == weights.size());
+  for (const ArchiveWeight& w : weights) {
+    INFO(w.value_name << " (" << w.fqn << ")");
+    const std::string type = float32_type(w.sizes);
+    CHECK(file_check(pre, "CHECK: # buffers\nCHECK: " + w.value_name + ": " + type + " constant") == "");
+    CHECK(file_check(pre, "CHECK: extern\nCHECK: reads: {{.*}}" + w.value_name + "[*]") == "");
+    CHECK(file_check(post, "CHECK: reads: {{.*}}" + w.value_name + "[*]") == "");
+    CHECK(file_check(wrapper, "CHECK: void Model::run(\nCHECK: const auto* " + w.value_name +
+                                  " = reinterpret_cast<const float*>(model->weights.data + {{[0-9]+}});  // " + w.fqn +
+                                  ": " + type + "\nCHECK: (model->externs, {{.*}}" + w.value_name + "{{[,)]}}") == "");
+    auto it = std::find_if(manifest["weights"].begin(), manifest["weights"].end(),
+                           [&](const nlohmann::json& m) { return m["name"] == w.value_name; });
+    REQUIRE(it != manifest["weights"].end());
+    CHECK((*it)["fqn"] == w.fqn);
+    CHECK((*it)["dtype"] == "float32");
+    CHECK((*it)["shape"] == nlohmann::json(w.sizes));
+    CHECK((*it)["storage_offset"] == 0);
+    // The stored bytes are in weights.bin where the manifest says.
+    CHECK((*it)["bytes"] == w.bytes.size());
+    CHECK(weights_bin.substr((*it)["offset"].get<size_t>(), w.bytes.size()) == w.bytes);
   }
 }
 

@@ -79,13 +79,13 @@ TEST_CASE("codegen checks: mlp, library calls only, weights and arena buffers de
     CHECK: void Model::run(
     CHECK: const auto* arg0 = static_cast<const float*>(inputs[0].data);  // float32[8, 64]
     CHECK-NEXT: auto* {{buf[0-9]+}} = static_cast<float*>(outputs[0].data);  // float32[8, 10]
-    CHECK-NEXT: (model->weights.data + 0);  // float32[128, 64]
-    CHECK-NEXT: (model->weights.data + {{[0-9]+}});  // float32[128]
-    CHECK-NEXT: (model->weights.data + {{[0-9]+}});  // float32[10, 128]
-    CHECK-NEXT: (model->weights.data + {{[0-9]+}});  // float32[10]
+    CHECK-NEXT: const auto* p_0_weight = reinterpret_cast<const float*>(model->weights.data + 0);  // 0.weight: float32[128, 64]
+    CHECK-NEXT: const auto* p_0_bias = reinterpret_cast<const float*>(model->weights.data + {{[0-9]+}});  // 0.bias: float32[128]
+    CHECK-NEXT: const auto* p_2_weight = reinterpret_cast<const float*>(model->weights.data + {{[0-9]+}});  // 2.weight: float32[10, 128]
+    CHECK-NEXT: const auto* p_2_bias = reinterpret_cast<const float*>(model->weights.data + {{[0-9]+}});  // 2.bias: float32[10]
     CHECK-NEXT: = reinterpret_cast<float*>(arena + 0);  // float32[8, 128]
     CHECK-NOT: mlp_kernels::
-    CHECK: mlp_externs::call0(model->externs, {{const[0-9]+}}, arg0, {{const[0-9]+}}, {{buf[0-9]+}});
+    CHECK: mlp_externs::call0(model->externs, p_0_bias, arg0, p_0_weight, {{buf[0-9]+}});
     CHECK-NOT: mlp_kernels::
     CHECK: mlp_externs::call1(model->externs,
     CHECK-NEXT: }
@@ -144,10 +144,11 @@ TEST_CASE("codegen checks: small_cnn, convolutions as library calls between pool
   CHECK(file_check(s.wrapper, R"(
     CHECK: const auto* arg0 = static_cast<const float*>(inputs[0].data);  // float32[2, 3, 32, 32]
     CHECK-NEXT: static_cast<float*>(outputs[0].data);  // float32[2, 10]
-    CHECK: (model->weights.data + {{[0-9]+}});  // float32[16, 3, 3, 3]
-    CHECK: (model->weights.data + {{[0-9]+}});  // float32[32, 16, 3, 3]
+    CHECK: const auto* p_features_9_weight = {{.*}}  // features.9.weight: float32[10, 32]
+    CHECK: const auto* p_features_0_weight_bn = {{.*}}  // float32[16, 3, 3, 3]
+    CHECK: const auto* p_features_4_weight_bn = {{.*}}  // float32[32, 16, 3, 3]
     CHECK: (arena + {{[0-9]+}});  // float32[2, 16, 32, 32]
-    CHECK: small_cnn_externs::call0(model->externs, arg0,
+    CHECK: small_cnn_externs::call0(model->externs, arg0, p_features_0_weight_bn, p_features_0_bias_bn,
     CHECK: // max_pool2d_with_indices (aten.max_pool2d_with_indices) -> {{buf[0-9]+}} float32[2, 16, 16, 16]
     CHECK-NEXT: small_cnn_kernels::cpp_fused_max_pool2d_with_indices_0(
     CHECK: small_cnn_externs::call1(model->externs,

@@ -13,12 +13,21 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <regex>
 #include <set>
+#include <sstream>
 #include <tuple>
 
+#include "foundry/build/compile.h"
+#include "foundry/codegen/wrapper.h"
+#include "foundry/ir/loop_ir.h"
+#include "foundry/lower/lowering.h"
 #include "foundry/runtime/compare.h"
 #include "foundry/runtime/loaded_model.h"
 #include "foundry/runtime/sample.h"
+#include "foundry/sched/schedule.h"
+#include "foundry/support/error.h"
+#include "graph_builder.h"
 #include "support.h"
 
 namespace fs = std::filesystem;
@@ -237,6 +246,17 @@ TEST_CASE("hostile: the valid cases compile, run right, and keep their names out
       // Two deflated 128 MiB bias entries: weights.bin holds what the four tensors use (36 KB
       // and padding), not the bytes after them.
       CHECK(fs::file_size(out + "/weights.bin") < 64 * 1024);
+    }
+    if (name == "valid_hostile_names") {
+      // manifest.json names each weight by its identifier and, exactly, by its name in the archive.
+      nlohmann::json manifest = nlohmann::json::parse(read_file(out + "/manifest.json"));
+      std::set<std::string> ids, fqns;
+      for (const auto& w : manifest.at("weights")) {
+        ids.insert(w.at("name").get<std::string>());
+        fqns.insert(w.at("fqn").get<std::string>());
+      }
+      CHECK(ids.size() == 4);
+      CHECK(fqns == std::set<std::string>{"0.weight\"*/\n#define X 1", "..\\..\\0.bias", "2.weight", "2.bias"});
     }
     foundry::LoadedModel model(out);
     if (name == "valid_hostile_names" || name == "zip_bomb_weights") {  // the mlp sample, renamed or with bombed entries: PyTorch's outputs
@@ -621,4 +641,93 @@ TEST_CASE("hostile: compile cost stays near-linear in the graph", "[hostile]") {
     INFO(cmp.message);
     CHECK(cmp.pass);
   }
+}
+
+TEST_CASE("hostile: weight identifiers are plain, bounded and clear of generated names", "[hostile][fast]") {
+  using foundry::ir::weight_identifier;
+  CHECK(weight_identifier("p_conv1_weight") == "p_conv1_weight");  // torch.export's names as they are
+  CHECK(weight_identifier("b_bn_running_mean") == "b_bn_running_mean");
+  CHECK(weight_identifier("c_lifted_tensor_0") == "c_lifted_tensor_0");
+  CHECK(weight_identifier("p_a__b") == "p_a_b");
+  for (const auto& [name, id] : std::vector<std::pair<std::string, std::string>>{
+           {"buf0", "w_buf0"}, {"arg0", "w_arg0"}, {"s0", "w_s0"}, {"int", "w_int"}, {"__x", "w_x"},
+           {"_Xy", "w_Xy"}, {"P_x", "w_P_x"}, {"p_", "w_p"}, {"", "w_weight"}, {"_", "w_weight"},
+           {"conv1.weight", "w_conv1_weight"}, {"a*/b\nc", "w_a_b_c"}, {"\xc3\xa9t\xc3\xa9_2", "w_t_2"},
+           {"cpp_fused_add_0", "w_cpp_fused_add_0"}, {"model", "w_model"}}) {
+    INFO(foundry::quote_untrusted(name));
+    CHECK(weight_identifier(name) == id);
+  }
+  const std::string id = weight_identifier(std::string(5000, 'n'));
+  CHECK(id == "w_" + std::string(foundry::ir::kMaxWeightIdentifier - 2, 'n'));
+  // Cut at the limit, the identifier does not end in '_'.
+  CHECK(weight_identifier("p_" + std::string(37, 'a') + "_b") == "p_" + std::string(37, 'a'));
+
+  // Names that come out the same get numbered, the numbered ones clear of later names too.
+  foundry::ir::LoopProgram program;
+  std::vector<std::string> names;
+  for (const char* hint : {"p_a__b", "p_a_b", "p_a_b_2", "p_a.b"})
+    names.push_back(program.new_buffer(foundry::ir::BufferKind::Constant, foundry::DType::Float32, {}, hint)->name);
+  CHECK(names == std::vector<std::string>{"p_a_b", "p_a_b_2", "p_a_b_2_2", "p_a_b_3"});
+  CHECK(program.new_buffer(foundry::ir::BufferKind::Computed, foundry::DType::Float32, {})->name == "buf0");
+}
+
+TEST_CASE("hostile: weights with hostile names compile, run right and keep distinct identifiers", "[hostile][fast]") {
+  using namespace foundry;
+  // Weight names as a graph could carry them: a 5,000-character one, pairs that sanitize alike
+  // (also once cut to the length limit), generated names, a keyword, a reserved identifier,
+  // non-ASCII bytes, a comment terminator and a newline.
+  const std::string long_pair = "p_" + std::string(48, 'q');
+  const std::vector<std::string> hostile = {std::string(5000, 'n'), "p_a__b", "p_a_b", long_pair + "_one",
+                                            long_pair + "_two", "buf0", "arg0", "s0", "int", "__x", "model",
+                                            "w\xc3\xa9ight", "end*/ int oops;", "line\nbreak", "p_" + std::string(62, 'z')};
+  Builder b;
+  Value* x = b.input("x", {6});
+  Value* sum = x;
+  std::vector<float> want = {0.5f, -1.0f, 2.0f, 3.5f, -4.0f, 0.25f};  // the inputs, then the sums
+  for (size_t k = 0; k < hostile.size(); ++k) {
+    std::vector<float> data;
+    for (int i = 0; i < 6; ++i) data.push_back(static_cast<float>(k) + 0.125f * static_cast<float>(i));
+    sum = b.op("add.Tensor", {pos(sum), pos(b.weight(hostile[k], {6}, data))});
+  }
+  b.output(sum);
+
+  TempDir tmp("foundry_hostile_");
+  const std::string dir = tmp / "model";
+  ir::LoopProgram program = lower::lower_graph(b.g);
+  sched::Schedule schedule = sched::schedule_program(program, {});
+  fs::create_directories(dir);
+  codegen::write_model_files(codegen::generate_model(program, schedule, "hostile_weights"), dir);
+  build::CompileOptions options;
+  options.cache_dir = tmp / "cache";
+  build::compile_model(dir, options);  // throws when the C++ compiler refuses the code
+
+  LoadedModel model(dir + "/model.so", "hostile_weights", dir);
+  std::vector<NpyArray> got = model.run({npy_array(DType::Float32, {6}, want)});
+  for (size_t i = 0; i < want.size(); ++i)
+    for (size_t k = 0; k < hostile.size(); ++k) want[i] += static_cast<float>(k) + 0.125f * static_cast<float>(i);
+  REQUIRE(got.size() == 1);
+  Comparison cmp = compare_arrays(got[0], npy_array(DType::Float32, {6}, want));
+  INFO(cmp.message);
+  CHECK(cmp.pass);
+
+  // Each weight's pointer in the run body: one line each, a plain identifier that is no other name.
+  const std::string wrapper = read_file(dir + "/wrapper.cpp");
+  const std::regex pointer(R"(  const auto\* (\w+) = reinterpret_cast<const float\*>\(model->weights\.data \+ \d+\);  // (.*))");
+  const std::regex plain("[pbcw]_[A-Za-z0-9]+(_[A-Za-z0-9]+)*");
+  std::set<std::string> ids;
+  std::istringstream lines(wrapper);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (!std::regex_match(line, m, pointer)) continue;
+    INFO(line.substr(0, 200));
+    CHECK(std::regex_match(m[1].str(), plain));
+    CHECK(m[1].length() <= 48);
+    CHECK(m[2].length() <= 120);  // the 5,000-character name is cut in the comment too
+    ids.insert(m[1]);
+  }
+  CHECK(ids.size() == hostile.size());
+  for (const char* generated : {"buf0", "arg0", "s0", "int", "__x", "model"}) CHECK(ids.count(generated) == 0);
+  const std::string code = code_only(wrapper);
+  // Nothing of the names' text escaped the comments it is quoted in.
+  for (const char* text : {"oops", "\nbreak", "\xc3\xa9"}) CHECK(code.find(text) == std::string::npos);
 }

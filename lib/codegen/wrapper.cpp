@@ -2,6 +2,8 @@
 
 #include "foundry/codegen/model_name.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -159,6 +161,16 @@ std::string kernels_source(const sched::Schedule& schedule, const std::string& n
   return kernels.str();
 }
 
+// "features.0.weight: " for a weight whose name in the archive is not its identifier: as written
+// when it is a plain dotted path, else quoted by quote_untrusted (one line, no "*/").
+std::string archive_name_label(const ir::Buffer& b) {
+  if (b.fqn.empty() || b.fqn == b.name) return "";
+  bool plain = b.fqn.size() <= 80 && std::all_of(b.fqn.begin(), b.fqn.end(), [](char c) {
+                 return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_';
+               });
+  return (plain ? b.fqn : quote_untrusted(b.fqn, 80)) + ": ";
+}
+
 // The run body's pointer to every buffer, named after the buffer, each line saying what it holds.
 struct BufferPointers {
   std::map<const ir::Buffer*, std::string> names;
@@ -166,7 +178,8 @@ struct BufferPointers {
 
   void add(const ir::Buffer* b, const std::string& declaration, const std::string& source) {
     names[b] = b->name;
-    lines += "  " + declaration + " " + b->name + " = " + source + ";  // " + type_text(*b) + "\n";
+    lines += "  " + declaration + " " + b->name + " = " + source + ";  // " + archive_name_label(*b) +
+             type_text(*b) + "\n";
   }
 };
 

@@ -206,6 +206,22 @@ nlohmann::json tensor_list(const std::vector<const ir::Buffer*>& bufs, const std
   return list;
 }
 
+// manifest.json's "weights": each constant buffer in program order, by its identifier in the
+// generated code and its name in the archive, with where its storage lies in weights.bin (a
+// storage several buffers view is stored once: they share its offset) and how the buffer views it.
+nlohmann::json weights_list(const codegen::WeightsLayout& layout) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& [buf, offset] : layout.offset_of) {
+    nlohmann::json shape = nlohmann::json::array(), strides = nlohmann::json::array();
+    for (const auto& e : buf->sizes) shape.push_back(e.const_value());
+    for (const auto& e : buf->strides) strides.push_back(e.const_value());
+    list.push_back({{"name", buf->name}, {"fqn", buf->fqn}, {"dtype", std::string(dtype_name(buf->dtype))},
+                    {"shape", shape}, {"strides", strides}, {"storage_offset", buf->offset.const_value()},
+                    {"offset", offset}, {"bytes", buf->data.size}});
+  }
+  return list;
+}
+
 // manifest.json's "debug_build" (--debug-buffers): how many outputs are the model's own, and for
 // every computed buffer, in program order, the output holding it, the nodes that wrote it and the
 // ATen nodes they came from (foundryc --compare-with reads it).
@@ -260,9 +276,16 @@ nlohmann::json manifest(const PipelineOptions& opts, const PipelineState& state)
       {"fusion", opts.fusion},
       {"peak_intermediate_bytes", ir::value_at_hints(schedule.plan.arena_bytes, schedule.size_symbols)},
       {"weights_bytes", state.model->weights.total_bytes},
+      {"weights", weights_list(state.model->weights)},
   };
   if (opts.debug_buffers) m["debug_build"] = debug_build_manifest(program, state.model_outputs);
   return m;
+}
+
+// The manifest as a file: archive names are UTF-8 as JSON has them, but one from a graph built
+// otherwise could hold invalid bytes, which dump() would throw on; they become U+FFFD.
+std::string manifest_text(const nlohmann::json& m) {
+  return m.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 void run_codegen(const PipelineOptions& opts, PipelineState& state, const StageContext& ctx) {
@@ -277,7 +300,7 @@ void run_codegen(const PipelineOptions& opts, PipelineState& state, const StageC
   kernel_options.lanes = codegen::vector_lanes(opts.target);
   state.model = codegen::generate_model(*state.program, *state.schedule, model_name(opts), kernel_options);
   codegen::write_model_files(*state.model, ctx.work_dir.string());
-  ctx.write_file("manifest.json", manifest(opts, state).dump(2) + "\n");
+  ctx.write_file("manifest.json", manifest_text(manifest(opts, state)));
 }
 
 void run_build(const PipelineOptions& opts, PipelineState& state, const StageContext& ctx) {
@@ -298,7 +321,7 @@ void run_build(const PipelineOptions& opts, PipelineState& state, const StageCon
   m["compile_flags"] = r.flags;
   m["hash"] = r.key;
   if (opts.emit_static) m["link_flags"] = r.link_flags;  // what a program linking libmodel.a adds
-  ctx.write_file("manifest.json", m.dump(2) + "\n");
+  ctx.write_file("manifest.json", manifest_text(m));
   if (!opts.emit_source)
     for (const char* f : {"kernels.cpp", "wrapper.cpp", "externs.cpp", "CMakeLists.txt"}) fs::remove(ctx.work_dir / f);
   spdlog::info("build: {}", r.cache_hit ? "cache hit, the compiler did not run" : "compiled with " + r.compiler);

@@ -1,5 +1,7 @@
 #include "foundry/ir/loop_ir.h"
 
+#include <algorithm>
+
 #include "foundry/support/error.h"
 
 namespace foundry::ir {
@@ -74,15 +76,55 @@ Index LoopNode::reduction_symbols() const {
   return out;
 }
 
-Buffer* LoopProgram::new_buffer(BufferKind kind, DType dtype, const std::vector<Expr>& sizes) {
+namespace {
+bool ascii_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
+
+// Letters and digits kept, every run of other bytes one '_', none at either end.
+std::string identifier_chars(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (ascii_alnum(c)) out += c;
+    else if (!out.empty() && out.back() != '_') out += '_';
+  }
+  while (!out.empty() && out.back() == '_') out.pop_back();
+  return out;
+}
+
+// `base`, or base_2, base_3...: the first not given yet.
+std::string unique_name(const std::string& base, std::unordered_map<std::string, int>& given) {
+  auto [it, fresh] = given.emplace(base, 2);
+  if (fresh) return base;
+  std::string name;
+  do {
+    name = base + "_" + std::to_string(it->second++);
+  } while (given.count(name));
+  given.emplace(name, 2);
+  return name;
+}
+}  // namespace
+
+std::string weight_identifier(const std::string& value_name) {
+  std::string id = identifier_chars(value_name.substr(0, 4 * kMaxWeightIdentifier));
+  // torch.export names parameters p_*, buffers b_* and lifted constants c_*: kept as they are.
+  bool exported = id.size() > 2 && (id[0] == 'p' || id[0] == 'b' || id[0] == 'c') && id[1] == '_';
+  if (!exported) id = "w_" + (id.empty() ? std::string("weight") : id);
+  id.resize(std::min(id.size(), kMaxWeightIdentifier));
+  while (id.back() == '_') id.pop_back();
+  return id;
+}
+
+Buffer* LoopProgram::new_buffer(BufferKind kind, DType dtype, const std::vector<Expr>& sizes,
+                                const std::string& name_hint) {
   auto buf = std::make_unique<Buffer>();
   buf->id = static_cast<int>(buffers.size());
   buf->kind = kind;
   buf->dtype = dtype;
   buf->sizes = sizes;
   buf->strides = contiguous_strides(sizes);
-  const char* prefix = kind == BufferKind::Input ? "arg" : kind == BufferKind::Constant ? "const" : "buf";
-  buf->name = prefix + std::to_string(buffers_of_kind[kind]++);
+  if (kind == BufferKind::Constant)
+    buf->name = unique_name(weight_identifier(name_hint), constant_names);
+  else
+    buf->name = (kind == BufferKind::Input ? "arg" : "buf") + std::to_string(buffers_of_kind[kind]++);
   buffers.push_back(std::move(buf));
   return buffers.back().get();
 }

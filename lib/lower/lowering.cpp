@@ -293,7 +293,8 @@ void bind_inputs(const Graph& graph, LoweringContext& ctx, ir::LoopProgram& prog
       continue;
     }
     if (t.has_symbolic_sizes()) throw DynamicShapeUnsupported("weight " + in.value->name + " has a dynamic size");
-    ir::Buffer* buf = program.new_buffer(ir::BufferKind::Constant, t.dtype, static_exprs(t.sizes));
+    ir::Buffer* buf = program.new_buffer(ir::BufferKind::Constant, t.dtype, static_exprs(t.sizes), in.value->name);
+    buf->fqn = in.fqn;
     std::vector<int64_t> strides = t.strides.empty() ? t.contiguous_strides() : t.strides;
     buf->strides = static_exprs(strides);
     buf->offset = t.storage_offset;

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "foundry/graph/graph.h"
@@ -27,7 +28,8 @@ enum class BufferKind {
 
 struct Buffer {
   int id = 0;
-  std::string name;  // ours: "buf3", "arg0", "const1"
+  std::string name;  // ours: "buf3", "arg0"; constants: from the graph value (weight_identifier)
+  std::string fqn;   // constants: the name in the archive ("conv1.weight"; untrusted), or a pass's hint
   BufferKind kind = BufferKind::Computed;
   DType dtype = DType::Float32;
   std::vector<Expr> sizes;    // logical shape
@@ -97,11 +99,22 @@ struct LoopProgram {
   std::vector<const Buffer*> outputs;            // user outputs in signature order
   std::vector<std::string> output_names;         // ours, for messages and the header
 
-  Buffer* new_buffer(BufferKind kind, DType dtype, const std::vector<Expr>& sizes);
+  // A constant is named weight_identifier(name_hint), made unique; the others argN and bufN.
+  Buffer* new_buffer(BufferKind kind, DType dtype, const std::vector<Expr>& sizes, const std::string& name_hint = "");
   LoopNode* add_node(std::unique_ptr<LoopNode> node);
 
   std::map<BufferKind, int> buffers_of_kind;  // new_buffer's count per kind, for names (arg0, buf12)
+  // Constant names given so far, each with the next numeric suffix to try when it is asked for again.
+  std::unordered_map<std::string, int> constant_names;
 };
+
+// A C++ identifier for a weight from its graph value name (untrusted bytes): letters, digits and
+// single underscores, at most kMaxWeightIdentifier characters, starting with torch.export's p_, b_
+// or c_ or else given w_. Generated code has no other identifiers with these prefixes (arguments
+// argN, buffers bufN, sizes sN, wrapper locals, kernels cpp_*, C++ keywords), so a weight cannot
+// shadow or collide with one of them; two weights can share one, new_buffer adds a suffix.
+constexpr size_t kMaxWeightIdentifier = 40;
+std::string weight_identifier(const std::string& value_name);
 
 std::vector<Expr> contiguous_strides(const std::vector<Expr>& sizes);
 // Row-major flat position of `idx` in a box of `sizes`, and back.
