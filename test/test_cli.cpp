@@ -528,3 +528,130 @@ TEST_CASE("cli: thread counts past the maximum are lowered with a warning", "[cl
     if (label != "--threads 100000 at compile time") CHECK(r.err.find("warning") != std::string::npos);
   }
 }
+
+namespace {
+
+// Every message for a file that is not a torch.export archive ends with this.
+const std::string kExportHint =
+    "export the model with `ep = torch.export.export(model, example_inputs)` and save it with "
+    "`torch.export.save(ep, \"model.pt2\")`";
+
+// foundryc refuses `file` (exit 1) with the one line "foundryc: error: FILE: ..." holding each of
+// `words`, and writes no output folder.
+void check_refused(const std::string& file, const std::vector<std::string>& words) {
+  TempDir tmp("foundry_cli_");
+  ProcResult r = run_foundryc({file, "-o", tmp / "out", "--stop-after=frontend"});
+  INFO("foundryc " << file << "\nstderr: " << r.err);
+  CHECK(r.exit_code == 1);
+  CHECK(r.out.empty());
+  CHECK_THAT(r.err, Catch::StartsWith("foundryc: error: " + file + ": "));
+  CHECK(count_occurrences(r.err, "\n") == 1);
+  CHECK_THAT(r.err, Catch::EndsWith("\n"));
+  for (const std::string& w : words) CHECK_THAT(r.err, Catch::Contains(w));
+  CHECK_FALSE(fs::exists(tmp / "out"));
+}
+
+// Files of other kinds that are easy to make without torch, each as its format or tool lays it out
+// (Python's standard library, independent of foundryc), under `dir`.
+void make_other_kinds(const std::string& dir) {
+  ProcResult r = run_process({python3(), "-c", R"(
+import gzip, json, pickle, struct, sys, tarfile, zipfile
+src, out = sys.argv[1], sys.argv[2] + '/'
+model = open(src, 'rb').read()
+open(out + 'model.pt2.gz', 'wb').write(gzip.compress(model))
+with tarfile.open(out + 'model.tar', 'w') as t:
+    t.add(src, arcname='model.pt2')
+# torch.export.save of torch <= 2.5 wrote these entries at the top of a ZIP file.
+with zipfile.ZipFile(out + 'old_export.pt2', 'w') as z:
+    for name in ['serialized_exported_program.json', 'serialized_state_dict.pt', 'serialized_constants.pt',
+                 'serialized_example_inputs.pt', 'version']:
+        z.writestr(name, '{}')
+with zipfile.ZipFile(out + 'arrays.npz', 'w') as z:  # numpy.savez: .npy entries at the top
+    z.writestr('x.npy', b'\x93NUMPY\x01\x00')
+with zipfile.ZipFile(out + 'notes.zip', 'w') as z:  # a zipped folder: one root folder, no models/
+    z.writestr('notes/readme.txt', 'notes')
+header = json.dumps({'w': {'dtype': 'F32', 'shape': [1], 'data_offsets': [0, 4]}}).encode()
+open(out + 'weights.safetensors', 'wb').write(struct.pack('<Q', len(header)) + header + bytes(4))
+open(out + 'dict.pkl', 'wb').write(pickle.dumps({'weight': [1.0, 2.0]}, protocol=4))
+# torch.save(..., _use_new_zipfile_serialization=False, pickle_protocol=4) pickles its magic number first.
+open(out + 'legacy_protocol4.pt', 'wb').write(pickle.dumps(0x1950a86a20f9469cfc6c, protocol=4) + pickle.dumps(1001))
+)", samples_dir() + "/pointwise/model.pt2", dir});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+}
+
+}  // namespace
+
+TEST_CASE("cli: files that are not torch.export archives say what they are", "[cli][fast]") {
+  // Real files, made by torch (test/data/file_types/README.md says how).
+  const std::string real = test_source_dir() + "/data/file_types/";
+  SECTION("torch.save, new and legacy format") {
+    check_refused(real + "state_dict.pt", {"a torch.save file", "state_dict", kExportHint});
+    check_refused(real + "pickled_module.pt", {"a torch.save file", "pickled module", kExportHint});
+    check_refused(real + "legacy_state_dict.pt", {"a torch.save file in the legacy pickle format", kExportHint});
+  }
+  SECTION("TorchScript") {
+    check_refused(real + "torchscript.pt", {"a TorchScript archive (torch.jit.save)", kExportHint});
+  }
+  SECTION("AOTInductor package") {
+    check_refused(real + "aoti.pt2", {"an AOTInductor package", "already compiled by AOTInductor",
+                                      "needs the torch.export program instead", kExportHint});
+  }
+  SECTION("ONNX") { check_refused(real + "model.onnx", {"an ONNX model", kExportHint}); }
+
+  TempDir tmp("foundry_cli_");
+  make_other_kinds(tmp.path());
+  SECTION("older torch.export archives, other ZIP files") {
+    check_refused(tmp / "old_export.pt2", {"torch 2.5 or earlier", kExportHint});
+    for (const char* name : {"arrays.npz", "notes.zip"})
+      check_refused(tmp / name, {"a ZIP file but not a torch.export archive", "models/model.json", kExportHint});
+  }
+  SECTION("pickles and weights files") {
+    check_refused(tmp / "legacy_protocol4.pt", {"a torch.save file in the legacy pickle format", kExportHint});
+    check_refused(tmp / "dict.pkl", {"a Python pickle", "torch.save", kExportHint});
+    check_refused(tmp / "weights.safetensors", {"a safetensors file", kExportHint});
+  }
+  SECTION("a .pt2 archive compressed or packed") {
+    check_refused(tmp / "model.pt2.gz", {"a gzip-compressed file", "gunzip", kExportHint});
+    check_refused(tmp / "model.tar", {"a tar archive", "tar -xf", kExportHint});
+  }
+}
+
+TEST_CASE("cli: empty files, text, other binaries and cut-short archives say what they are", "[cli][fast]") {
+  TempDir tmp("foundry_cli_");
+  write_file(tmp / "empty.pt2", "");
+  check_refused(tmp / "empty.pt2", {"an empty file", kExportHint});
+  write_file(tmp / "notes.pt2", "hello world\nthis is text\n");
+  check_refused(tmp / "notes.pt2", {"neither a .pt2 archive (a ZIP file) nor a model.json",
+                                    "it starts with \"hello world\\nthis is text\\n\"", kExportHint});
+  write_file(tmp / "program.pt2", std::string("\x7f" "ELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00", 16));
+  check_refused(tmp / "program.pt2", {"it starts with bytes 7f 45 4c 46 02 01 01 00", kExportHint});
+  // A .pt2 cut short (an interrupted copy) is a damaged ZIP file, not another kind.
+  const std::string bytes = read_file(sample("pointwise"));
+  write_file(tmp / "half.pt2", bytes.substr(0, bytes.size() / 2));
+  check_refused(tmp / "half.pt2", {"not a ZIP archive (no end of central directory record)"});
+}
+
+TEST_CASE("cli: torch.export archives are told by their models/model.json", "[cli][fast]") {
+  TempDir tmp("foundry_cli_");
+  ProcResult r = run_process({python3(), "-c", R"(
+import sys, zipfile
+src = zipfile.ZipFile(sys.argv[1])
+out = sys.argv[2] + '/'
+# torch.export.pt2_archive can package a program with its AOTInductor build: the program is read.
+with zipfile.ZipFile(out + 'program_and_aoti.pt2', 'w') as z:
+    for i in src.infolist():
+        z.writestr(i.filename, src.read(i))
+    z.writestr('model/data/aotinductor/model/model.wrapper.so', b'\x7fELF')
+# The program's entries without their root folder: a damaged torch.export archive, not another kind.
+with zipfile.ZipFile(out + 'no_root.pt2', 'w') as z:
+    for i in src.infolist():
+        z.writestr(i.filename.split('/', 1)[1], src.read(i))
+)", sample("pointwise"), tmp.path()});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  ProcResult both = run_foundryc({tmp / "program_and_aoti.pt2", "-o", tmp / "out", "--stop-after=frontend"});
+  INFO("stderr: " << both.err);
+  CHECK(both.exit_code == 0);
+  check_refused(tmp / "no_root.pt2", {"archive entries are not under one root folder"});
+}

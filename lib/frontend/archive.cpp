@@ -100,15 +100,18 @@ class ZipArchive final : public Archive {
     file_ = map_file(path);
     parse_central_directory();
     open_with_libzip();
+    layout_error_ = index_under_root();
   }
 
   std::optional<uint64_t> size(const std::string& entry) override {
+    check_layout();
     auto it = index_.find(entry);
     if (it == index_.end()) return std::nullopt;
     return entries_[it->second].size;
   }
 
   std::optional<Blob> read(const std::string& entry, uint64_t limit) override {
+    check_layout();
     auto it = index_.find(entry);
     if (it == index_.end()) return std::nullopt;
     const CdEntry& e = entries_[it->second];
@@ -130,6 +133,13 @@ class ZipArchive final : public Archive {
 
   std::string describe(const std::string& entry) const override {
     return display_path(path_) + ":" + root_ + entry;
+  }
+
+  std::vector<std::string_view> entry_names() const override {
+    std::vector<std::string_view> names;
+    names.reserve(entries_.size());
+    for (const CdEntry& e : entries_) names.push_back(e.name);
+    return names;
   }
 
  private:
@@ -220,23 +230,31 @@ class ZipArchive final : public Archive {
       p += 46 + nlen + elen + clen;
       entries_.push_back(std::move(e));
     }
+  }
 
-    // One root folder holds everything: "model/..." in model.pt2.
+  // Indexes the entries by their path under the one root folder that holds everything ("model/..."
+  // in model.pt2). Returns why the entries are not laid out so ("" when they are).
+  std::string index_under_root() {
     for (size_t i = 0; i < entries_.size(); ++i) {
       const std::string& name = entries_[i].name;
       size_t slash = name.find('/');
       if (slash == 0 || slash == std::string::npos)
-        fail("archive entry " + quote_untrusted(name) + " is not inside a root folder");
+        return "archive entry " + quote_untrusted(name) + " is not inside a root folder";
       std::string root = name.substr(0, slash + 1);
       if (i == 0) root_ = root;
       else if (root != root_)
-        fail("archive entries are not under one root folder (" + quote_untrusted(root_) + " and " +
-             quote_untrusted(root) + ")");
+        return "archive entries are not under one root folder (" + quote_untrusted(root_) + " and " +
+               quote_untrusted(root) + ")";
       std::string rel = name.substr(slash + 1);
       if (rel.empty() || rel.back() == '/') continue;  // the folder entries themselves
-      if (!index_.emplace(rel, i).second) fail("duplicate archive entry " + quote_untrusted(name));
+      if (!index_.emplace(rel, i).second) return "duplicate archive entry " + quote_untrusted(name);
     }
-    if (entries_.empty()) fail("the ZIP archive is empty");
+    if (entries_.empty()) return "the ZIP archive is empty";
+    return "";
+  }
+
+  void check_layout() const {
+    if (!layout_error_.empty()) fail(layout_error_);
   }
 
   void open_with_libzip() {
@@ -337,6 +355,7 @@ class ZipArchive final : public Archive {
   std::string path_;
   Blob file_;
   std::string root_;  // "model/"
+  std::string layout_error_;  // why the entries are not a .pt2's layout, thrown by every read
   std::vector<CdEntry> entries_;
   std::unordered_map<std::string, size_t> index_;  // path under the root -> entries_ index
   std::unordered_map<std::string, Blob> cache_;

@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "foundry/frontend/archive.h"
+#include "foundry/frontend/file_kind.h"
 #include "foundry/frontend/json_reader.h"
 #include "foundry/ops/registry.h"
 #include "foundry/support/error.h"
@@ -784,6 +785,8 @@ Graph load_model(const std::string& path) {
     throw UserError(display_path(path) + ": not a regular file or folder");
   } else if (starts_with_zip_magic(path)) {
     archive = open_zip_archive(path);
+    FileFacts facts = zip_file_facts(*archive);
+    if (!facts.export_program) throw UserError(display_path(path) + ": " + not_an_export_archive(facts));
     json_blob = archive->read(kModelJson);
     json_desc = archive->describe(kModelJson);
     if (!json_blob) throw UserError(display_path(path) + ": the archive has no models/model.json");
@@ -799,7 +802,7 @@ Graph load_model(const std::string& path) {
       size_t i = 0;
       while (i < json_blob->size && std::isspace(json_blob->data[i])) ++i;
       if (i == json_blob->size || json_blob->data[i] != '{')
-        throw UserError(display_path(path) + ": neither a .pt2 archive (ZIP) nor a model.json");
+        throw UserError(display_path(path) + ": " + not_an_export_archive(plain_file_facts(*json_blob)));
     }
   }
   if (!json_blob) throw UserError(json_desc + ": not found");

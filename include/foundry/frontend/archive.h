@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "foundry/graph/graph.h"
@@ -26,10 +27,15 @@ class Archive {
   virtual std::optional<uint64_t> size(const std::string& entry) = 0;
   // How messages name the entry, e.g. "model.pt2:model/data/weights/weight_0".
   virtual std::string describe(const std::string& entry) const = 0;
+  // Every entry's full name as the archive's directory lists it, root folder included (a folder
+  // lists none): what tells a torch.save file or a TorchScript archive from a .pt2 archive.
+  virtual std::vector<std::string_view> entry_names() const { return {}; }
 };
 
 // A .pt2 ZIP archive: one root folder, entries located through the central directory (ZIP64
-// aware), the whole file mapped once. Throws UserError on anything that is not a valid archive.
+// aware), the whole file mapped once. Throws UserError on anything that is not a valid ZIP file.
+// Entries that are not a .pt2's layout (not under one root folder, named twice) make read() and
+// size() throw instead, so that entry_names() can still tell what the ZIP file is.
 std::unique_ptr<Archive> open_zip_archive(const std::string& path);
 
 // An extracted archive: `root` is the folder that holds models/ and data/.

@@ -12,7 +12,9 @@ namespace foundry {
 //   - a bare models/model.json, with weights read from the archive layout around it
 //     (../data/weights/... relative to models/model.json).
 // Throws UserError with a one-line message naming the file (and node and op where relevant) on
-// any malformed, unsupported or inconsistent input. Does not run verify_graph.
+// any malformed, unsupported or inconsistent input; a file of another kind (a torch.save file, a
+// TorchScript archive, an AOTInductor package, an ONNX model...) is named as such, with how to
+// make a torch.export archive (file_kind.h). Does not run verify_graph.
 Graph load_model(const std::string& path);
 
 // Throws UserError naming the first opaque node (an operator that is not in the op registry):
