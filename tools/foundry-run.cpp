@@ -55,6 +55,12 @@ void save_outputs(const std::string& dir, const std::vector<foundry::NpyArray>& 
   for (size_t k = 0; k < outputs.size(); ++k) foundry::write_npy(dir + "/" + std::to_string(k) + ".npy", outputs[k]);
 }
 
+int usage_error(const std::string& msg) {
+  std::fprintf(stderr, "foundry-run: error: %s\n", foundry::printable_message(msg).c_str());
+  std::fprintf(stderr, "Run with --help for more information.\n");
+  return 2;
+}
+
 int run(const Options& opt) {
   if (opt.threads > 0) {
     int threads = opt.threads;
@@ -129,10 +135,17 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", opt.warmup, "untimed runs before benchmarking (default 3)");
   app.add_option("--threads", opt.threads, "threads the model may use");
   app.add_flag("--json", opt.json, "print one JSON object instead of text");
+  app.set_version_flag("--version", std::string("foundry-run ") + FOUNDRY_VERSION);
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    return usage_error(e.what());
   }
   try {
     return run(opt);
