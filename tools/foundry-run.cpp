@@ -55,6 +55,16 @@ void save_outputs(const std::string& dir, const std::vector<foundry::NpyArray>& 
   for (size_t k = 0; k < outputs.size(); ++k) foundry::write_npy(dir + "/" + std::to_string(k) + ".npy", outputs[k]);
 }
 
+// --inputs DIR / --expected DIR: DIR/0.npy, DIR/1.npy, ... A file or a missing path is said as such
+// (read as a folder, it would hold 0 arrays and the message would be about the count).
+std::vector<foundry::NpyArray> read_npy_folder(const std::string& option, const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::exists(dir, ec)) throw foundry::UserError(option + " " + dir + " does not exist");
+  if (!std::filesystem::is_directory(dir, ec))
+    throw foundry::UserError(option + " " + dir + " is not a folder of 0.npy, 1.npy, ...");
+  return foundry::read_npy_sequence(dir);
+}
+
 int usage_error(const std::string& msg) {
   std::fprintf(stderr, "foundry-run: error: %s\n", foundry::printable_message(msg).c_str());
   std::fprintf(stderr, "Run with --help for more information.\n");
@@ -74,7 +84,7 @@ int run(const Options& opt) {
     setenv("FOUNDRY_NUM_THREADS", std::to_string(threads).c_str(), 1);
   }
   foundry::LoadedModel model(opt.model_dir);
-  std::vector<foundry::NpyArray> inputs = foundry::read_npy_sequence(opt.inputs);
+  std::vector<foundry::NpyArray> inputs = read_npy_folder("--inputs", opt.inputs);
   if (inputs.size() != model.num_inputs())
     throw foundry::UserError("found " + std::to_string(inputs.size()) + " inputs in " + opt.inputs + ", the model takes " +
                              std::to_string(model.num_inputs()));
@@ -84,7 +94,7 @@ int run(const Options& opt) {
   bool all_pass = true;
   report["outputs"] = nlohmann::json::array();
   if (!opt.expected.empty()) {
-    std::vector<foundry::NpyArray> expected = foundry::read_npy_sequence(opt.expected);
+    std::vector<foundry::NpyArray> expected = read_npy_folder("--expected", opt.expected);
     if (expected.size() != outputs.size())
       throw foundry::UserError("found " + std::to_string(expected.size()) + " expected outputs in " + opt.expected +
                                ", the model has " + std::to_string(outputs.size()));

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <new>
@@ -45,6 +46,12 @@ foundry_tensor describe(const NpyArray& a) {
 }  // namespace
 
 LoadedModel::LoadedModel(const std::string& dir) : api_(std::make_unique<Api>()) {
+  std::error_code ec;
+  if (!std::filesystem::exists(dir, ec)) throw UserError(dir + " does not exist");
+  // A manifest that is there but unreadable (a FIFO, no permission) is said by the open below.
+  if (!std::filesystem::exists(dir + "/manifest.json", ec))
+    throw UserError(dir + " is not a folder compiled by foundryc (no manifest.json); compile a model with " +
+                    "`foundryc model.pt2 -o " + dir + "`");
   std::string error;
   int fd = open_regular_file(dir + "/manifest.json", error);  // not a FIFO: it would block
   if (fd < 0) throw UserError("cannot read " + dir + "/manifest.json: " + error);
