@@ -1,10 +1,13 @@
 // The foundry-run command line: options, exit codes and messages (the values it computes are
 // checked by the compiled-model tests that run it against the samples' expected outputs).
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
+#include <regex>
 #include <string>
 #include <vector>
 
+#include "foundry/runtime/npy.h"
 #include "support.h"
 
 namespace foundry::test {
@@ -32,6 +35,13 @@ void compile_sample(const std::string& name, const std::string& out) {
   ProcResult c = run_foundryc({samples_dir() + "/" + name + "/model.pt2", "-o", out, "-q"});
   INFO(c.err);
   REQUIRE(c.exit_code == 0);
+}
+
+// The number after `label` in `text` (e.g. "allowed there "); NaN when there is none.
+double number_after(const std::string& text, const std::string& label) {
+  size_t at = text.find(label);
+  if (at == std::string::npos) return NAN;
+  return std::stod(text.substr(at + label.size()));
 }
 
 }  // namespace
@@ -79,6 +89,75 @@ TEST_CASE("foundry-run: --inputs and --expected that are not folders", "[cli][fa
               "--expected " + file + " is not a folder of 0.npy, 1.npy, ...");
   check_error(foundry_run({tmp / "out", "--inputs", mlp + "/inputs", "--expected", tmp / "missing"}), 1,
               "--expected " + tmp / "missing" + " does not exist");
+}
+
+TEST_CASE("foundry-run: an expected output of another shape or dtype is named, with no error measured", "[cli][fast]") {
+  TempDir tmp("foundry_run_");
+  compile_sample("mlp", tmp / "out");
+  std::filesystem::create_directories(tmp / "wrong_shape");
+  std::filesystem::create_directories(tmp / "wrong_dtype");
+  foundry::NpyArray a;  // mlp's output is float32 [8, 10]
+  a.shape = {8, 12};
+  a.data.assign(8 * 12 * 4, 0);
+  foundry::write_npy(tmp / "wrong_shape/0.npy", a);
+  a.dtype = foundry::DType::Float64;
+  a.shape = {8, 10};
+  a.data.assign(8 * 10 * 8, 0);
+  foundry::write_npy(tmp / "wrong_dtype/0.npy", a);
+  for (const auto& [folder, problem] : std::vector<std::pair<std::string, std::string>>{
+           {"wrong_shape", "FAIL: shape [8, 10], expected [8, 12]\n"},
+           {"wrong_dtype", "FAIL: dtype float32, expected float64\n"}}) {
+    ProcResult r = foundry_run({tmp / "out", "--inputs", samples_dir() + "/mlp/inputs", "--expected", tmp / folder});
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 1);
+    CHECK(std::regex_search(r.out, std::regex("\noutput 0 \\([^)]*\\): ")));
+    CHECK_THAT(r.out, Catch::Contains(problem));
+    CHECK(r.out.find("err") == std::string::npos);
+  }
+}
+
+TEST_CASE("foundry-run: the tolerance rule is said once and each output's worst element against it", "[cli][fast]") {
+  TempDir tmp("foundry_run_");
+  compile_sample("mlp", tmp / "out");
+  const std::string inputs = samples_dir() + "/mlp/inputs";
+  REQUIRE(foundry_run({tmp / "out", "--inputs", inputs, "--save-outputs", tmp / "saved"}).exit_code == 0);
+  // The reference: the outputs themselves with element [2, 3] moved by 0.05, so that it is the
+  // worst element and its error and bound are known here.
+  foundry::NpyArray ref = foundry::read_npy(tmp / "saved/0.npy");
+  REQUIRE(ref.shape == std::vector<int64_t>{8, 10});
+  float& moved = ref.as<float>()[2 * 10 + 3];
+  const double out_value = moved;
+  moved += 0.05f;
+  const double err = std::fabs(double(moved) - out_value);
+  REQUIRE(std::fabs(moved) < 10);  // so that rtol 0.001 allows less than 0.05 below
+  std::filesystem::create_directories(tmp / "ref");
+  foundry::write_npy(tmp / "ref/0.npy", ref);
+  auto run_with = [&](const std::string& atol, const std::string& rtol) {
+    return foundry_run({tmp / "out", "--inputs", inputs, "--expected", tmp / "ref", "--atol", atol, "--rtol", rtol});
+  };
+
+  SECTION("a relative error above rtol that atol allows passes, and says why") {
+    ProcResult r = run_with("0.1", "0");
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.out,
+               Catch::StartsWith("tolerance: |out - ref| <= atol + rtol*|ref| per element (atol 0.1, rtol 0)\n"));
+    CHECK(count_occurrences(r.out, "tolerance:") == 1);
+    CHECK_THAT(r.out, Catch::Contains("): PASS: worst element [2, 3]: |out - ref| "));
+    CHECK(number_after(r.out, "]: |out - ref| ") == Approx(err).epsilon(0.01));
+    CHECK(number_after(r.out, "allowed there ") == Approx(0.1));
+  }
+  SECTION("past the bound atol + rtol*|ref|: the first and the worst element") {
+    ProcResult r = run_with("0.01", "0.001");
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.out, Catch::Contains("(atol 0.01, rtol 0.001)\n"));
+    CHECK_THAT(r.out, Catch::Contains("): FAIL: 1 of 80 elements outside the tolerance, first [2, 3]: got "));
+    CHECK_THAT(r.out, Catch::Contains("; worst element [2, 3]: |out - ref| "));
+    CHECK(number_after(r.out, "got ") == Approx(out_value).epsilon(1e-6));
+    CHECK(number_after(r.out, "]: |out - ref| ") == Approx(err).epsilon(0.01));
+    CHECK(number_after(r.out, "allowed there ") == Approx(0.01 + 0.001 * std::fabs(moved)).epsilon(0.01));
+  }
 }
 
 }  // namespace foundry::test
