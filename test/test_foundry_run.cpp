@@ -7,7 +7,11 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "foundry/runtime/compare.h"
 #include "foundry/runtime/npy.h"
+#include "foundry/runtime/sample.h"
 #include "support.h"
 
 namespace foundry::test {
@@ -35,6 +39,13 @@ void compile_sample(const std::string& name, const std::string& out) {
   ProcResult c = run_foundryc({samples_dir() + "/" + name + "/model.pt2", "-o", out, "-q"});
   INFO(c.err);
   REQUIRE(c.exit_code == 0);
+}
+
+// "[8, 64]", written here rather than by the shape_text under test.
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string text;
+  for (int64_t d : shape) text += (text.empty() ? "" : ", ") + std::to_string(d);
+  return "[" + text + "]";
 }
 
 // The number after `label` in `text` (e.g. "allowed there "); NaN when there is none.
@@ -157,6 +168,84 @@ TEST_CASE("foundry-run: the tolerance rule is said once and each output's worst 
     CHECK(number_after(r.out, "got ") == Approx(out_value).epsilon(1e-6));
     CHECK(number_after(r.out, "]: |out - ref| ") == Approx(err).epsilon(0.01));
     CHECK(number_after(r.out, "allowed there ") == Approx(0.01 + 0.001 * std::fabs(moved)).epsilon(0.01));
+  }
+}
+
+TEST_CASE("foundry-run: without --inputs it runs on random inputs of the model's shapes", "[cli][fast]") {
+  TempDir tmp("foundry_run_");
+  SECTION("a static model, benchmarked") {
+    compile_sample("mlp", tmp / "out");
+    foundry::NpyArray example = foundry::read_npy(samples_dir() + "/mlp/inputs/0.npy");
+    ProcResult r = foundry_run({tmp / "out", "--bench", "3"});
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.out, Catch::StartsWith("inputs: random, seed 0 (floats uniform in [-1, 1), integers 0 or 1, bools "
+                                        "false or true): "));
+    CHECK_THAT(r.out, Catch::Contains(" float32 " + shape_string(example.shape) + "\n"));
+    CHECK_THAT(r.out, Catch::Contains("\nbenchmark: median "));
+  }
+  SECTION("a dynamic size is the export's, or the smallest allowed without it in manifest.json") {
+    compile_sample("flatten_dynamic", tmp / "out");
+    // scripts/export_dynamic_sample.py exports at batch 6 (the sample's inputs) with Dim(min=1).
+    std::vector<int64_t> shape = foundry::read_npy(samples_dir() + "/flatten_dynamic/inputs/0.npy").shape;
+    REQUIRE(shape.at(0) == 6);
+    nlohmann::json manifest = nlohmann::json::parse(read_file(tmp / "out/manifest.json"));
+    CHECK(manifest["inputs"][0]["example_shape"] == shape);
+    ProcResult r = foundry_run({tmp / "out", "--bench", "1"});
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.out, Catch::Contains(" float32 " + shape_string(shape) + "\n"));
+
+    manifest["inputs"][0].erase("example_shape");
+    write_file(tmp / "out/manifest.json", manifest.dump());
+    shape[0] = 1;
+    ProcResult old = foundry_run({tmp / "out", "--bench", "1"});
+    INFO(old.out << old.err);
+    CHECK(old.exit_code == 0);
+    CHECK_THAT(old.out, Catch::Contains(" float32 " + shape_string(shape) + "\n"));
+  }
+  SECTION("--seed: the same seed gives the same outputs, another seed others") {
+    compile_sample("mlp", tmp / "out");
+    auto outputs_at = [&](const std::string& seed, const std::string& dir) {
+      REQUIRE(foundry_run({tmp / "out", "--seed", seed, "--save-outputs", tmp / dir}).exit_code == 0);
+      return read_file(tmp / dir + "/0.npy");
+    };
+    CHECK(outputs_at("1", "a") == outputs_at("1", "b"));
+    CHECK(outputs_at("1", "c") != outputs_at("2", "d"));
+    ProcResult r = foundry_run({tmp / "out", "--seed", "2"});
+    CHECK_THAT(r.out, Catch::StartsWith("inputs: random, seed 2 "));
+  }
+  SECTION("--expected needs --inputs") {
+    check_error(foundry_run({tmp / "out", "--expected", samples_dir() + "/mlp/expected"}), 2,
+                "--expected needs --inputs: random inputs have no expected outputs");
+  }
+}
+
+TEST_CASE("foundry-run: random input values", "[cli][fast]") {
+  using foundry::DType;
+  for (DType dtype : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int64, DType::Int32,
+                      DType::UInt8, DType::Bool}) {
+    INFO("dtype " << static_cast<int>(dtype));
+    std::mt19937_64 rng(7), same(7), other(8);
+    foundry::NpyArray a = foundry::random_array(dtype, {50, 20}, rng);
+    REQUIRE(a.shape == std::vector<int64_t>{50, 20});
+    CHECK(a.data == foundry::random_array(dtype, {50, 20}, same).data);
+    CHECK(a.data != foundry::random_array(dtype, {50, 20}, other).data);
+    double lo = INFINITY, hi = -INFINITY;
+    for (int64_t e = 0; e < a.numel(); ++e) {
+      double v = foundry::element_as_double(a, e);
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    if (foundry::is_floating(dtype)) {
+      CHECK(lo >= -1);
+      CHECK(lo < -0.9);
+      CHECK(hi < 1);
+      CHECK(hi > 0.9);
+    } else {
+      CHECK(lo == 0);
+      CHECK(hi == 1);
+    }
   }
 }
 

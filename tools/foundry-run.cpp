@@ -1,5 +1,5 @@
-// foundry-run: loads a compiled model folder, runs it on .npy inputs, compares the outputs with
-// expected .npy files and/or benchmarks it.
+// foundry-run: loads a compiled model folder, runs it on .npy inputs (or random ones), compares the
+// outputs with expected .npy files and/or benchmarks it.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <random>
 #include <set>
 
 #include "foundry/runtime/compare.h"
@@ -25,6 +26,7 @@ struct Options {
   std::string model_dir, inputs, expected, save_outputs;
   std::optional<double> atol, rtol;
   int bench = 0, warmup = 3, threads = 0;
+  uint64_t seed = 0;
   bool json = false;
 };
 
@@ -160,6 +162,44 @@ std::vector<foundry::NpyArray> given_inputs(const foundry::LoadedModel& model, c
   return inputs;
 }
 
+// A random input's shape: a dynamic size is the one torch.export ran with (manifest.json), or the
+// smallest size >= 1 in its range when the manifest has none that fits.
+std::vector<int64_t> random_input_shape(const foundry::LoadedModel& model, size_t k) {
+  foundry_tensor_info info = model.input_info(k);
+  std::vector<int64_t> example = model.example_input_shape(k);
+  std::vector<int64_t> shape;
+  for (size_t d = 0; d < static_cast<size_t>(info.rank); ++d) {
+    int64_t smallest = std::max<int64_t>(info.min_shape[d], 1);
+    bool example_fits = d < example.size() && example[d] >= smallest && example[d] <= info.max_shape[d];
+    shape.push_back(info.shape[d] >= 0 ? info.shape[d] : example_fits ? example[d] : smallest);
+  }
+  return shape;
+}
+
+// No --inputs: random ones of the model's input dtypes and shapes, said on one line (--json:
+// "random_inputs"), so that nobody takes the outputs for meaningful ones.
+std::vector<foundry::NpyArray> random_inputs(const foundry::LoadedModel& model, const Options& opt,
+                                             nlohmann::json& report) {
+  std::mt19937_64 rng(opt.seed);
+  std::vector<foundry::NpyArray> inputs;
+  nlohmann::json described = nlohmann::json::array();
+  std::string text;
+  for (size_t k = 0; k < model.num_inputs(); ++k) {
+    foundry_tensor_info info = model.input_info(k);
+    std::optional<foundry::DType> dtype = foundry::dtype_from_export(info.dtype);
+    if (!dtype) throw foundry::UserError("model input " + std::to_string(k) + " has an unknown dtype");
+    inputs.push_back(foundry::random_array(*dtype, random_input_shape(model, k), rng));
+    std::string name = info.name ? info.name : "", dtype_name(foundry::dtype_name(*dtype));
+    described.push_back({{"name", name}, {"dtype", dtype_name}, {"shape", inputs.back().shape}});
+    text += (text.empty() ? "" : "; ") + name + " " + dtype_name + " " + foundry::shape_text(inputs.back().shape);
+  }
+  report["random_inputs"] = {{"seed", opt.seed}, {"inputs", described}};
+  if (!opt.json)
+    std::printf("inputs: random, seed %llu (floats uniform in [-1, 1), integers 0 or 1, bools false or true): %s\n",
+                static_cast<unsigned long long>(opt.seed), text.empty() ? "none" : text.c_str());
+  return inputs;
+}
+
 // --expected: each output against its file, with the tolerance rule said once. True when all pass.
 bool compare_outputs(const foundry::LoadedModel& model, const Options& opt,
                      const std::vector<foundry::NpyArray>& outputs, nlohmann::json& report) {
@@ -186,7 +226,8 @@ int run(const Options& opt) {
   foundry::LoadedModel model(opt.model_dir);
   nlohmann::json report;
   report["outputs"] = nlohmann::json::array();
-  std::vector<foundry::NpyArray> inputs = given_inputs(model, opt.inputs);
+  std::vector<foundry::NpyArray> inputs =
+      opt.inputs.empty() ? random_inputs(model, opt, report) : given_inputs(model, opt.inputs);
   std::vector<foundry::NpyArray> outputs = model.run(inputs);
   bool all_pass = opt.expected.empty() || compare_outputs(model, opt, outputs, report);
   if (!opt.save_outputs.empty()) save_outputs(opt.save_outputs, outputs);
@@ -212,7 +253,8 @@ int main(int argc, char** argv) {
   CLI::App app{"foundry-run: run a model compiled by foundryc on .npy inputs"};
   Options opt;
   app.add_option("model", opt.model_dir, "the output folder of foundryc (model.so, manifest.json)")->required();
-  app.add_option("--inputs", opt.inputs, "folder of inputs 0.npy, 1.npy, ... in graph order")->required();
+  app.add_option("--inputs", opt.inputs,
+                 "folder of inputs 0.npy, 1.npy, ... in graph order (default: random inputs of the model's shapes)");
   app.add_option("--expected", opt.expected, "folder of expected outputs to compare with");
   app.add_option("--atol", opt.atol, "absolute tolerance (default by dtype: 1e-4 for float32)");
   app.add_option("--rtol", opt.rtol, "relative tolerance (default by dtype: 1e-4 for float32)");
@@ -220,6 +262,7 @@ int main(int argc, char** argv) {
   app.add_option("--bench", opt.bench, "time N runs and report the median, p10 and p90");
   app.add_option("--warmup", opt.warmup, "untimed runs before benchmarking (default 3)");
   app.add_option("--threads", opt.threads, "threads the model may use");
+  app.add_option("--seed", opt.seed, "seed of the random inputs made without --inputs (default 0)");
   app.add_flag("--json", opt.json, "print one JSON object instead of text");
   app.set_version_flag("--version", std::string("foundry-run ") + FOUNDRY_VERSION);
   try {
@@ -233,6 +276,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return usage_error(e.what());
   }
+  if (!opt.expected.empty() && opt.inputs.empty())
+    return usage_error("--expected needs --inputs: random inputs have no expected outputs");
   try {
     return run(opt);
   } catch (const foundry::UserError& e) {

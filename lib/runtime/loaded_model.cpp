@@ -62,6 +62,8 @@ LoadedModel::LoadedModel(const std::string& dir) : api_(std::make_unique<Api>())
   try {
     m = nlohmann::json::parse(manifest);
     name_ = m.at("name").get<std::string>();
+    for (const auto& input : m.value("inputs", nlohmann::json::array()))
+      example_input_shapes_.push_back(input.value("example_shape", std::vector<int64_t>{}));
   } catch (const nlohmann::json::exception& e) {
     throw UserError(dir + "/manifest.json is not a foundryc manifest: " + e.what());
   }
@@ -111,6 +113,10 @@ foundry_tensor_info LoadedModel::output_info(size_t i) const {
   foundry_tensor_info info{};
   api_->output_info(i, &info);
   return info;
+}
+
+std::vector<int64_t> LoadedModel::example_input_shape(size_t i) const {
+  return i < example_input_shapes_.size() ? example_input_shapes_[i] : std::vector<int64_t>{};
 }
 
 namespace {
