@@ -64,7 +64,8 @@ TEST_CASE("foundry-run: --version and --help", "[cli][fast]") {
 
   ProcResult h = foundry_run({"--help"});
   CHECK(h.exit_code == 0);
-  for (const char* opt : {"--inputs", "--expected", "--atol", "--rtol", "--bench", "--version"})
+  for (const char* opt : {"--inputs", "--expected", "--atol", "--rtol", "--bench", "--seed", "--version",
+                          "|out - ref| <= atol + rtol*|ref|"})
     CHECK_THAT(h.out, Catch::Contains(opt));
 }
 

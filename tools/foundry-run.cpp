@@ -250,14 +250,17 @@ int run(const Options& opt) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"foundry-run: run a model compiled by foundryc on .npy inputs"};
+  CLI::App app{"foundry-run: run a model compiled by foundryc on .npy inputs or random ones"};
   Options opt;
   app.add_option("model", opt.model_dir, "the output folder of foundryc (model.so, manifest.json)")->required();
   app.add_option("--inputs", opt.inputs,
                  "folder of inputs 0.npy, 1.npy, ... in graph order (default: random inputs of the model's shapes)");
-  app.add_option("--expected", opt.expected, "folder of expected outputs to compare with");
-  app.add_option("--atol", opt.atol, "absolute tolerance (default by dtype: 1e-4 for float32)");
-  app.add_option("--rtol", opt.rtol, "relative tolerance (default by dtype: 1e-4 for float32)");
+  app.add_option("--expected", opt.expected,
+                 "folder of expected outputs 0.npy, 1.npy, ... to compare with (needs --inputs)");
+  app.add_option("--atol", opt.atol,
+                 "absolute tolerance: an element passes when |out - ref| <= atol + rtol*|ref| (default by dtype: 1e-4 "
+                 "for float32)");
+  app.add_option("--rtol", opt.rtol, "relative tolerance, added to atol as above (default by dtype: 1e-4 for float32)");
   app.add_option("--save-outputs", opt.save_outputs, "write the outputs as .npy files into this folder");
   app.add_option("--bench", opt.bench, "time N runs and report the median, p10 and p90");
   app.add_option("--warmup", opt.warmup, "untimed runs before benchmarking (default 3)");
