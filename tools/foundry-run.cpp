@@ -1,5 +1,5 @@
-// foundry-run: loads a compiled model folder, runs it on .npy inputs, compares the outputs with
-// expected .npy files and/or benchmarks it.
+// foundry-run: loads a compiled model folder, runs it on .npy inputs (or random ones), compares the
+// outputs with expected .npy files and/or benchmarks it.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -8,7 +8,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+#include <set>
 
 #include "foundry/runtime/compare.h"
 #include "foundry/runtime/foundry_c_api.h"
@@ -22,6 +26,7 @@ struct Options {
   std::string model_dir, inputs, expected, save_outputs;
   std::optional<double> atol, rtol;
   int bench = 0, warmup = 3, threads = 0;
+  uint64_t seed = 0;
   bool json = false;
 };
 
@@ -55,48 +60,176 @@ void save_outputs(const std::string& dir, const std::vector<foundry::NpyArray>& 
   for (size_t k = 0; k < outputs.size(); ++k) foundry::write_npy(dir + "/" + std::to_string(k) + ".npy", outputs[k]);
 }
 
-int run(const Options& opt) {
-  if (opt.threads > 0) {
-    int threads = opt.threads;
-    if (threads > FOUNDRY_MAX_THREADS) {
-      std::fprintf(stderr, "foundry-run: warning: --threads %d is more than %d threads; using %d\n", threads,
-                   FOUNDRY_MAX_THREADS, FOUNDRY_MAX_THREADS);
-      threads = FOUNDRY_MAX_THREADS;
-    }
-    // Read by the model's OpenMP runtime when it starts, so set before loading it.
-    setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
-    setenv("FOUNDRY_NUM_THREADS", std::to_string(threads).c_str(), 1);
-  }
-  foundry::LoadedModel model(opt.model_dir);
-  std::vector<foundry::NpyArray> inputs = foundry::read_npy_sequence(opt.inputs);
-  if (inputs.size() != model.num_inputs())
-    throw foundry::UserError("found " + std::to_string(inputs.size()) + " inputs in " + opt.inputs + ", the model takes " +
-                             std::to_string(model.num_inputs()));
-  std::vector<foundry::NpyArray> outputs = model.run(inputs);
+// --inputs DIR / --expected DIR: DIR/0.npy, DIR/1.npy, ... A file or a missing path is said as such
+// (read as a folder, it would hold 0 arrays and the message would be about the count).
+std::vector<foundry::NpyArray> read_npy_folder(const std::string& option, const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::exists(dir, ec)) throw foundry::UserError(option + " " + dir + " does not exist");
+  if (!std::filesystem::is_directory(dir, ec))
+    throw foundry::UserError(option + " " + dir + " is not a folder of 0.npy, 1.npy, ...");
+  return foundry::read_npy_sequence(dir);
+}
 
-  nlohmann::json report;
-  bool all_pass = true;
-  report["outputs"] = nlohmann::json::array();
-  if (!opt.expected.empty()) {
-    std::vector<foundry::NpyArray> expected = foundry::read_npy_sequence(opt.expected);
-    if (expected.size() != outputs.size())
-      throw foundry::UserError("found " + std::to_string(expected.size()) + " expected outputs in " + opt.expected +
-                               ", the model has " + std::to_string(outputs.size()));
-    for (size_t k = 0; k < outputs.size(); ++k) {
-      std::optional<foundry::Tolerance> tol;
-      if (opt.atol || opt.rtol) {
-        foundry::Tolerance t = foundry::Tolerance::for_dtype(expected[k].dtype);
-        tol = foundry::Tolerance{opt.atol.value_or(t.atol), opt.rtol.value_or(t.rtol)};
-      }
-      foundry::Comparison c = foundry::compare_arrays(outputs[k], expected[k], tol);
-      all_pass = all_pass && c.pass;
-      report["outputs"].push_back({{"index", k}, {"max_abs_err", c.max_abs_err}, {"max_rel_err", c.max_rel_err},
-                                   {"pass", c.pass}, {"message", c.message}});
-      if (!opt.json)
-        std::printf("output %zu: max abs err %.3g, max rel err %.3g: %s%s%s\n", k, c.max_abs_err, c.max_rel_err,
-                    c.pass ? "PASS" : "FAIL", c.pass ? "" : ": ", c.message.c_str());
-    }
+// --atol and --rtol where given, else the defaults of the expected output's dtype.
+foundry::Tolerance tolerance_for(const Options& opt, foundry::DType dtype) {
+  foundry::Tolerance t = foundry::Tolerance::for_dtype(dtype);
+  return {opt.atol.value_or(t.atol), opt.rtol.value_or(t.rtol)};
+}
+
+std::string number_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// "atol 0.0001, rtol 0.0001" when every float dtype has those, else each dtype's: "float32: ...; float64: ...".
+std::string tolerance_values(const std::map<std::string, std::string>& by_dtype) {
+  std::set<std::string> distinct;
+  for (const auto& [dtype, values] : by_dtype) distinct.insert(values);
+  if (distinct.size() == 1) return *distinct.begin();
+  std::string text;
+  for (const auto& [dtype, values] : by_dtype) text += (text.empty() ? "" : "; ") + dtype + ": " + values;
+  return text;
+}
+
+// Printed once before the outputs: how atol and rtol combine, so that a relative error above rtol
+// that passes through atol (an element near 0) is no surprise.
+std::string tolerance_line(const Options& opt, const std::vector<foundry::NpyArray>& expected) {
+  std::map<std::string, std::string> by_dtype;  // "float32" -> "atol 0.0001, rtol 0.0001"
+  bool exact = false;
+  for (const foundry::NpyArray& e : expected) {
+    exact = exact || !foundry::is_floating(e.dtype);
+    if (!foundry::is_floating(e.dtype)) continue;
+    foundry::Tolerance t = tolerance_for(opt, e.dtype);
+    std::string dtype(foundry::dtype_name(e.dtype));
+    by_dtype[dtype] = "atol " + number_text(t.atol) + ", rtol " + number_text(t.rtol);
   }
+  std::string line = "tolerance: ";
+  if (!by_dtype.empty()) line += "|out - ref| <= atol + rtol*|ref| per element (" + tolerance_values(by_dtype) + ")";
+  if (exact) line += std::string(by_dtype.empty() ? "" : "; ") + "integer and bool outputs must be equal";
+  return line;
+}
+
+std::string output_name(const foundry::LoadedModel& model, size_t k) {
+  const char* name = model.output_info(k).name;
+  return name ? name : "";
+}
+
+// After "PASS: ": the worst element against its bound (an error of 0 everywhere has none worth
+// naming); after "FAIL: ", the problem: a shape or dtype that differs (no error to measure), or the
+// elements outside the tolerance.
+std::string comparison_text(const foundry::Comparison& c, const foundry::NpyArray& ref) {
+  if (!c.pass) return c.message;
+  if (c.worst >= 0 && c.worst_err > 0) return foundry::worst_element_text(c, ref.shape);
+  return "all " + std::to_string(ref.numel()) + " elements equal";
+}
+
+nlohmann::json comparison_json(const foundry::Comparison& c, const foundry::NpyArray& ref, foundry::Tolerance tol,
+                               size_t k, const std::string& name) {
+  nlohmann::json j = {{"index", k}, {"name", name}, {"pass", c.pass}, {"message", c.message},
+                      {"atol", tol.atol}, {"rtol", tol.rtol}};
+  // Errors exist only where the shapes and dtypes agree; 0 would read as a perfect match.
+  j["max_abs_err"] = c.elements_compared ? nlohmann::json(c.max_abs_err) : nlohmann::json();
+  j["max_rel_err"] = c.elements_compared ? nlohmann::json(c.max_rel_err) : nlohmann::json();
+  if (c.worst >= 0)
+    j["worst"] = {{"index", foundry::unravel_position(c.worst, ref.shape)}, {"abs_err", c.worst_err},
+                  {"allowed", c.worst_allowed}};
+  return j;
+}
+
+int usage_error(const std::string& msg) {
+  std::fprintf(stderr, "foundry-run: error: %s\n", foundry::printable_message(msg).c_str());
+  std::fprintf(stderr, "Run with --help for more information.\n");
+  return 2;
+}
+
+void set_thread_count(int threads) {
+  if (threads > FOUNDRY_MAX_THREADS) {
+    std::fprintf(stderr, "foundry-run: warning: --threads %d is more than %d threads; using %d\n", threads,
+                 FOUNDRY_MAX_THREADS, FOUNDRY_MAX_THREADS);
+    threads = FOUNDRY_MAX_THREADS;
+  }
+  // Read by the model's OpenMP runtime when it starts, so set before loading it.
+  setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
+  setenv("FOUNDRY_NUM_THREADS", std::to_string(threads).c_str(), 1);
+}
+
+std::vector<foundry::NpyArray> given_inputs(const foundry::LoadedModel& model, const std::string& dir) {
+  std::vector<foundry::NpyArray> inputs = read_npy_folder("--inputs", dir);
+  if (inputs.size() != model.num_inputs())
+    throw foundry::UserError("found " + std::to_string(inputs.size()) + " inputs in " + dir + ", the model takes " +
+                             std::to_string(model.num_inputs()));
+  return inputs;
+}
+
+// A random input's shape: a dynamic size is the one torch.export ran with (manifest.json), or the
+// smallest size >= 1 in its range when the manifest has none that fits.
+std::vector<int64_t> random_input_shape(const foundry::LoadedModel& model, size_t k) {
+  foundry_tensor_info info = model.input_info(k);
+  std::vector<int64_t> example = model.example_input_shape(k);
+  std::vector<int64_t> shape;
+  for (size_t d = 0; d < static_cast<size_t>(info.rank); ++d) {
+    int64_t smallest = std::max<int64_t>(info.min_shape[d], 1);
+    bool example_fits = d < example.size() && example[d] >= smallest && example[d] <= info.max_shape[d];
+    shape.push_back(info.shape[d] >= 0 ? info.shape[d] : example_fits ? example[d] : smallest);
+  }
+  return shape;
+}
+
+// No --inputs: random ones of the model's input dtypes and shapes, said on one line (--json:
+// "random_inputs"), so that nobody takes the outputs for meaningful ones.
+std::vector<foundry::NpyArray> random_inputs(const foundry::LoadedModel& model, const Options& opt,
+                                             nlohmann::json& report) {
+  std::mt19937_64 rng(opt.seed);
+  std::vector<foundry::NpyArray> inputs;
+  nlohmann::json described = nlohmann::json::array();
+  std::string text;
+  for (size_t k = 0; k < model.num_inputs(); ++k) {
+    foundry_tensor_info info = model.input_info(k);
+    std::optional<foundry::DType> dtype = foundry::dtype_from_export(info.dtype);
+    if (!dtype) throw foundry::UserError("model input " + std::to_string(k) + " has an unknown dtype");
+    inputs.push_back(foundry::random_array(*dtype, random_input_shape(model, k), rng));
+    std::string name = info.name ? info.name : "", dtype_name(foundry::dtype_name(*dtype));
+    described.push_back({{"name", name}, {"dtype", dtype_name}, {"shape", inputs.back().shape}});
+    text += (text.empty() ? "" : "; ") + name + " " + dtype_name + " " + foundry::shape_text(inputs.back().shape);
+  }
+  report["random_inputs"] = {{"seed", opt.seed}, {"inputs", described}};
+  if (!opt.json)
+    std::printf("inputs: random, seed %llu (floats uniform in [-1, 1), integers 0 or 1, bools false or true): %s\n",
+                static_cast<unsigned long long>(opt.seed), text.empty() ? "none" : text.c_str());
+  return inputs;
+}
+
+// --expected: each output against its file, with the tolerance rule said once. True when all pass.
+bool compare_outputs(const foundry::LoadedModel& model, const Options& opt,
+                     const std::vector<foundry::NpyArray>& outputs, nlohmann::json& report) {
+  std::vector<foundry::NpyArray> expected = read_npy_folder("--expected", opt.expected);
+  if (expected.size() != outputs.size())
+    throw foundry::UserError("found " + std::to_string(expected.size()) + " expected outputs in " + opt.expected +
+                             ", the model has " + std::to_string(outputs.size()));
+  if (!opt.json) std::printf("%s\n", tolerance_line(opt, expected).c_str());
+  bool all_pass = true;
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    foundry::Tolerance tol = tolerance_for(opt, expected[k].dtype);
+    foundry::Comparison c = foundry::compare_arrays(outputs[k], expected[k], tol);
+    all_pass = all_pass && c.pass;
+    report["outputs"].push_back(comparison_json(c, expected[k], tol, k, output_name(model, k)));
+    if (!opt.json)
+      std::printf("output %zu (%s): %s: %s\n", k, output_name(model, k).c_str(), c.pass ? "PASS" : "FAIL",
+                  comparison_text(c, expected[k]).c_str());
+  }
+  return all_pass;
+}
+
+int run(const Options& opt) {
+  if (opt.threads > 0) set_thread_count(opt.threads);
+  foundry::LoadedModel model(opt.model_dir);
+  nlohmann::json report;
+  report["outputs"] = nlohmann::json::array();
+  std::vector<foundry::NpyArray> inputs =
+      opt.inputs.empty() ? random_inputs(model, opt, report) : given_inputs(model, opt.inputs);
+  std::vector<foundry::NpyArray> outputs = model.run(inputs);
+  bool all_pass = opt.expected.empty() || compare_outputs(model, opt, outputs, report);
   if (!opt.save_outputs.empty()) save_outputs(opt.save_outputs, outputs);
   if (opt.bench > 0) {
     BenchStats s = benchmark(model, inputs, opt.bench, opt.warmup);
@@ -117,23 +250,37 @@ int run(const Options& opt) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"foundry-run: run a model compiled by foundryc on .npy inputs"};
+  CLI::App app{"foundry-run: run a model compiled by foundryc on .npy inputs or random ones"};
   Options opt;
   app.add_option("model", opt.model_dir, "the output folder of foundryc (model.so, manifest.json)")->required();
-  app.add_option("--inputs", opt.inputs, "folder of inputs 0.npy, 1.npy, ... in graph order")->required();
-  app.add_option("--expected", opt.expected, "folder of expected outputs to compare with");
-  app.add_option("--atol", opt.atol, "absolute tolerance (default by dtype: 1e-4 for float32)");
-  app.add_option("--rtol", opt.rtol, "relative tolerance (default by dtype: 1e-4 for float32)");
+  app.add_option("--inputs", opt.inputs,
+                 "folder of inputs 0.npy, 1.npy, ... in graph order (default: random inputs of the model's shapes)");
+  app.add_option("--expected", opt.expected,
+                 "folder of expected outputs 0.npy, 1.npy, ... to compare with (needs --inputs)");
+  app.add_option("--atol", opt.atol,
+                 "absolute tolerance: an element passes when |out - ref| <= atol + rtol*|ref| (default by dtype: 1e-4 "
+                 "for float32)");
+  app.add_option("--rtol", opt.rtol, "relative tolerance, added to atol as above (default by dtype: 1e-4 for float32)");
   app.add_option("--save-outputs", opt.save_outputs, "write the outputs as .npy files into this folder");
   app.add_option("--bench", opt.bench, "time N runs and report the median, p10 and p90");
   app.add_option("--warmup", opt.warmup, "untimed runs before benchmarking (default 3)");
   app.add_option("--threads", opt.threads, "threads the model may use");
+  app.add_option("--seed", opt.seed, "seed of the random inputs made without --inputs (default 0)");
   app.add_flag("--json", opt.json, "print one JSON object instead of text");
+  app.set_version_flag("--version", std::string("foundry-run ") + FOUNDRY_VERSION);
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    return usage_error(e.what());
   }
+  if (!opt.expected.empty() && opt.inputs.empty())
+    return usage_error("--expected needs --inputs: random inputs have no expected outputs");
   try {
     return run(opt);
   } catch (const foundry::UserError& e) {

@@ -27,22 +27,12 @@ DebugBufferInfo buffer_info(const nlohmann::json& entry) {
   return info;
 }
 
-// The row-major index of flat position `flat` in `shape`.
-std::vector<int64_t> unravel(int64_t flat, const std::vector<int64_t>& shape) {
-  std::vector<int64_t> index(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    index[d] = flat % shape[d];
-    flat /= shape[d];
-  }
-  return index;
-}
-
 BufferDifference difference(const DebugBufferInfo& info, const NpyArray& compiled, const NpyArray& reference,
                             Comparison comparison) {
   BufferDifference d{info, reference.dtype, reference.shape, std::move(comparison), {}, 0, 0};
   int64_t e = d.comparison.first_mismatch;
   if (e >= 0) {
-    d.index = unravel(e, reference.shape);
+    d.index = unravel_position(e, reference.shape);
     d.compiled = element_as_double(compiled, e);
     d.reference = element_as_double(reference, e);
   }

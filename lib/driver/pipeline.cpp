@@ -196,12 +196,19 @@ std::string model_name(const PipelineOptions& opts) {
   return codegen::model_name_problem(n).empty() ? n : codegen::sanitize_model_name("model_" + n);
 }
 
-nlohmann::json tensor_list(const std::vector<const ir::Buffer*>& bufs, const std::vector<std::string>& names) {
+// Each tensor's name, dtype, shape (a dynamic size as its expression, "s0") and example_shape: the
+// sizes of the inputs torch.export ran with (what foundry-run's random inputs take).
+nlohmann::json tensor_list(const std::vector<const ir::Buffer*>& bufs, const std::vector<std::string>& names,
+                           const std::vector<ir::SizeSymbol>& symbols) {
   nlohmann::json list = nlohmann::json::array();
   for (size_t k = 0; k < bufs.size(); ++k) {
-    nlohmann::json shape = nlohmann::json::array();
-    for (const auto& e : bufs[k]->sizes) shape.push_back(e.is_const() ? nlohmann::json(e.const_value()) : nlohmann::json(ir::to_string(e)));
-    list.push_back({{"name", names[k]}, {"dtype", std::string(dtype_name(bufs[k]->dtype))}, {"shape", shape}});
+    nlohmann::json shape = nlohmann::json::array(), example = nlohmann::json::array();
+    for (const auto& e : bufs[k]->sizes) {
+      shape.push_back(e.is_const() ? nlohmann::json(e.const_value()) : nlohmann::json(ir::to_string(e)));
+      example.push_back(ir::value_at_hints(e, symbols));
+    }
+    list.push_back({{"name", names[k]}, {"dtype", std::string(dtype_name(bufs[k]->dtype))}, {"shape", shape},
+                    {"example_shape", example}});
   }
   return list;
 }
@@ -269,8 +276,8 @@ nlohmann::json manifest(const PipelineOptions& opts, const PipelineState& state)
   nlohmann::json m = {
       {"name", state.model->name},
       {"foundryc_version", FOUNDRY_VERSION},
-      {"inputs", tensor_list(program.inputs, program.input_names)},
-      {"outputs", tensor_list(program.outputs, program.output_names)},
+      {"inputs", tensor_list(program.inputs, program.input_names, program.size_symbols)},
+      {"outputs", tensor_list(program.outputs, program.output_names, program.size_symbols)},
       {"kernels", kernels},
       {"bytes_moved", bytes_moved},
       {"fusion", opts.fusion},

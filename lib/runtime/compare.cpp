@@ -49,19 +49,59 @@ std::string shape_text(const std::vector<int64_t>& s) {
   return t + "]";
 }
 
+std::vector<int64_t> unravel_position(int64_t flat, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> index(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    index[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return index;
+}
+
+std::string worst_element_text(const Comparison& c, const std::vector<int64_t>& shape) {
+  if (c.worst < 0) return "";
+  std::ostringstream text;
+  text.precision(3);
+  text << "worst element " << shape_text(unravel_position(c.worst, shape)) << ": |out - ref| " << c.worst_err
+       << ", allowed there " << c.worst_allowed;
+  return text.str();
+}
+
+namespace {
+// How far |out - ref| = err is along its bound `allowed`: above 1 is outside the tolerance.
+double share_of_bound(double err, double allowed) {
+  if (allowed > 0) return err / allowed;
+  return err > 0 ? INFINITY : 0;
+}
+
+// "12 of 80 elements outside the tolerance, first [0, 5]: got 1.5, expected 1", and the worst
+// element when it is outside too.
+std::string mismatch_message(const Comparison& c, const NpyArray& out, const NpyArray& ref) {
+  std::ostringstream msg;
+  msg.precision(9);
+  msg << c.mismatches << " of " << ref.numel() << " elements "
+      << (is_floating(ref.dtype) ? "outside the tolerance" : "differ") << ", first "
+      << shape_text(unravel_position(c.first_mismatch, ref.shape)) << ": got "
+      << element_as_double(out, c.first_mismatch) << ", expected " << element_as_double(ref, c.first_mismatch);
+  if (c.worst >= 0 && c.worst_err > c.worst_allowed) msg << "; " << worst_element_text(c, ref.shape);
+  return msg.str();
+}
+}  // namespace
+
 Comparison compare_arrays(const NpyArray& out, const NpyArray& ref, std::optional<Tolerance> tol) {
   Comparison c;
   if (out.dtype != ref.dtype) {
-    c.message = "dtype " + std::string(dtype_name(out.dtype)) + " differs from the reference's " +
-                std::string(dtype_name(ref.dtype));
+    c.message = "dtype " + std::string(dtype_name(out.dtype)) + ", expected " + std::string(dtype_name(ref.dtype));
     return c;
   }
   if (out.shape != ref.shape) {
-    c.message = "shape " + shape_text(out.shape) + " differs from the reference's " + shape_text(ref.shape);
+    c.message = "shape " + shape_text(out.shape) + ", expected " + shape_text(ref.shape);
     return c;
   }
+  c.elements_compared = true;
   Tolerance t = tol.value_or(Tolerance::for_dtype(ref.dtype));
   bool floating = is_floating(ref.dtype);
+  double worst_share = -1;
   for (int64_t e = 0; e < ref.numel(); ++e) {
     double o = element_as_double(out, e), r = element_as_double(ref, e);
     bool ok;
@@ -72,22 +112,22 @@ Comparison compare_arrays(const NpyArray& out, const NpyArray& ref, std::optiona
     } else if (std::isinf(r) || std::isinf(o)) {
       ok = o == r;
     } else {
-      double err = std::fabs(o - r);
+      double err = std::fabs(o - r), allowed = t.atol + t.rtol * std::fabs(r);
       c.max_abs_err = std::max(c.max_abs_err, err);
       if (r != 0) c.max_rel_err = std::max(c.max_rel_err, err / std::fabs(r));
-      ok = err <= t.atol + t.rtol * std::fabs(r);
+      ok = err <= allowed;
+      if (share_of_bound(err, allowed) > worst_share) {
+        worst_share = share_of_bound(err, allowed);
+        c.worst = e;
+        c.worst_err = err;
+        c.worst_allowed = allowed;
+      }
     }
     if (!floating && !ok) c.max_abs_err = std::max(c.max_abs_err, std::fabs(o - r));
-    if (!ok && c.mismatches++ == 0) {
-      c.first_mismatch = e;
-      std::ostringstream msg;
-      msg.precision(9);
-      msg << "element " << e << ": got " << o << ", expected " << r;
-      c.message = msg.str();
-    }
+    if (!ok && c.mismatches++ == 0) c.first_mismatch = e;
   }
   c.pass = c.mismatches == 0;
-  if (!c.pass) c.message += " (" + std::to_string(c.mismatches) + " mismatching elements)";
+  if (!c.pass) c.message = mismatch_message(c, out, ref);
   return c;
 }
 

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <new>
@@ -45,6 +46,12 @@ foundry_tensor describe(const NpyArray& a) {
 }  // namespace
 
 LoadedModel::LoadedModel(const std::string& dir) : api_(std::make_unique<Api>()) {
+  std::error_code ec;
+  if (!std::filesystem::exists(dir, ec)) throw UserError(dir + " does not exist");
+  // A manifest that is there but unreadable (a FIFO, no permission) is said by the open below.
+  if (!std::filesystem::exists(dir + "/manifest.json", ec))
+    throw UserError(dir + " is not a folder compiled by foundryc (no manifest.json); compile a model with " +
+                    "`foundryc model.pt2 -o " + dir + "`");
   std::string error;
   int fd = open_regular_file(dir + "/manifest.json", error);  // not a FIFO: it would block
   if (fd < 0) throw UserError("cannot read " + dir + "/manifest.json: " + error);
@@ -55,6 +62,8 @@ LoadedModel::LoadedModel(const std::string& dir) : api_(std::make_unique<Api>())
   try {
     m = nlohmann::json::parse(manifest);
     name_ = m.at("name").get<std::string>();
+    for (const auto& input : m.value("inputs", nlohmann::json::array()))
+      example_input_shapes_.push_back(input.value("example_shape", std::vector<int64_t>{}));
   } catch (const nlohmann::json::exception& e) {
     throw UserError(dir + "/manifest.json is not a foundryc manifest: " + e.what());
   }
@@ -104,6 +113,10 @@ foundry_tensor_info LoadedModel::output_info(size_t i) const {
   foundry_tensor_info info{};
   api_->output_info(i, &info);
   return info;
+}
+
+std::vector<int64_t> LoadedModel::example_input_shape(size_t i) const {
+  return i < example_input_shapes_.size() ? example_input_shapes_[i] : std::vector<int64_t>{};
 }
 
 namespace {

@@ -17,11 +17,18 @@ struct Tolerance {
 
 struct Comparison {
   bool pass = false;
+  bool elements_compared = false;  // false when the dtypes or the shapes differ: no error was measured
   double max_abs_err = 0;
   double max_rel_err = 0;
   int64_t mismatches = 0;
   std::string message;  // the first problem found, empty when passing
   int64_t first_mismatch = -1;  // the C-order position of the first differing element; -1 if none or dtype/shape differ
+  // The finite floating element with the largest |out - ref| / (atol + rtol*|ref|): the one nearest
+  // to, or furthest past, its bound. The largest relative error alone misleads: it may pass through
+  // atol. -1 when there is none (integer and bool arrays, which must be equal).
+  int64_t worst = -1;
+  double worst_err = 0;      // |out - ref| there
+  double worst_allowed = 0;  // atol + rtol*|ref| there
 };
 
 // `tol` defaults to Tolerance::for_dtype(ref.dtype).
@@ -32,5 +39,12 @@ double element_as_double(const NpyArray& a, int64_t e);
 
 // "[2, 3]": a shape or an element's index, for messages.
 std::string shape_text(const std::vector<int64_t>& s);
+
+// The index of the element at C-order position `flat` of an array of `shape`.
+std::vector<int64_t> unravel_position(int64_t flat, const std::vector<int64_t>& shape);
+
+// "worst element [3, 7]: |out - ref| 3.1e-05, allowed there 0.00012": c.worst of an array of
+// `shape`; "" when c has none.
+std::string worst_element_text(const Comparison& c, const std::vector<int64_t>& shape);
 
 }  // namespace foundry

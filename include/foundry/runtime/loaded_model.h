@@ -26,6 +26,9 @@ class LoadedModel {
   size_t num_outputs() const;
   foundry_tensor_info input_info(size_t i) const;
   foundry_tensor_info output_info(size_t i) const;
+  // Input i's shape at the sizes torch.export ran with (manifest.json's example_shape); empty when
+  // there is none (a folder of an older foundryc, a model opened from a shared object).
+  std::vector<int64_t> example_input_shape(size_t i) const;
 
   // Runs on `inputs`, returning the outputs (allocated here, shaped by NAME_infer_shapes). Throws
   // UserError with the model's last_error on failure.
@@ -41,6 +44,7 @@ class LoadedModel {
   void* handle_ = nullptr;
   void* model_ = nullptr;
   std::unique_ptr<Api> api_;
+  std::vector<std::vector<int64_t>> example_input_shapes_;
   void open(const std::string& so_path, const std::string& weights_dir);
 };
 
