@@ -257,6 +257,45 @@ TEST_CASE("fusion: relu(x + y) * 2 is one kernel with two loads and one store", 
   CHECK(count_occurrences(kernels, "out_ptr0[") == 1);
 }
 
+// torchvision's DenseNet: a transition's average pooling (a sum, then a division inlined into every
+// reader) feeds its kernel's batch norm and the next block's concatenations, which inline the
+// division and so read the sum in later kernels: the sum must be stored, not kept in registers.
+TEST_CASE("fusion: a result read again through an inlined node in a later kernel is stored (DenseNet)",
+          "[fusion][fast]") {
+  TempDir tmp("foundry_fusion_");
+  const std::string dir = samples_dir() + "/dense_cnn";
+  for (const std::string archive : {"model.pt2", "model.raw.pt2"}) {
+    INFO(archive);
+    const std::string out = tmp / archive;
+    ProcResult c = run_foundryc({dir + "/" + archive, "-o", out, "--dump-ir"});
+    INFO(c.err);
+    REQUIRE(c.exit_code == 0);
+    ProcResult run = run_process({foundry_run_exe(), out, "--inputs", dir + "/inputs", "--expected", dir + "/expected"});
+    INFO(run.out << run.err);
+    CHECK(run.exit_code == 0);
+    // No buffer one kernel keeps in registers is read by another step.
+    std::istringstream dump(read_file(out + "/debug/ir_post_fusion.txt"));
+    std::vector<std::pair<std::string, std::string>> kept_and_reads;  // per step: its kept buffers, its reads
+    for (std::string line; std::getline(dump, line);) {
+      if (line.rfind("kernel ", 0) == 0 || line.rfind("extern ", 0) == 0) kept_and_reads.emplace_back();
+      if (kept_and_reads.empty()) continue;
+      if (line.rfind("  kept in registers: ", 0) == 0) kept_and_reads.back().first = line.substr(21);
+      if (line.rfind("  reads: ", 0) == 0) kept_and_reads.back().second = line.substr(9);
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < kept_and_reads.size(); ++i) {
+      std::istringstream names(kept_and_reads[i].first);
+      for (std::string name; std::getline(names >> std::ws, name, ',');) {
+        if (name == "-") continue;
+        ++kept;
+        for (size_t j = 0; j < kept_and_reads.size(); ++j)
+          if (j != i) CHECK_THAT(kept_and_reads[j].second, !Catch::Contains(name + "["));
+      }
+    }
+    CHECK(kept > 0);
+  }
+}
+
 TEST_CASE("fusion: golden ir_post_fusion.txt and ir_pre_fusion.txt", "[fusion][fast]") {
   const bool update = std::getenv("FOUNDRY_UPDATE_GOLDEN") && std::string(std::getenv("FOUNDRY_UPDATE_GOLDEN")) == "1";
   TempDir tmp;

@@ -104,18 +104,30 @@ std::string kernel_name(const Kernel& k, const std::set<const ir::LoopNode*>& in
   return name + "_" + std::to_string(index);
 }
 
+// Whether every read of `b` is in kernel `k`: by a member, or by a node inlined into it whose own
+// result is read only in `k` too (an inlined node is recomputed in every kernel that reads its
+// result, and reads `b` again there: a concatenation that inlines a pooling's division).
+bool read_only_inside(const ir::Buffer* b, const Uses& uses, const std::set<const ir::LoopNode*>& members,
+                      const std::set<const ir::LoopNode*>& inlined, std::map<const ir::Buffer*, bool>& memo) {
+  if (auto m = memo.find(b); m != memo.end()) return m->second;
+  bool inside = true;
+  if (auto r = uses.readers.find(b); r != uses.readers.end())
+    for (const auto* reader : r->second)
+      inside = inside && (members.count(reader) ||
+                          (inlined.count(reader) && read_only_inside(reader->output, uses, members, inlined, memo)));
+  return memo[b] = inside;
+}
+
 // Buffers written and read only inside one kernel, every read forwarded: never stored.
 void find_internal_buffers(Kernel& k, const Uses& uses, const std::set<const ir::Buffer*>& outputs,
                            const WalkReport& report) {
-  std::set<const ir::LoopNode*> inside(report.inlined.begin(), report.inlined.end());
-  for (const auto& m : k.members) inside.insert(m.node);
+  std::set<const ir::LoopNode*> inlined(report.inlined.begin(), report.inlined.end()), members;
+  for (const auto& m : k.members) members.insert(m.node);
+  std::map<const ir::Buffer*, bool> memo;
   for (const auto& m : k.members) {
     const ir::Buffer* b = m.node->output;
     if (b->kind != ir::BufferKind::Computed || outputs.count(b) || report.materialized.count(b)) continue;
-    bool all_inside = true;
-    if (auto r = uses.readers.find(b); r != uses.readers.end())
-      for (const auto* reader : r->second) all_inside = all_inside && inside.count(reader);
-    if (all_inside) k.internal_buffers.insert(b);
+    if (read_only_inside(b, uses, members, inlined, memo)) k.internal_buffers.insert(b);
   }
 }
 
