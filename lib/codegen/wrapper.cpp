@@ -176,6 +176,14 @@ struct BufferPointers {
   std::map<const ir::Buffer*, std::string> names;
   std::string lines;
 
+  const std::string& pointer_of(const ir::Buffer& b, const std::string& kernel) const {
+    auto it = names.find(&b);
+    if (it == names.end())
+      throw InternalError("bug: " + kernel + " uses buffer " + b.name + ", which has no storage (not an input, output, "
+                          "weight or arena buffer)");
+    return it->second;
+  }
+
   void add(const ir::Buffer* b, const std::string& declaration, const std::string& source) {
     names[b] = b->name;
     lines += "  " + declaration + " " + b->name + " = " + source + ";  // " + archive_name_label(*b) +
@@ -226,7 +234,7 @@ std::string step_calls(const sched::Schedule& schedule, const std::vector<Emitte
     }
     const EmittedKernel& k = kernels[kernel_index++];
     calls += kernel_call_comment(step.kernel, k) + "  " + n + "_kernels::" + k.name + "(";
-    for (size_t a = 0; a < k.args.size(); ++a) calls += (a ? ", " : "") + ptrs.names.at(k.args[a].buffer);
+    for (size_t a = 0; a < k.args.size(); ++a) calls += (a ? ", " : "") + ptrs.pointer_of(*k.args[a].buffer, k.name);
     for (const std::string& sym : k.size_params) calls += ", " + sym;
     calls += ");\n";
   }
