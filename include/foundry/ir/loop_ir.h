@@ -113,7 +113,7 @@ struct LoopProgram {
 // or c_ or else given w_. Generated code has no other identifiers with these prefixes (arguments
 // argN, buffers bufN, sizes sN, wrapper locals, kernels cpp_*, C++ keywords), so a weight cannot
 // shadow or collide with one of them; two weights can share one, new_buffer adds a suffix.
-constexpr size_t kMaxWeightIdentifier = 40;
+constexpr size_t kMaxWeightIdentifier = 64;  // long enough for torchvision's module paths (running_mean vs running_var)
 std::string weight_identifier(const std::string& value_name);
 
 std::vector<Expr> contiguous_strides(const std::vector<Expr>& sizes);
