@@ -14,6 +14,7 @@
 #include "foundry/frontend/frontend.h"
 #include "foundry/graph/graph.h"
 #include "foundry/ops/registry.h"
+#include "foundry/runtime/npy.h"
 #include "foundry/support/error.h"
 #include "support.h"
 
@@ -129,7 +130,7 @@ TEST_CASE("cli: default output folder and --dump-ir", "[cli][fast]") {
   ProcResult r = run_foundryc({tmp / "pointwise.pt2", "--stop-after=frontend"});
   INFO(r.err);
   CHECK(r.exit_code == 0);
-  CHECK(r.err.empty());
+  CHECK_THAT(r.err, Catch::StartsWith("foundryc: warning: --stop-after=frontend without --dump-ir writes nothing"));
   CHECK(fs::is_directory(tmp / "pointwise_out"));
   CHECK_FALSE(fs::exists(tmp / "pointwise_out/debug"));
 
@@ -654,4 +655,21 @@ with zipfile.ZipFile(out + 'no_root.pt2', 'w') as z:
   INFO("stderr: " << both.err);
   CHECK(both.exit_code == 0);
   check_refused(tmp / "no_root.pt2", {"archive entries are not under one root folder"});
+}
+
+TEST_CASE("cli: --interpret --expected says PASS with the worst element, or what differs", "[cli][interpret][fast]") {
+  TempDir tmp("foundry_cli_");
+  const std::string mlp = sample("mlp", "");
+  ProcResult pass = run_foundryc({mlp + "model.pt2", "--interpret", "--inputs", mlp + "inputs", "--expected", mlp + "expected"});
+  INFO(pass.out << pass.err);
+  CHECK(pass.exit_code == 0);
+  CHECK(std::regex_match(pass.out, std::regex(R"(output 0: PASS: (worst element \[\d+, \d+\]: \|out - ref\| \S+, allowed there \S+|all 80 elements equal)\n)")));
+  fs::create_directories(tmp / "wrong_shape");
+  foundry::NpyArray a;  // mlp's output is float32 [8, 10]
+  a.shape = {8, 12};
+  a.data.assign(8 * 12 * 4, 0);
+  foundry::write_npy(tmp / "wrong_shape/0.npy", a);
+  ProcResult fail = run_foundryc({mlp + "model.pt2", "--interpret", "--inputs", mlp + "inputs", "--expected", tmp / "wrong_shape"});
+  CHECK(fail.exit_code == 1);
+  CHECK(fail.out == "output 0: FAIL: shape [8, 10], expected [8, 12]\n");
 }

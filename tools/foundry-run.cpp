@@ -115,15 +115,6 @@ std::string output_name(const foundry::LoadedModel& model, size_t k) {
   return name ? name : "";
 }
 
-// After "PASS: ": the worst element against its bound (an error of 0 everywhere has none worth
-// naming); after "FAIL: ", the problem: a shape or dtype that differs (no error to measure), or the
-// elements outside the tolerance.
-std::string comparison_text(const foundry::Comparison& c, const foundry::NpyArray& ref) {
-  if (!c.pass) return c.message;
-  if (c.worst >= 0 && c.worst_err > 0) return foundry::worst_element_text(c, ref.shape);
-  return "all " + std::to_string(ref.numel()) + " elements equal";
-}
-
 nlohmann::json comparison_json(const foundry::Comparison& c, const foundry::NpyArray& ref, foundry::Tolerance tol,
                                size_t k, const std::string& name) {
   nlohmann::json j = {{"index", k}, {"name", name}, {"pass", c.pass}, {"message", c.message},
@@ -216,7 +207,7 @@ bool compare_outputs(const foundry::LoadedModel& model, const Options& opt,
     report["outputs"].push_back(comparison_json(c, expected[k], tol, k, output_name(model, k)));
     if (!opt.json)
       std::printf("output %zu (%s): %s: %s\n", k, output_name(model, k).c_str(), c.pass ? "PASS" : "FAIL",
-                  comparison_text(c, expected[k]).c_str());
+                  foundry::comparison_summary(c, expected[k]).c_str());
   }
   return all_pass;
 }

@@ -136,7 +136,7 @@ int interpret(const std::string& input, const std::string& inputs_dir, const std
   for (size_t k = 0; k < outputs.size(); ++k) {
     foundry::Comparison c = foundry::compare_arrays(outputs[k], expected[k]);
     pass = pass && c.pass;
-    std::cout << "output " << k << ": max abs err " << c.max_abs_err << ": " << (c.pass ? "PASS" : "FAIL: " + c.message)
+    std::cout << "output " << k << ": " << (c.pass ? "PASS: " : "FAIL: ") << foundry::comparison_summary(c, expected[k])
               << "\n";
   }
   return pass ? 0 : 1;

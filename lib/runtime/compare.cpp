@@ -131,4 +131,10 @@ Comparison compare_arrays(const NpyArray& out, const NpyArray& ref, std::optiona
   return c;
 }
 
+std::string comparison_summary(const Comparison& c, const NpyArray& ref) {
+  if (!c.pass) return c.message;
+  if (c.worst >= 0 && c.worst_err > 0) return worst_element_text(c, ref.shape);
+  return "all " + std::to_string(ref.numel()) + " elements equal";
+}
+
 }  // namespace foundry

@@ -47,4 +47,9 @@ std::vector<int64_t> unravel_position(int64_t flat, const std::vector<int64_t>& 
 // `shape`; "" when c has none.
 std::string worst_element_text(const Comparison& c, const std::vector<int64_t>& shape);
 
+// What follows "PASS: " or "FAIL: " for c, a comparison with `ref`: when passing, the worst element
+// against its bound ("all N elements equal" when every error is 0); when failing, the problem (a
+// shape or dtype that differs, with no error to measure, or the elements outside the tolerance).
+std::string comparison_summary(const Comparison& c, const NpyArray& ref);
+
 }  // namespace foundry
