@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -384,4 +385,26 @@ TEST_CASE("deploy: the C API names dtypes in its messages", "[deploy][fast]") {
   ProcResult r = run_process({foundry_run_exe(), tmp / "out", "--inputs", tmp / "in"});
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Catch::Contains("input 0 (") && Catch::Contains("): float64, expected float32"));
+}
+
+// scripts/demo.sh builds what it runs, not the test suite: the targets it gives scripts/setup.sh
+// need no test source (the build's own ninja lists their commands).
+TEST_CASE("deploy: scripts/demo.sh builds foundryc and foundry-run, not the test suite", "[deploy][fast]") {
+  const std::string root = test_source_dir() + "/..";
+  std::smatch m;
+  const std::string demo = read_file(root + "/scripts/demo.sh");
+  REQUIRE(std::regex_search(demo, m, std::regex(R"(\nscripts/setup\.sh ([a-z -]+?)\s*(#|\n))")));
+  std::vector<std::string> targets;
+  std::istringstream words(m[1].str());
+  for (std::string t; words >> t;) targets.push_back(t);
+  CHECK(targets == std::vector<std::string>{"foundryc", "foundry-run"});
+  std::vector<std::string> argv = {"ninja", "-C", FOUNDRY_BINARY_DIR, "-t", "commands"};
+  argv.insert(argv.end(), targets.begin(), targets.end());
+  ProcResult r = run_process(argv);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("tools/foundryc.cpp") && Catch::Contains("tools/foundry-run.cpp"));
+  CHECK_THAT(r.out, !Catch::Contains("/test/"));
+  ProcResult all = run_process({"ninja", "-C", FOUNDRY_BINARY_DIR, "-t", "commands"});
+  CHECK_THAT(all.out, Catch::Contains("/test/"));  // the check above can see test sources
 }
