@@ -208,7 +208,7 @@ class Loader {
     int64_t minor = version.find("minor") ? version.at("minor").as_int() : 0;
     if (major != 8)
       version.fail("schema version " + std::to_string(major) + "." + std::to_string(minor) +
-                   " is not supported (foundryc reads version 8.x, written by torch 2.9 to 2.11)");
+                   " is not supported (foundryc reads version 8.x, written by torch 2.9 to 2.15)");
     g_.schema_major = static_cast<int>(major);
     g_.schema_minor = static_cast<int>(std::min<int64_t>(minor, std::numeric_limits<int>::max()));
     if (auto v = root.find("verifiers")) {
