@@ -52,6 +52,10 @@ Outs lower_var(LoweringContext&, const Node&);   // var.correction, var_mean.cor
 LowerFn lower_scan(bool is_prod);                // cumsum/cumprod
 LowerFn lower_softmax(bool is_log);              // _softmax/_log_softmax
 
+// sorting.cpp
+Outs lower_sort(LoweringContext&, const Node&);  // sort, sort.stable
+Outs lower_topk(LoweringContext&, const Node&);
+
 // norms.cpp
 Outs lower_native_layer_norm(LoweringContext&, const Node&);
 Outs lower_native_group_norm(LoweringContext&, const Node&);
