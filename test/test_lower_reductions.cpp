@@ -349,6 +349,13 @@ TEST_CASE("lower sorting: sort and topk match PyTorch interpreted and compiled",
   CHECK(run_sample_both_ways(core_ops_sample("sort_topk")) == "");
 }
 
+// InstanceNorm2d with and without affine parameters and BatchNorm2d without running statistics:
+// _native_batch_norm_legit.no_stats normalizing by the batch's statistics.
+TEST_CASE("lower norms: _native_batch_norm_legit.no_stats matches PyTorch interpreted and compiled",
+          "[lower][fast]") {
+  CHECK(run_sample_both_ways(core_ops_sample("instance_norm")) == "");
+}
+
 // The tier-1 corpus samples that use these ops, lowered and evaluated against their references.
 // Samples that also use an op without a lowering (another family's, not yet written) are skipped.
 TEST_CASE("lower reductions: corpus samples", "[lower][corpus]") {

@@ -60,6 +60,7 @@ Outs lower_topk(LoweringContext&, const Node&);
 Outs lower_native_layer_norm(LoweringContext&, const Node&);
 Outs lower_native_group_norm(LoweringContext&, const Node&);
 Outs lower_batch_norm_no_training(LoweringContext&, const Node&);
+Outs lower_batch_norm_batch_stats(LoweringContext&, const Node&);  // _native_batch_norm_legit.no_stats
 
 // nn.cpp
 Outs lower_mm(LoweringContext&, const Node&);
