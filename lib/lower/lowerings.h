@@ -85,6 +85,9 @@ Outs lower_empty(LoweringContext&, const Node&);  // empty.memory_format, empty_
 Outs lower_gather(LoweringContext&, const Node&);
 Outs lower_index_select(LoweringContext&, const Node&);
 Outs lower_embedding(LoweringContext&, const Node&);
+
+// embedding_bag.cpp
+Outs lower_embedding_bag(LoweringContext&, const Node&);  // _embedding_bag
 Outs lower_index_tensor(LoweringContext&, const Node&);  // index.Tensor (advanced indexing)
 Outs lower_index_put(LoweringContext&, const Node&);
 Outs lower_scatter_src(LoweringContext&, const Node&);
