@@ -88,6 +88,9 @@ Outs lower_embedding(LoweringContext&, const Node&);
 
 // embedding_bag.cpp
 Outs lower_embedding_bag(LoweringContext&, const Node&);  // _embedding_bag
+
+// grid_sample.cpp
+Outs lower_grid_sampler_2d(LoweringContext&, const Node&);
 Outs lower_index_tensor(LoweringContext&, const Node&);  // index.Tensor (advanced indexing)
 Outs lower_index_put(LoweringContext&, const Node&);
 Outs lower_scatter_src(LoweringContext&, const Node&);

@@ -247,6 +247,19 @@ std::vector<TensorType> native_group_norm(const Node& node) {
   return {make_type(input.dtype, input.sizes), stats, stats};
 }
 
+// grid_sampler_2d(input [N, C, H, W], grid [N, Ho, Wo, 2], ...) -> [N, C, Ho, Wo].
+std::vector<TensorType> grid_sampler_2d(const Node& node) {
+  const TensorType& input = shape::tensor(node, "input");
+  const TensorType& grid = shape::tensor(node, "grid");
+  require_rank(input, 4, "grid_sampler_2d: input");
+  require_rank(grid, 4, "grid_sampler_2d: grid");
+  if (grid.sizes[0] != input.sizes[0] || grid.sizes[3] != 2)
+    throw UserError("grid_sampler_2d: grid " + format_sizes(grid.sizes) + " does not fit input " + format_sizes(input.sizes) +
+                    " (expected [N, H, W, 2] with the input's N)");
+  if (grid.dtype != input.dtype) throw UserError("grid_sampler_2d: input and grid must have the same dtype");
+  return {make_type(input.dtype, {input.sizes[0], input.sizes[1], grid.sizes[1], grid.sizes[2]})};
+}
+
 namespace {
 
 // A batch norm's input, checked with the per-channel parameters of these names that are present:
