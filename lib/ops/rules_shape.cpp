@@ -430,7 +430,10 @@ std::vector<TensorType> embedding_bag(const Node& node) {
   if (mode < 0 || mode > 2) throw UserError("_embedding_bag: mode must be 0 (sum), 1 (mean) or 2 (max)");
   int64_t bags = offsets.sizes[0] - (shape::bool_arg(node, "include_last_offset") ? 1 : 0);
   if (bags < 0) throw UserError("_embedding_bag: include_last_offset needs at least one offset");
-  bool fast_sum = mode == 0 && weight.dtype == DType::Float32 && shape::int_arg(node, "padding_idx") < 0;
+  // embedding_bag (training IR) has no padding_idx, embedding_bag.padding_idx may give None.
+  bool no_padding = !shape::has_arg(node, "padding_idx") || shape::arg(node, "padding_idx").is_none() ||
+                    shape::int_arg(node, "padding_idx") < 0;
+  bool fast_sum = mode == 0 && weight.dtype == DType::Float32 && no_padding;
   DType index_dtype = offsets.dtype;
   std::vector<int64_t> max_indices = {bags};
   if (mode == 2) max_indices.push_back(weight.sizes[1]);
