@@ -72,6 +72,18 @@ std::string samples_dir() {
   return (fs::path(FOUNDRY_TEST_DIR).parent_path() / "samples").lexically_normal().string();
 }
 
+std::string run_sample_both_ways(const std::string& dir, const std::string& archive) {
+  const std::string model = dir + "/" + archive, inputs = dir + "/inputs", expected = dir + "/expected";
+  ProcResult interpreted = run_foundryc({model, "--interpret", "--inputs", inputs, "--expected", expected});
+  if (interpreted.exit_code != 0) return archive + " --interpret: " + interpreted.out + interpreted.err;
+  TempDir tmp("foundry_sample_");
+  ProcResult compiled = run_foundryc({model, "-o", tmp / "out"});
+  if (compiled.exit_code != 0) return archive + " compile: " + compiled.out + compiled.err;
+  ProcResult run = run_process({foundry_run_exe(), tmp / "out", "--inputs", inputs, "--expected", expected});
+  if (run.exit_code != 0) return archive + " foundry-run: " + run.out + run.err;
+  return "";
+}
+
 std::string python3() {
   if (access("/usr/bin/python3", X_OK) == 0) return "/usr/bin/python3";
   return "python3";

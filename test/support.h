@@ -60,6 +60,12 @@ class TempDir {
   std::string path_;
 };
 
+// Runs a sample folder (an archive, inputs/ and expected/ from PyTorch) both ways: through the
+// reference evaluator (`foundryc ARCHIVE --interpret`) and compiled (`foundryc -o`, then
+// `foundry-run`), each checked against expected/ at the default tolerance. Returns "" when both
+// pass, else what the failing step printed. Use as CHECK(run_sample_both_ways(dir) == "").
+std::string run_sample_both_ways(const std::string& dir, const std::string& archive = "model.pt2");
+
 // Whole file as bytes; throws std::runtime_error if it cannot be read.
 std::string read_file(const std::string& path);
 // Creates or replaces the file; throws std::runtime_error on failure.

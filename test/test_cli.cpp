@@ -447,6 +447,29 @@ TEST_CASE("cli: every opinfo sample reads or names its unsupported op", "[cli][c
   WARN("opinfo/other.txt: " << read << " read, " << refused << " refused with the op named");
 }
 
+// nonzero, masked_select and unique size their results by the data (an unbacked size u0 in the
+// archive): the error names that node and its op, not the export's later guard on u0 (`ge_1`,
+// _operator.ge).
+TEST_CASE("cli: an op whose output shape depends on the data is named as such", "[cli][fast]") {
+  if (!require_corpus()) return;
+  const std::vector<std::pair<std::string, std::string>> samples = {
+      {"nonzero__float32__0", "node \"nonzero\" (aten.nonzero.default)"},
+      {"masked_select__float32__0", "(aten.masked_select.default)"},
+      {"unique__float32__0", "(aten._unique2.default)"},
+      {"argwhere__float32__0", "(aten.nonzero.default)"}};
+  for (const auto& [sample, node] : samples) {
+    INFO(sample);
+    ProcResult r = run_foundryc({corpus_dir() + "/opinfo/" + sample + "/model.pt2", "--stop-after", "frontend"});
+    CHECK(r.exit_code == 1);
+    check_error_line(r);
+    CHECK_THAT(r.err, Catch::Contains(node));
+    CHECK_THAT(r.err, Catch::Contains("depends on the data") && Catch::Contains("u0") &&
+                          Catch::Contains("cannot compile: every shape must follow from the input shapes"));
+    CHECK_THAT(r.err, !Catch::Contains("_operator"));
+    CHECK(count_occurrences(r.err, "\n") == 1);
+  }
+}
+
 // ---- issue 16 (runtime): symbols and thread counts -------------------------------------------
 
 TEST_CASE("cli: --name refuses names whose symbols belong to a library, and says why", "[cli][fast]") {

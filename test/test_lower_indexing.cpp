@@ -3,6 +3,7 @@
 // duplicate writes, include_self=False, negative indices and pads, legacy empty tensors), then
 // every corpus sample of the family, lowered, run by the reference evaluator and compared with
 // PyTorch's eager results.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
@@ -337,6 +338,25 @@ TEST_CASE("gather, index_select, embedding and advanced indexing match PyTorch",
   check_family({"gather", "index_select", "nn_functional_embedding", "take", "take_along_dim", "__getitem__",
                 "_unsafe_masked_index", "nn_functional_pad_reflect", "nn_functional_pad_replicate",
                 "nn_functional_pad_replicate_negative", "roll", "fft_fftshift", "fft_ifftshift"});
+}
+
+// nn.EmbeddingBag in modes sum, mean and max, with an empty bag, per_sample_weights and
+// include_last_offset (scripts/export_core_ops_samples.py, torch 2.15).
+TEST_CASE("_embedding_bag matches PyTorch interpreted and compiled", "[lower][fast]") {
+  for (const char* archive : {"model.pt2", "model.raw.pt2"})  // the raw one: embedding_bag.padding_idx decomposed
+    CHECK(run_sample_both_ways(test_source_dir() + "/data/core_ops/embedding_bag", archive) == "");
+}
+
+// _embedding_bag's other outputs serve the backward pass and are not computed: a model that reads
+// one (here bag_size) is refused with the node and the output named.
+TEST_CASE("_embedding_bag: reading an output foundryc does not compute is a user error", "[lower][fast]") {
+  ProcResult r = run_foundryc({test_source_dir() + "/data/core_ops/embedding_bag_sizes/model.pt2", "--stop-after", "lower"});
+  INFO(r.err);
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.rfind("foundryc: error: node _embedding_bag (aten._embedding_bag): its output 2 is used, which foundryc "
+                    "does not compute",
+                    0) == 0);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
 }
 
 TEST_CASE("index_put and scatter ops match PyTorch", "[lower][fast]") {

@@ -104,6 +104,13 @@ TEST_CASE("bilinear upsampling with and without align_corners, from sizes and sc
     check_sample(opinfo(s));
 }
 
+// F.grid_sample, bilinear and nearest, padding zeros and border, align_corners False and True, at
+// points up to 30% outside the input (scripts/export_core_ops_samples.py, torch 2.15).
+TEST_CASE("grid_sampler_2d matches PyTorch interpreted and compiled", "[lower][fast]") {
+  for (const char* archive : {"model.pt2", "model.raw.pt2"})  // the raw one: grid_sampler decomposed
+    CHECK(run_sample_both_ways(test_source_dir() + "/data/core_ops/grid_sample", archive) == "");
+}
+
 TEST_CASE("tensor factories: full, full_like, scalar_tensor, arange, empty", "[lower][fast]") {
   if (!require_corpus()) return;
   for (const char* s : {"full_like__float32__0", "fill__float32__1", "block_diag__float32__0", "diag_embed__float32__1",

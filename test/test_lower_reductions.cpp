@@ -337,6 +337,27 @@ TEST_CASE("lower norms: _native_batch_norm_legit_no_training", "[lower][fast]") 
             {0, 1 / std::sqrt(4 + 1e-5), 1 / std::sqrt(0.25 + 1e-5), 2 / std::sqrt(0.25 + 1e-5)});
 }
 
+// Samples exported by scripts/export_core_ops_samples.py (torch 2.15) with PyTorch's outputs.
+namespace {
+std::string core_ops_sample(const std::string& name) { return test_source_dir() + "/data/core_ops/" + name; }
+}  // namespace
+
+// sort (ascending, descending, along dim 0 as argsort exports) of rows with ties, a NaN and -inf,
+// and of int64; topk largest and smallest along both dims (of distinct values: PyTorch's topk
+// does not keep equal elements in input order).
+TEST_CASE("lower sorting: sort and topk match PyTorch interpreted and compiled", "[lower][fast]") {
+  for (const char* archive : {"model.pt2", "model.raw.pt2"})  // the raw one: argsort decomposed
+    CHECK(run_sample_both_ways(core_ops_sample("sort_topk"), archive) == "");
+}
+
+// InstanceNorm2d with and without affine parameters and BatchNorm2d without running statistics:
+// _native_batch_norm_legit.no_stats normalizing by the batch's statistics.
+TEST_CASE("lower norms: _native_batch_norm_legit.no_stats matches PyTorch interpreted and compiled",
+          "[lower][fast]") {
+  for (const char* archive : {"model.pt2", "model.raw.pt2"})  // the raw one: instance_norm, batch_norm decomposed
+    CHECK(run_sample_both_ways(core_ops_sample("instance_norm"), archive) == "");
+}
+
 // The tier-1 corpus samples that use these ops, lowered and evaluated against their references.
 // Samples that also use an op without a lowering (another family's, not yet written) are skipped.
 TEST_CASE("lower reductions: corpus samples", "[lower][corpus]") {

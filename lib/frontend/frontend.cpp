@@ -84,6 +84,29 @@ int64_t parse_sym_int(const JsonRef& j, std::string* symbol) {
   j.fail("expected as_int or as_expr, got " + quote_untrusted(key, 40));
 }
 
+// "Symbol('u0', integer=True)" (how torch 2.11 writes a symbol) -> "u0"; other expressions as
+// they are.
+std::string symbol_text(const std::string& expr) {
+  constexpr std::string_view kSymbol = "Symbol('";
+  size_t end = expr.find('\'', kSymbol.size());
+  if (expr.rfind(kSymbol, 0) != 0 || end == std::string::npos) return expr;
+  return expr.substr(kSymbol.size(), end - kSymbol.size());
+}
+
+// The first size of a TensorMeta that is a symbol without a recorded value, as its expression
+// (quoted, shortened), or "" when there is none. torch.export records such an unbacked size (u0)
+// for results whose size is only known when the program runs (nonzero's count of nonzeros).
+std::string data_dependent_size(const JsonRef& meta) {
+  for (const JsonRef& size : meta.at("sizes").items()) {
+    if (size.raw().is_number_integer()) continue;
+    auto [key, v] = size.as_union();
+    if (key != "as_expr") continue;
+    auto hint = v.find("hint");
+    if (!hint || hint->is_null()) return quote_untrusted(symbol_text(v.at("expr_str").as_string()), 40);
+  }
+  return "";
+}
+
 DType parse_dtype(const JsonRef& j) {
   int64_t code = j.as_int();
   auto dtype = dtype_from_export(code);
@@ -266,6 +289,11 @@ class Loader {
     if (it == tensor_values_->raw().end())
       where.fail("value " + quote_untrusted(name) + " has no entry in tensor_values");
     JsonRef meta(*it, "tensor_values[" + quote_untrusted(name, 40) + "]");
+    std::string unknown = data_dependent_size(meta);
+    if (!unknown.empty())
+      throw UserError("the shape of its output " + quote_untrusted(name, 40) + " depends on the data (size " + unknown +
+                      " is only known when the model runs), which foundryc cannot compile: every shape must follow "
+                      "from the input shapes");
     Value* v = g_.new_value(name, parse_tensor_meta(meta));
     by_file_name_[name] = v;
     return v;

@@ -22,11 +22,6 @@ namespace {
 
 bool is_mask_dtype(DType t) { return t == DType::Bool || t == DType::UInt8; }
 
-// An integer index value loaded by `load` at `idx`, as an index symbol into a dim of `size`.
-Expr indirect_at(Ops& ops, const Loader& load, const Index& idx, const Expr& size) {
-  return ops.indirect(ops.cast(load(ops, idx), DType::Int64), size);
-}
-
 // `idx` adapted to a tensor of rank `rank` (0-d tensors act as 1-element 1-d ones and back).
 Index fit(const Index& idx, size_t rank) {
   Index out(rank, Expr(0));

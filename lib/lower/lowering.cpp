@@ -364,7 +364,11 @@ void lower_node(const std::unordered_set<const Value*>& used, const Node& node, 
                         " outputs, the node has " + std::to_string(node.outputs.size()));
   for (size_t k = 0; k < outs.size(); ++k) {
     const Value* v = node.outputs[k];
-    if (!used.count(v) || !outs[k].load) continue;
+    if (!used.count(v)) continue;
+    // A lowering computes only the outputs models read (e.g. not those for the backward pass).
+    if (!outs[k].load)
+      ctx.fail("its output " + std::to_string(k) + " is used, which foundryc does not compute for this op (only the "
+               "outputs inference needs)");
     TensorRef ref = outs[k];
     if (!v->is_tensor) {
       ctx.bind(v, ref);

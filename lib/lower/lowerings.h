@@ -52,10 +52,15 @@ Outs lower_var(LoweringContext&, const Node&);   // var.correction, var_mean.cor
 LowerFn lower_scan(bool is_prod);                // cumsum/cumprod
 LowerFn lower_softmax(bool is_log);              // _softmax/_log_softmax
 
+// sorting.cpp
+Outs lower_sort(LoweringContext&, const Node&);  // sort, sort.stable
+Outs lower_topk(LoweringContext&, const Node&);
+
 // norms.cpp
 Outs lower_native_layer_norm(LoweringContext&, const Node&);
 Outs lower_native_group_norm(LoweringContext&, const Node&);
 Outs lower_batch_norm_no_training(LoweringContext&, const Node&);
+Outs lower_batch_norm_batch_stats(LoweringContext&, const Node&);  // _native_batch_norm_legit.no_stats
 
 // nn.cpp
 Outs lower_mm(LoweringContext&, const Node&);
@@ -80,6 +85,12 @@ Outs lower_empty(LoweringContext&, const Node&);  // empty.memory_format, empty_
 Outs lower_gather(LoweringContext&, const Node&);
 Outs lower_index_select(LoweringContext&, const Node&);
 Outs lower_embedding(LoweringContext&, const Node&);
+
+// embedding_bag.cpp
+Outs lower_embedding_bag(LoweringContext&, const Node&);  // _embedding_bag
+
+// grid_sample.cpp
+Outs lower_grid_sampler_2d(LoweringContext&, const Node&);
 Outs lower_index_tensor(LoweringContext&, const Node&);  // index.Tensor (advanced indexing)
 Outs lower_index_put(LoweringContext&, const Node&);
 Outs lower_scatter_src(LoweringContext&, const Node&);

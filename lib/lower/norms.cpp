@@ -1,4 +1,5 @@
-// Normalizations: native_layer_norm, native_group_norm, _native_batch_norm_legit_no_training.
+// Normalizations: native_layer_norm, native_group_norm, _native_batch_norm_legit_no_training and
+// _native_batch_norm_legit.no_stats.
 //
 // Layer and group norm compute their statistics with two reductions (the sum, then the sum of
 // squared deviations from the mean: a two-pass biased variance); mean and rstd are lazy pointwise
@@ -155,6 +156,28 @@ Outs lower_batch_norm_no_training(LoweringContext& ctx, const Node& node) {
     outs.push_back(LoweringContext::pointwise(dt, {Expr(0)}, [dt](Ops& ops, const Index&) { return ops.constant(0.0, dt); }));
   }
   return outs;
+}
+
+// _native_batch_norm_legit.no_stats(input, weight?, bias?, training, momentum, eps) -> (out,
+// save_mean [C], save_invstd [C]): the statistics of each channel over the batch and spatial dims
+// (biased variance), as layer norm computes them over its trailing dims. Without running
+// statistics only training mode is defined (ATen refuses the other).
+Outs lower_batch_norm_batch_stats(LoweringContext& ctx, const Node& node) {
+  DType t = out_dtype(node, 0);
+  TensorRef x = cast(ctx.tensor(node.arg("input")), t);
+  if (x.rank() < 2) ctx.fail("batch norm needs an input of rank >= 2");
+  if (!bool_arg(node, "training")) ctx.fail("batch norm without running statistics needs training=True");
+  std::vector<Expr> ranges = {x.sizes[0]};
+  ranges.insert(ranges.end(), x.sizes.begin() + 2, x.sizes.end());
+  Moments m = moments(ctx, x, {x.sizes[1]}, ranges, [](const Index& idx, const Index& ridx) {
+    Index in = {ridx[0], idx[0]};
+    in.insert(in.end(), ridx.begin() + 1, ridx.end());
+    return in;
+  }, float_arg(node, "eps"), t);
+  auto channel = [](const Index& idx) { return Index{idx[1]}; };
+  TensorRef out = normalize(x, m.mean.load, m.rstd.load, optional_tensor(ctx, node, "weight", t),
+                            optional_tensor(ctx, node, "bias", t), channel, channel, t);
+  return {out, cast(m.mean, out_dtype(node, 1)), cast(m.rstd, out_dtype(node, 2))};
 }
 
 }  // namespace foundry::lower

@@ -36,6 +36,9 @@ TensorRef map1(const TensorRef& a, DType compute, DType result, std::function<Va
 TensorRef map2(const TensorRef& a, const TensorRef& b, DType compute, DType result,
                std::function<Val(Ops&, Val, Val)> fn);
 
+// An integer index value loaded by `load` at `idx`, as an index symbol into a dim of `size`.
+Expr indirect_at(Ops& ops, const Loader& load, const Index& idx, const Expr& size);
+
 // An index clamped into [0, size - 1] so that masked-off loads stay in bounds.
 Expr clamp_index(const Expr& index, const Expr& size);
 

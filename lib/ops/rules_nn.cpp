@@ -247,20 +247,51 @@ std::vector<TensorType> native_group_norm(const Node& node) {
   return {make_type(input.dtype, input.sizes), stats, stats};
 }
 
-// Inference batch norm: (out, and two empty saved-statistics outputs).
-std::vector<TensorType> batch_norm_no_training(const Node& node) {
+// grid_sampler_2d(input [N, C, H, W], grid [N, Ho, Wo, 2], ...) -> [N, C, Ho, Wo].
+std::vector<TensorType> grid_sampler_2d(const Node& node) {
+  const TensorType& input = shape::tensor(node, "input");
+  const TensorType& grid = shape::tensor(node, "grid");
+  require_rank(input, 4, "grid_sampler_2d: input");
+  require_rank(grid, 4, "grid_sampler_2d: grid");
+  if (grid.sizes[0] != input.sizes[0] || grid.sizes[3] != 2)
+    throw UserError("grid_sampler_2d: grid " + format_sizes(grid.sizes) + " does not fit input " + format_sizes(input.sizes) +
+                    " (expected [N, H, W, 2] with the input's N)");
+  if (grid.dtype != input.dtype) throw UserError("grid_sampler_2d: input and grid must have the same dtype");
+  return {make_type(input.dtype, {input.sizes[0], input.sizes[1], grid.sizes[1], grid.sizes[2]})};
+}
+
+namespace {
+
+// A batch norm's input, checked with the per-channel parameters of these names that are present:
+// they must be vectors of the channel count (found by fuzzing: a weight of another shape used to
+// reach the lowering).
+const TensorType& batch_norm_input(const Node& node, std::initializer_list<const char*> params) {
   const TensorType& input = shape::tensor(node, "input");
   if (input.rank() < 2) throw UserError("batch_norm: input must have at least 2 dims");
-  // The per-channel parameters must be vectors of the channel count (found by fuzzing: a weight
-  // of another shape used to reach the lowering).
-  for (const char* name : {"weight", "bias", "running_mean", "running_var"}) {
+  for (const char* name : params) {
     const Arg& a = node.arg(name);
     if (a.kind != Arg::Kind::Tensor) continue;
     const TensorType& t = a.tensor->type;
     if (t.rank() != 1 || t.sizes[0] != input.sizes[1])
       throw UserError(std::string("batch_norm: ") + name + " must have shape [" + std::to_string(input.sizes[1]) + "]");
   }
+  return input;
+}
+
+}  // namespace
+
+// Inference batch norm: (out, and two empty saved-statistics outputs).
+std::vector<TensorType> batch_norm_no_training(const Node& node) {
+  const TensorType& input = batch_norm_input(node, {"weight", "bias", "running_mean", "running_var"});
   return {make_type(input.dtype, input.sizes), make_type(input.dtype, {0}), make_type(input.dtype, {0})};
+}
+
+// Batch norm with the batch's statistics (no running ones; InstanceNorm exports as this over a
+// [1, N*C, ...] view): (out, save_mean [C], save_invstd [C]).
+std::vector<TensorType> batch_norm_batch_stats(const Node& node) {
+  const TensorType& input = batch_norm_input(node, {"weight", "bias"});
+  TensorType stats = make_type(input.dtype, {input.sizes[1]});
+  return {make_type(input.dtype, input.sizes), stats, stats};
 }
 
 }  // namespace foundry::rules

@@ -96,6 +96,26 @@ std::vector<TensorType> cumulative(const Node& node) {
   return {make_type(accumulate_dtype(node, self.dtype), self.sizes)};
 }
 
+// sort, sort.stable: (values, int64 indices), both of the input's shape.
+std::vector<TensorType> sort(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  shape::normalize_dim(shape::int_arg(node, "dim"), self.rank());
+  return {make_type(self.dtype, self.sizes), make_type(DType::Int64, self.sizes)};
+}
+
+// topk: as sort, with `dim` cut to k (0 <= k <= its size; a 0-d tensor counts as one element).
+std::vector<TensorType> topk(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  int64_t dim = shape::normalize_dim(shape::int_arg(node, "dim"), self.rank());
+  int64_t k = shape::int_arg(node, "k");
+  std::vector<int64_t> sizes = self.sizes;
+  int64_t available = self.rank() == 0 ? 1 : sizes[dim];
+  if (k < 0 || k > available)
+    throw UserError("topk: k " + std::to_string(k) + " is out of range for a dim of size " + std::to_string(available));
+  if (self.rank() > 0) sizes[dim] = k;
+  return {make_type(self.dtype, sizes), make_type(DType::Int64, sizes)};
+}
+
 // _softmax/_log_softmax (half_to_float: a half input gives float32) and softmax.int (dtype).
 std::vector<TensorType> softmax(const Node& node) {
   const TensorType& self = shape::tensor(node, "self");

@@ -414,4 +414,32 @@ std::vector<TensorType> embedding(const Node& node) {
   return {with_sizes(weight, sizes)};
 }
 
+// _embedding_bag(weight [V, D], indices [n], offsets [B or B+1], ...): (output [B, D], offset2bag,
+// bag_size [B], max_indices), the last three of offsets' dtype and shaped as ATen's CPU kernel
+// makes them (torch/_meta_registrations.py): offset2bag is empty on its summing fast path (a
+// float32 weight, no padding_idx), max_indices [B, D] for mode max and [B] otherwise.
+// _embedding_bag_forward_only (exported under torch.no_grad()) sizes bag_size as offsets.
+std::vector<TensorType> embedding_bag(const Node& node) {
+  const TensorType& weight = shape::tensor(node, "weight");
+  const TensorType& indices = shape::tensor(node, "indices");
+  const TensorType& offsets = shape::tensor(node, "offsets");
+  if (weight.rank() != 2 || indices.rank() != 1 || offsets.rank() != 1)
+    throw UserError("_embedding_bag: needs a 2-d weight and 1-d indices and offsets");
+  if (!is_floating(weight.dtype)) throw UserError("_embedding_bag: the weight must be floating");
+  int64_t mode = shape::int_arg(node, "mode");
+  if (mode < 0 || mode > 2) throw UserError("_embedding_bag: mode must be 0 (sum), 1 (mean) or 2 (max)");
+  int64_t bags = offsets.sizes[0] - (shape::bool_arg(node, "include_last_offset") ? 1 : 0);
+  if (bags < 0) throw UserError("_embedding_bag: include_last_offset needs at least one offset");
+  // embedding_bag (training IR) has no padding_idx, embedding_bag.padding_idx may give None.
+  bool no_padding = !shape::has_arg(node, "padding_idx") || shape::arg(node, "padding_idx").is_none() ||
+                    shape::int_arg(node, "padding_idx") < 0;
+  bool fast_sum = mode == 0 && weight.dtype == DType::Float32 && no_padding;
+  DType index_dtype = offsets.dtype;
+  std::vector<int64_t> max_indices = {bags};
+  if (mode == 2) max_indices.push_back(weight.sizes[1]);
+  int64_t bag_sizes = node.target == "_embedding_bag_forward_only" ? offsets.sizes[0] : bags;
+  return {make_type(weight.dtype, {bags, weight.sizes[1]}), make_type(index_dtype, {fast_sum ? 0 : indices.sizes[0]}),
+          make_type(index_dtype, {bag_sizes}), make_type(index_dtype, max_indices)};
+}
+
 }  // namespace foundry::rules

@@ -100,6 +100,13 @@ std::vector<TensorType> unbind(const Node& node) {
   return std::vector<TensorType>(static_cast<size_t>(n), shape::make_type(self.dtype, sizes));
 }
 
+// argsort, argsort.stable: sort's int64 indices.
+std::vector<TensorType> argsort(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  shape::normalize_dim(shape::int_arg(node, "dim"), self.rank());
+  return {shape::make_type(DType::Int64, self.sizes)};
+}
+
 std::vector<TensorType> to_other(const Node& node) {
   return {shape::make_type(shape::tensor(node, "other").dtype, shape::tensor(node, "self").sizes)};
 }

@@ -160,14 +160,43 @@ std::optional<Replacement> conv2d(Rewriter& rw, Node& n) {
   return same(y);
 }
 
+// Without running statistics (BatchNorm2d(track_running_stats=False)) batch norm normalizes by
+// the batch's statistics: _native_batch_norm_legit.no_stats, in training mode only (as in ATen).
 std::optional<Replacement> batch_norm(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  if (shape::arg(n, "running_mean").is_none() && shape::arg(n, "running_var").is_none()) {
+    if (!shape::bool_arg(n, "training")) refuse(n, "batch_norm without running statistics needs training=True");
+    return same(e.forward("_native_batch_norm_legit.no_stats", {"input", "weight", "bias", "training", "momentum", "eps"}));
+  }
   if (shape::bool_arg(n, "training"))
     refuse(n, "batch_norm in training mode is not supported (export the model after model.eval())");
   if (shape::arg(n, "running_mean").is_none() || shape::arg(n, "running_var").is_none())
-    refuse(n, "batch_norm without running statistics is not supported");
-  Emit e(rw, n);
+    refuse(n, "batch_norm with only one of running_mean and running_var is not supported");
   return same(e.forward("_native_batch_norm_legit_no_training",
                          {"input", "weight", "bias", "running_mean", "running_var", "momentum", "eps"}));
+}
+
+// PyTorch's instance_norm: the input viewed as [1, N*C, ...] (each instance's channel a channel),
+// weight and bias repeated N times, batch norm with that view's statistics, viewed back.
+std::optional<Replacement> instance_norm(Rewriter& rw, Node& n) {
+  if (!shape::bool_arg(n, "use_input_stats") || !shape::arg(n, "running_mean").is_none() ||
+      !shape::arg(n, "running_var").is_none())
+    refuse(n, "instance_norm with running statistics (track_running_stats=True) is not supported");
+  Emit e(rw, n);
+  Value* x = tensor_arg(n, "input");
+  const std::vector<int64_t>& sizes = x->type.sizes;
+  if (sizes.size() < 2) refuse(n, "instance_norm needs an input of rank >= 2");
+  std::vector<int64_t> merged = sizes;
+  merged[0] = 1;
+  merged[1] = sizes[0] * sizes[1];
+  auto repeated = [&](const char* name) {
+    const Arg& a = shape::arg(n, name);
+    return a.is_none() ? a : Emit::T(e.one("repeat", {{"self", a}, {"repeats", Arg::of_ints({sizes[0]})}}));
+  };
+  Value* y = e.one("_native_batch_norm_legit.no_stats",
+                   {{"input", Emit::T(e.view(x, merged))}, {"weight", repeated("weight")}, {"bias", repeated("bias")},
+                    {"training", Arg::of_bool(true)}, {"momentum", shape::arg(n, "momentum")}, {"eps", shape::arg(n, "eps")}});
+  return same(e.view(y, sizes));
 }
 
 std::optional<Replacement> layer_norm(Rewriter& rw, Node& n) {
@@ -303,6 +332,32 @@ std::optional<Replacement> to_dtype(Rewriter& rw, Node& n) {
   return same(e.one("_to_copy", {{"self", Emit::T(x)}, {"dtype", Arg::of_dtype(dt)}}));
 }
 
+// argsort -> sort's indices (foundryc's sort is stable, whatever `stable` says, as PyTorch's CPU
+// sort is).
+std::optional<Replacement> argsort(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Named args = {{"self", shape::arg(n, "self")}, {"dim", shape::arg(n, "dim")}, {"descending", shape::arg(n, "descending")}};
+  return same(e.all("sort", args)[1]);
+}
+
+// grid_sampler of a 4-d input is grid_sampler_2d (its shape rule refuses other ranks).
+std::optional<Replacement> grid_sampler(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  return same(e.forward("grid_sampler_2d", {"input", "grid", "interpolation_mode", "padding_mode", "align_corners"}));
+}
+
+// embedding_bag, embedding_bag.padding_idx -> _embedding_bag (padding_idx absent or None: -1).
+std::optional<Replacement> embedding_bag(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Named args;
+  for (const char* name : {"weight", "indices", "offsets", "scale_grad_by_freq", "mode", "sparse", "per_sample_weights",
+                           "include_last_offset"})
+    args.push_back({name, shape::arg(n, name)});
+  bool padded = shape::has_arg(n, "padding_idx") && !shape::arg(n, "padding_idx").is_none();
+  args.push_back({"padding_idx", padded ? shape::arg(n, "padding_idx") : Arg::of_int(-1)});
+  return Replacement{e.all("_embedding_bag", args)};
+}
+
 std::optional<Replacement> dropout(Rewriter&, Node& n) {
   if (shape::bool_arg(n, "train") && shape::number_arg(n, "p") != 0.0)
     refuse(n, "dropout in training mode is not supported (export the model after model.eval())");
@@ -377,6 +432,10 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"conv2d"}, conv2d},
       {{"batch_norm"}, batch_norm},
       {{"layer_norm"}, layer_norm},
+      {{"instance_norm"}, instance_norm},
+      {{"argsort", "argsort.stable"}, argsort},
+      {{"grid_sampler"}, grid_sampler},
+      {{"embedding_bag", "embedding_bag.padding_idx"}, embedding_bag},
       {{"scaled_dot_product_attention"}, sdpa},
       {{"max_pool2d"}, max_pool2d},
       {{"adaptive_avg_pool2d"}, adaptive_avg_pool2d},
