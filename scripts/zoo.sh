@@ -5,6 +5,8 @@
 #
 #   python3 scripts/zoo/export.py /tmp/foundry-zoo
 #   scripts/zoo.sh [ZOO_DIR] [--only a,b] [--kinds core,raw] [--compile-timeout 300] [--atol X --rtol Y]
+#   scripts/zoo.sh ZOO_DIR --resume        (keep the results of an interrupted sweep, do the rest)
+#   scripts/zoo.sh ZOO_DIR --table-only    (print ZOO_DIR/zoo.json's table again, compile nothing)
 #
 # ZOO_DIR defaults to ${TMPDIR:-/tmp}/foundry-zoo. Each archive (model.pt2: core ATen,
 # model.raw.pt2: training IR) is compiled into a fresh ZOO_DIR/NAME/out.KIND, with the compile

@@ -43,9 +43,12 @@ def classify_compile_error(status, text):
         return "timeout", "compile timed out"
     line = first_line(text, "foundryc: error:") or (text.strip().splitlines() or ["exit %s" % status])[-1]
     msg = line.replace("foundryc: error: ", "")
+    msg = re.sub(r"^\S+\.pt2: ", "", msg)  # the archive's path: the table's row already names it
     op = re.search(r"operator (\S+) is not supported", msg)
     if op:
         return "unsupported op " + op.group(1), msg
+    if "known only at run time" in msg:
+        return "dynamic size unsupported (a symbolic int known only at run time)", msg
     if status == 3 or "internal error" in msg:
         return "internal error", msg
     return "user error", msg
@@ -91,7 +94,7 @@ def sweep_archive(args, model_dir, meta, kind):
     else:
         result["compiled"] = True
         passed, problem, text = run_case(args, out, model_dir, "export batch")
-        log.append(text)
+        log.append("$ export batch\n" + text)
         result["matches"] = passed
         if not passed:
             result["error"], result["error_class"] = problem, "mismatch" if ": FAIL" in problem else "run error"
@@ -130,7 +133,7 @@ def table(results, kinds):
             cells.append("%s / %s" % (yes_no(a["compiled"]), yes_no(a["matches"])))
         served = ", ".join("%s %s" % (k, " ".join(r[k]["dynamic_served"]) or "none") for k in kinds) \
             if r["dynamic"] else "-"
-        first = next((r[k]["error"] for k in kinds if r[k]["error"]), "")
+        first = next(("%s: %s" % (k, r[k]["error"]) for k in kinds if r[k]["error"]), "")
         warns = sorted({w for k in kinds for w in r[k]["warnings"]})
         cells += [served, short(first, 140), short("; ".join(warns), 100)]
         lines.append("| " + " | ".join(cells) + " |")
@@ -178,6 +181,7 @@ def main():
     p.add_argument("--run-timeout", type=int, default=120)
     p.add_argument("--resume", action="store_true",
                    help="keep the results in ZOO/zoo.json of models swept before (with the same kinds)")
+    p.add_argument("--table-only", action="store_true", help="print the table of ZOO/zoo.json again, compiling nothing")
     p.add_argument("--atol", type=float, default=1e-4)
     p.add_argument("--rtol", type=float, default=1e-4)
     args = p.parse_args()
@@ -185,7 +189,11 @@ def main():
     args.foundry_run = os.environ.get("FOUNDRY_RUN", "build/foundry-run")
     args.cache_dir = os.path.join(args.zoo, ".cache")
     kinds = args.kinds.split(",")
-    done = previous_results(args.zoo, kinds) if args.resume else {}
+    done = previous_results(args.zoo, kinds) if args.resume or args.table_only else {}
+    if args.table_only:
+        results = [done[name] for name in models(args.zoo, args.only) if name in done]
+        print("\n".join(table(results, kinds) + totals(results, kinds)))
+        return 0
     results = []
     for name in models(args.zoo, args.only):
         if name in done:
