@@ -330,7 +330,7 @@ def save_arrays(folder, arrays):
         np.save(os.path.join(folder, "%d.npy" % i), t.detach().contiguous().numpy())
 
 
-def check_order(name, ep, inputs, expected):
+def check_order(ep, inputs, expected):
     """The export's own module must give the eager outputs in this order (a wrong order would make
     every comparison in the sweep fail for the wrong reason)."""
     got = tensors(ep.module()(*inputs))
@@ -358,7 +358,7 @@ def export_one(name, entry, out_dir):
     with torch.no_grad():
         expected = tensors(module(*inputs))
         ep = torch.export.export(module, inputs, dynamic_shapes=dynamic_shapes(module, inputs) if entry["dynamic"] else None)
-        check_order(name, ep, inputs, expected)
+        check_order(ep, inputs, expected)
         core = ep.run_decompositions()
     folder = os.path.join(out_dir, name)
     os.makedirs(folder, exist_ok=True)
