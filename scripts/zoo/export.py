@@ -1,0 +1,436 @@
+#!/usr/bin/env python3
+"""Exports the model zoo: small real models from torchvision, timm and transformers, plus common
+nn blocks, for scripts/zoo.sh to compile with foundryc. A sweep, not a test: never part of CI.
+
+    /work/zoo-venv/bin/python scripts/zoo/export.py OUT_DIR [--only NAME,...] [--list]
+
+Needs PyTorch (>= 2.9) with torchvision, timm, transformers and numpy. Nothing is downloaded:
+weights are random (seeded), transformers models are built from tiny config objects.
+
+Each model gets OUT_DIR/NAME/ with
+    model.pt2       ep.run_decompositions() (core ATen)
+    model.raw.pt2   ep as torch.export.export returned it (training IR)
+    inputs/N.npy, expected/N.npy   eager PyTorch outputs, flattened in graph output order
+    cases/bN/{inputs,expected}/    dynamic-batch models only, for batch sizes 1, 3, 17, 64
+    meta.json       family, source, input shapes, dynamic or not, parameter count
+A model that fails to construct or export prints one line (its name and the reason) and is
+skipped; the others are still exported. The exit status is 1 when any model failed.
+"""
+import argparse
+import inspect
+import json
+import os
+import sys
+import time
+import traceback
+import warnings
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.utils._pytree as pytree
+
+SEED = 0
+DYNAMIC_BATCHES = (1, 3, 17, 64)
+DYNAMIC_EXPORT_BATCH = 4
+
+# name -> (family, source, builder); a builder returns (module, example inputs tuple).
+REGISTRY = {}
+
+
+def model(name, family, source, dynamic=False):
+    """Registers a builder. dynamic=True exports dimension 0 of every input as Dim('batch')."""
+    def register(builder):
+        REGISTRY[name] = dict(family=family, source=source, builder=builder, dynamic=dynamic)
+        return builder
+    return register
+
+
+def image(size, channels=3, batch=1):
+    return (torch.randn(batch, channels, size, size),)
+
+
+def tokens(vocab, seq=12, batch=1):
+    return torch.randint(0, vocab, (batch, seq))
+
+
+def padding_mask(seq=12, batch=1, pad=3):
+    """An attention mask whose last `pad` positions are padding, so the mask matters."""
+    mask = torch.ones(batch, seq, dtype=torch.long)
+    mask[:, seq - pad:] = 0
+    return mask
+
+
+class HFWrapper(nn.Module):
+    """Calls a transformers model with positional inputs (torch.export takes a tuple) by keyword.
+    Returns the ModelOutput; its tensors are flattened in the order torch.export writes them."""
+
+    def __init__(self, inner, names, **fixed):
+        super().__init__()
+        self.inner, self.names, self.fixed = inner, names, fixed
+
+    def forward(self, *args):
+        return self.inner(**dict(zip(self.names, args)), **self.fixed)
+
+
+# --- torchvision classification -------------------------------------------------------------
+
+def tv(name, size=64, **kwargs):
+    import torchvision
+    return torchvision.models.get_model(name, weights=None, num_classes=10, **kwargs), image(size)
+
+
+for _name in ("resnet18", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "regnet_x_400mf",
+              "shufflenet_v2_x0_5", "squeezenet1_1", "densenet121", "mnasnet0_5"):
+    model("tv_" + _name, "torchvision-classification", "torchvision.models." + _name)(
+        lambda _n=_name: tv(_n))
+
+model("tv_googlenet", "torchvision-classification", "torchvision.models.googlenet(aux_logits=False)")(
+    lambda: tv("googlenet", aux_logits=False, init_weights=True))
+
+
+@model("tv_convnext_small_cfg", "torchvision-classification",
+       "torchvision ConvNeXt, convnext_tiny's layout at 1/4 width and 1 block per stage")
+def _():
+    from torchvision.models.convnext import CNBlockConfig, ConvNeXt
+    cfg = [CNBlockConfig(24, 48, 1), CNBlockConfig(48, 96, 1), CNBlockConfig(96, 192, 1), CNBlockConfig(192, None, 1)]
+    return ConvNeXt(cfg, num_classes=10), image(64)
+
+
+@model("tv_vit_small_cfg", "torchvision-classification", "torchvision VisionTransformer(32px, patch 8, 2 layers, dim 32)")
+def _():
+    from torchvision.models import VisionTransformer
+    return VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=32, mlp_dim=64,
+                             num_classes=10), image(32)
+
+
+@model("tv_swin_small_cfg", "torchvision-classification", "torchvision SwinTransformer(dim 24, depths [2, 2], window 4)")
+def _():
+    from torchvision.models import SwinTransformer
+    return SwinTransformer(patch_size=[4, 4], embed_dim=24, depths=[2, 2], num_heads=[2, 4], window_size=[4, 4],
+                           num_classes=10), image(32)
+
+
+@model("tv_maxvit_small_cfg", "torchvision-classification", "torchvision MaxVit(64px, 2 blocks of 16 and 32 channels)")
+def _():
+    from torchvision.models import MaxVit
+    return MaxVit(input_size=(64, 64), stem_channels=16, partition_size=2, block_channels=[16, 32],
+                  block_layers=[1, 1], head_dim=8, stochastic_depth_prob=0.0, num_classes=10), image(64)
+
+
+# --- torchvision segmentation and detection backbones -----------------------------------------
+
+for _name in ("lraspp_mobilenet_v3_large", "deeplabv3_mobilenet_v3_large", "fcn_resnet50"):
+    model("tv_" + _name, "torchvision-segmentation", "torchvision.models.segmentation." + _name)(
+        lambda _n=_name: _segmentation(_n))
+
+
+def _segmentation(name):
+    import torchvision
+    builder = getattr(torchvision.models.segmentation, name)
+    return builder(weights=None, weights_backbone=None, num_classes=3), image(64)
+
+
+@model("tv_resnet18_fpn", "torchvision-detection-backbone", "torchvision resnet_fpn_backbone('resnet18')")
+def _():
+    from torchvision.models.detection.backbone_utils import resnet_fpn_backbone
+    return resnet_fpn_backbone(backbone_name="resnet18", weights=None, trainable_layers=5), image(128)
+
+
+@model("tv_fasterrcnn_mobilenet_v3_fpn_backbone", "torchvision-detection-backbone",
+       "torchvision fasterrcnn_mobilenet_v3_large_fpn(...).backbone (feature extractor + FPN, no heads)")
+def _():
+    import torchvision
+    detector = torchvision.models.detection.fasterrcnn_mobilenet_v3_large_fpn(weights=None, weights_backbone=None)
+    return detector.backbone, image(128)
+
+
+# --- timm -------------------------------------------------------------------------------------
+
+def timm_model(name, size, **kwargs):
+    import timm
+    return timm.create_model(name, pretrained=False, num_classes=10, **kwargs), image(size)
+
+
+for _name, _size, _kw in (("resnet18", 64, {}), ("efficientnet_b0", 64, {}), ("mobilenetv3_small_050", 64, {}),
+                          ("convnext_atto", 64, {}), ("vit_tiny_patch16_224", 32, {"img_size": 32}),
+                          ("deit_tiny_patch16_224", 32, {"img_size": 32}), ("regnetx_002", 64, {}),
+                          ("ghostnet_050", 64, {}), ("mobilevit_xxs", 64, {}), ("levit_128s", 64, {"img_size": 64}),
+                          ("resnext26ts", 64, {}), ("mixer_s32_224", 64, {"img_size": 64})):
+    model("timm_" + _name, "timm", "timm.create_model('%s', %s)" % (_name, _kw or ""))(
+        lambda _n=_name, _s=_size, _k=_kw: timm_model(_n, _s, **_k))
+
+
+# --- transformers (tiny configs, random weights) ----------------------------------------------
+
+VOCAB, SEQ = 500, 12
+TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+
+
+@model("hf_bert", "transformers", "transformers BertModel, tiny config")
+def _(batch=1):
+    from transformers import BertConfig, BertModel
+    cfg = BertConfig(vocab_size=VOCAB, max_position_embeddings=64, **TINY)
+    return HFWrapper(BertModel(cfg), ["input_ids", "attention_mask"]), (tokens(VOCAB, SEQ, batch), padding_mask(SEQ, batch))
+
+
+@model("hf_distilbert", "transformers", "transformers DistilBertModel, tiny config")
+def _():
+    from transformers import DistilBertConfig, DistilBertModel
+    cfg = DistilBertConfig(vocab_size=VOCAB, dim=32, n_layers=2, n_heads=2, hidden_dim=64, max_position_embeddings=64)
+    return HFWrapper(DistilBertModel(cfg), ["input_ids", "attention_mask"]), (tokens(VOCAB), padding_mask())
+
+
+@model("hf_gpt2", "transformers", "transformers GPT2LMHeadModel, tiny config, no KV cache")
+def _():
+    from transformers import GPT2Config, GPT2LMHeadModel
+    cfg = GPT2Config(vocab_size=VOCAB, n_positions=64, n_embd=32, n_layer=2, n_head=2, bos_token_id=0, eos_token_id=0)
+    return HFWrapper(GPT2LMHeadModel(cfg), ["input_ids", "attention_mask"], use_cache=False), (tokens(VOCAB), padding_mask())
+
+
+@model("hf_llama", "transformers", "transformers LlamaForCausalLM, tiny config, attention mask, no KV cache")
+def _():
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = LlamaConfig(vocab_size=VOCAB, max_position_embeddings=64, num_key_value_heads=1, **TINY)
+    return HFWrapper(LlamaForCausalLM(cfg), ["input_ids", "attention_mask"], use_cache=False), (tokens(VOCAB), padding_mask())
+
+
+@model("hf_qwen2", "transformers", "transformers Qwen2Model, tiny config, attention mask, no KV cache")
+def _():
+    from transformers import Qwen2Config, Qwen2Model
+    cfg = Qwen2Config(vocab_size=VOCAB, max_position_embeddings=64, num_key_value_heads=1, **TINY)
+    return HFWrapper(Qwen2Model(cfg), ["input_ids", "attention_mask"], use_cache=False), (tokens(VOCAB), padding_mask())
+
+
+@model("hf_t5_encoder", "transformers", "transformers T5EncoderModel, tiny config")
+def _():
+    from transformers import T5Config, T5EncoderModel
+    cfg = T5Config(vocab_size=VOCAB, d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2)
+    return HFWrapper(T5EncoderModel(cfg), ["input_ids", "attention_mask"]), (tokens(VOCAB), padding_mask())
+
+
+@model("hf_whisper_encoder", "transformers", "transformers WhisperModel(...).encoder, tiny config, 16 mel bins x 32 frames")
+def _():
+    from transformers import WhisperConfig, WhisperModel
+    cfg = WhisperConfig(vocab_size=VOCAB, num_mel_bins=16, d_model=32, encoder_layers=2, encoder_attention_heads=2,
+                        decoder_layers=1, decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                        max_source_positions=16, max_target_positions=16, pad_token_id=0, bos_token_id=0,
+                        eos_token_id=0, decoder_start_token_id=0)  # the defaults (50256...) are outside the tiny vocabulary
+    return HFWrapper(WhisperModel(cfg).encoder, ["input_features"]), (torch.randn(1, 16, 32),)
+
+
+@model("hf_wav2vec2", "transformers", "transformers Wav2Vec2Model, tiny config, 400 samples")
+def _():
+    from transformers import Wav2Vec2Config, Wav2Vec2Model
+    cfg = Wav2Vec2Config(conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16,
+                         num_conv_pos_embedding_groups=4, vocab_size=32, **TINY)
+    return HFWrapper(Wav2Vec2Model(cfg), ["input_values"]), (torch.randn(1, 400),)
+
+
+@model("hf_vit", "transformers", "transformers ViTModel, tiny config, 32px, patch 8")
+def _():
+    from transformers import ViTConfig, ViTModel
+    cfg = ViTConfig(image_size=32, patch_size=8, **TINY)
+    return HFWrapper(ViTModel(cfg), ["pixel_values"]), image(32)
+
+
+@model("hf_clip_text", "transformers", "transformers CLIPTextModel, tiny config")
+def _():
+    from transformers import CLIPTextConfig, CLIPTextModel
+    cfg = CLIPTextConfig(vocab_size=VOCAB, max_position_embeddings=64, **TINY)
+    return HFWrapper(CLIPTextModel(cfg), ["input_ids", "attention_mask"]), (tokens(VOCAB), padding_mask())
+
+
+# --- common nn blocks -------------------------------------------------------------------------
+
+class Lambda(nn.Module):
+    """A module from a function of (self, *inputs), with submodules given as keywords."""
+
+    def __init__(self, fn, **modules):
+        super().__init__()
+        self.fn = fn
+        for key, value in modules.items():
+            setattr(self, key, value)
+
+    def forward(self, *args):
+        return self.fn(self, *args)
+
+
+def block(name, source, fn, inputs, **modules):
+    model(name, "nn-block", source)(lambda: (Lambda(fn, **modules), inputs()))
+
+
+block("nn_lstm", "nn.LSTM(16, 32, 2 layers, batch_first)",
+      lambda m, x: m.rnn(x), lambda: (torch.randn(2, 8, 16),), rnn=nn.LSTM(16, 32, num_layers=2, batch_first=True))
+block("nn_gru", "nn.GRU(16, 32, bidirectional, batch_first)",
+      lambda m, x: m.rnn(x), lambda: (torch.randn(2, 8, 16),), rnn=nn.GRU(16, 32, batch_first=True, bidirectional=True))
+block("nn_mha_masks", "nn.MultiheadAttention(32, 4) with key_padding_mask and a causal attn_mask",
+      lambda m, x, pad: m.mha(x, x, x, key_padding_mask=pad, attn_mask=torch.triu(torch.ones(8, 8, dtype=torch.bool), 1)),
+      lambda: (torch.randn(2, 8, 32), torch.tensor([[False] * 6 + [True] * 2, [False] * 8])),
+      mha=nn.MultiheadAttention(32, 4, batch_first=True))
+block("nn_transformer_encoder_layer", "nn.TransformerEncoderLayer(32, 4, 64, batch_first) with src_key_padding_mask",
+      lambda m, x, pad: m.layer(x, src_key_padding_mask=pad),
+      lambda: (torch.randn(2, 8, 32), torch.tensor([[False] * 6 + [True] * 2, [False] * 8])),
+      layer=nn.TransformerEncoderLayer(32, 4, 64, batch_first=True))
+block("nn_embedding_bag", "nn.EmbeddingBag(100, 16, mode='mean') with offsets",
+      lambda m, idx, offsets: m.bag(idx, offsets), lambda: (torch.randint(0, 100, (10,)), torch.tensor([0, 3, 7])),
+      bag=nn.EmbeddingBag(100, 16, mode="mean"))
+block("nn_upsample", "F.interpolate bilinear (align_corners False and True) and nearest",
+      lambda m, x: (nn.functional.interpolate(x, scale_factor=2, mode="bilinear"),
+                    nn.functional.interpolate(x, size=(13, 7), mode="bilinear", align_corners=True),
+                    nn.functional.interpolate(x, scale_factor=3, mode="nearest")),
+      lambda: (torch.randn(1, 3, 8, 8),))
+block("nn_norms", "GroupNorm, InstanceNorm2d (affine), LayerNorm on one conv input",
+      lambda m, x: (m.gn(x), m.inorm(x), m.ln(x)), lambda: (torch.randn(2, 8, 6, 6),),
+      gn=nn.GroupNorm(4, 8), inorm=nn.InstanceNorm2d(8, affine=True), ln=nn.LayerNorm([6, 6]))
+block("nn_topk_sort", "torch.topk and torch.sort (values and indices)",
+      lambda m, x: (*torch.topk(x, 3, dim=-1), *torch.sort(x, dim=1, descending=True)), lambda: (torch.randn(4, 10),))
+block("nn_scatter_gather", "torch.gather, Tensor.scatter and scatter_add",
+      lambda m, x, idx: (torch.gather(x, 1, idx), torch.zeros(4, 10).scatter(1, idx, x[:, :3]),
+                         torch.zeros(4, 10).scatter_add(1, idx, x[:, :3])),
+      lambda: (torch.randn(4, 10), torch.randint(0, 10, (4, 3))))
+block("nn_cumsum", "torch.cumsum over both axes and cumprod",
+      lambda m, x: (torch.cumsum(x, 0), torch.cumsum(x, 1), torch.cumprod(x * 0.5 + 1, 1)), lambda: (torch.randn(4, 10),))
+block("nn_conv1d_convtranspose2d", "nn.Conv1d (dilation 2, padding same) and nn.ConvTranspose2d (stride 2)",
+      lambda m, x1, x2: (m.c1(x1), m.ct(x2)), lambda: (torch.randn(2, 4, 20), torch.randn(1, 8, 7, 7)),
+      c1=nn.Conv1d(4, 6, 3, dilation=2, padding="same"), ct=nn.ConvTranspose2d(8, 4, 3, stride=2, padding=1, output_padding=1))
+block("nn_pixel_shuffle", "nn.PixelShuffle(2) after a conv, and PixelUnshuffle",
+      lambda m, x: (nn.functional.pixel_shuffle(m.conv(x), 2), nn.functional.pixel_unshuffle(x, 2)),
+      lambda: (torch.randn(1, 4, 8, 8),), conv=nn.Conv2d(4, 16, 3, padding=1))
+
+
+# --- dynamic batch (Dim('batch', min=1, max=64) on dimension 0 of every input) -----------------
+
+@model("dyn_resnet18", "dynamic-batch", "torchvision.models.resnet18, dynamic batch", dynamic=True)
+def _(batch=DYNAMIC_EXPORT_BATCH):
+    return tv("resnet18")[0], image(64, batch=batch)
+
+
+@model("dyn_bert", "dynamic-batch", "transformers BertModel, tiny config, dynamic batch", dynamic=True)
+def _(batch=DYNAMIC_EXPORT_BATCH):
+    return REGISTRY["hf_bert"]["builder"](batch)
+
+
+@model("dyn_mlp", "dynamic-batch", "MLP 64-128-128-10 with GELU, dynamic batch", dynamic=True)
+def _(batch=DYNAMIC_EXPORT_BATCH):
+    mlp = nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 10))
+    return mlp, (torch.randn(batch, 64),)
+
+
+# --- export and save --------------------------------------------------------------------------
+
+def tensors(outputs):
+    """The tensors of a (possibly nested) output in pytree order, which is the graph's output order."""
+    return [leaf for leaf in pytree.tree_leaves(outputs) if isinstance(leaf, torch.Tensor)]
+
+
+def save_arrays(folder, arrays):
+    os.makedirs(folder, exist_ok=True)
+    for i, t in enumerate(arrays):
+        np.save(os.path.join(folder, "%d.npy" % i), t.detach().contiguous().numpy())
+
+
+def check_order(ep, inputs, expected):
+    """The export's own module must give the eager outputs in this order (a wrong order would make
+    every comparison in the sweep fail for the wrong reason)."""
+    got = tensors(ep.module()(*inputs))
+    if len(got) != len(expected):
+        raise RuntimeError("export has %d outputs, eager %d" % (len(got), len(expected)))
+    for i, (g, e) in enumerate(zip(got, expected)):
+        if g.shape != e.shape or not torch.allclose(g.float(), e.float(), atol=1e-4, rtol=1e-4):
+            raise RuntimeError("output %d of ep.module() differs from eager (shape %s vs %s)"
+                               % (i, list(g.shape), list(e.shape)))
+
+
+def dynamic_shapes(module, inputs):
+    """Dimension 0 of every input is Dim('batch'). A forward(*args) (HFWrapper) takes all its inputs
+    as one argument, so their specs go in one nested tuple."""
+    batch = torch.export.Dim("batch", min=1, max=64)
+    specs = tuple({0: batch} for _ in inputs)
+    params = inspect.signature(module.forward).parameters.values()
+    return (specs,) if any(p.kind == p.VAR_POSITIONAL for p in params) else specs
+
+
+def export_one(name, entry, out_dir):
+    torch.manual_seed(SEED)
+    module, inputs = entry["builder"]()
+    module.eval()
+    with torch.no_grad():
+        expected = tensors(module(*inputs))
+        ep = torch.export.export(module, inputs, dynamic_shapes=dynamic_shapes(module, inputs) if entry["dynamic"] else None)
+        check_order(ep, inputs, expected)
+        core = ep.run_decompositions()
+    folder = os.path.join(out_dir, name)
+    os.makedirs(folder, exist_ok=True)
+    torch.export.save(core, os.path.join(folder, "model.pt2"))
+    torch.export.save(ep, os.path.join(folder, "model.raw.pt2"))
+    save_arrays(os.path.join(folder, "inputs"), inputs)
+    save_arrays(os.path.join(folder, "expected"), expected)
+    cases = save_dynamic_cases(entry, module, folder) if entry["dynamic"] else []
+    meta = dict(name=name, family=entry["family"], source=entry["source"], dynamic=entry["dynamic"],
+                inputs=[dict(shape=list(t.shape), dtype=str(t.dtype).replace("torch.", "")) for t in inputs],
+                outputs=[dict(shape=list(t.shape), dtype=str(t.dtype).replace("torch.", "")) for t in expected],
+                params=sum(p.numel() for p in module.parameters()), cases=cases,
+                torch=torch.__version__)
+    with open(os.path.join(folder, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+    return meta
+
+
+def save_dynamic_cases(entry, module, folder):
+    """Inputs and eager outputs at each batch in DYNAMIC_BATCHES, from the same seeded weights
+    (the builder is called again only for its inputs)."""
+    cases = []
+    for batch in DYNAMIC_BATCHES:
+        torch.manual_seed(SEED + batch)
+        _, inputs = entry["builder"](batch)
+        with torch.no_grad():
+            expected = tensors(module(*inputs))
+        case = os.path.join(folder, "cases", "b%d" % batch)
+        save_arrays(os.path.join(case, "inputs"), inputs)
+        save_arrays(os.path.join(case, "expected"), expected)
+        cases.append("b%d" % batch)
+    return cases
+
+
+def one_line_reason(exc):
+    text = ("%s: %s" % (type(exc).__name__, exc)).strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_dir", nargs="?")
+    parser.add_argument("--only", help="comma-separated model names")
+    parser.add_argument("--list", action="store_true", help="print the model names and exit")
+    parser.add_argument("--traceback", action="store_true", help="print the whole traceback of a failure")
+    args = parser.parse_args()
+    if args.list:
+        print("\n".join(REGISTRY))
+        return 0
+    if not args.out_dir:
+        parser.error("OUT_DIR is needed")
+    names = args.only.split(",") if args.only else list(REGISTRY)
+    unknown = [n for n in names if n not in REGISTRY]
+    if unknown:
+        parser.error("unknown model(s): %s (see --list)" % ", ".join(unknown))
+    warnings.filterwarnings("ignore")  # torch and transformers deprecation noise; failures are reported below
+    os.makedirs(args.out_dir, exist_ok=True)
+    failed = []
+    for name in names:
+        start = time.time()
+        try:
+            meta = export_one(name, REGISTRY[name], args.out_dir)
+            print("exported %-40s %9d params  %5.1f s" % (name, meta["params"], time.time() - start), flush=True)
+        except Exception as exc:  # one model's failure must not stop the sweep
+            failed.append(name)
+            print("FAILED   %-40s %s" % (name, one_line_reason(exc)), flush=True)
+            if args.traceback:
+                traceback.print_exc()
+    print("%d of %d models exported%s" % (len(names) - len(failed), len(names),
+                                          "; failed: " + ", ".join(failed) if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
