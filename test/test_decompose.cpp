@@ -414,4 +414,30 @@ TEST_CASE("every corpus model.raw.pt2 compiles and matches the references", "[de
   CHECK(r.passed == 10);
 }
 
+// ---- training-IR samples of composite ops (test/data/raw_ops, scripts/export_raw_ops_samples.py) ----
+
+TEST_CASE("raw_ops samples: composite training-IR ops match PyTorch, interpreted and compiled", "[decompose][fast]") {
+  // One folder per case: model.raw.pt2 exported by torch 2.15 without run_decompositions(),
+  // inputs/ and PyTorch's expected/ outputs.
+  const std::vector<std::string> cases = {"arange"};
+  TempDir tmp("foundry_raw_ops_");
+  for (const std::string& name : cases) {
+    SECTION(name) {
+      const std::string dir = test_source_dir() + "/data/raw_ops/" + name;
+      REQUIRE(fs::exists(dir + "/model.raw.pt2"));
+      ProcResult interp = run_foundryc({dir + "/model.raw.pt2", "--interpret", "--inputs", dir + "/inputs", "--expected",
+                                        dir + "/expected", "--cache-dir", tmp / "cache"});
+      INFO("foundryc --interpret: " << interp.out << interp.err);
+      CHECK(interp.exit_code == 0);
+      const std::string out = tmp / name;
+      ProcResult compiled = run_foundryc({dir + "/model.raw.pt2", "-o", out, "--cache-dir", tmp / "cache"});
+      INFO("foundryc: " << compiled.err);
+      REQUIRE(compiled.exit_code == 0);
+      ProcResult run = run_process({foundry_run_exe(), out, "--inputs", dir + "/inputs", "--expected", dir + "/expected"});
+      INFO("foundry-run: " << run.out << run.err);
+      CHECK(run.exit_code == 0);
+    }
+  }
+}
+
 }  // namespace foundry::test

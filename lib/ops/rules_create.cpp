@@ -60,14 +60,17 @@ std::vector<TensorType> scalar_tensor(const Node& node) {
   return {make_type(shape::dtype_arg(node, "dtype").value_or(DType::Float32), {})};
 }
 
-// Without dtype: int64 when start, end and step are all ints, else float32.
+// Without dtype: int64 when start, end and step are all ints, else float32. arange(end) and
+// arange.start(start, end) have no step (1) and arange(end) no start (0).
 std::vector<TensorType> arange(const Node& node) {
   DType inferred = DType::Int64;
   for (const char* name : {"start", "end", "step"})
-    if (shape::arg(node, name).kind == Arg::Kind::Float) inferred = DType::Float32;
+    if (shape::has_arg(node, name) && shape::arg(node, name).kind == Arg::Kind::Float) inferred = DType::Float32;
   DType dtype = shape::dtype_arg(node, "dtype").value_or(inferred);
-  int64_t length = arange_length(shape::number_arg(node, "start"), shape::number_arg(node, "end"),
-                                 shape::number_arg(node, "step"), dtype);
+  auto number_or = [&](const char* name, double absent) {
+    return shape::has_arg(node, name) ? shape::number_arg(node, name) : absent;
+  };
+  int64_t length = arange_length(number_or("start", 0), shape::number_arg(node, "end"), number_or("step", 1), dtype);
   return {make_type(dtype, {length})};
 }
 

@@ -369,6 +369,17 @@ std::optional<Replacement> relu6(Rewriter& rw, Node& n) {
   return same(e.one("hardtanh", {{"self", shape::arg(n, "self")}, {"min_val", Arg::of_int(0)}, {"max_val", Arg::of_int(6)}}));
 }
 
+// arange(end) and arange.start(start, end): arange.start_step with start 0 and step 1, in the
+// dtype the op's own rule gives (float32 when any bound is a float).
+std::optional<Replacement> arange(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  const Arg start = shape::has_arg(n, "start") ? shape::arg(n, "start") : Arg::of_int(0);
+  return same(e.one("arange.start_step", {{"start", start},
+                                          {"end", shape::arg(n, "end")},
+                                          {"step", Arg::of_int(1)},
+                                          {"dtype", Arg::of_dtype(n.op->infer(n)[0].dtype)}}));
+}
+
 using ReplaceFn = std::optional<Replacement> (*)(Rewriter&, Node&);
 
 const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() {
@@ -394,6 +405,7 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"hardsigmoid"}, hardsigmoid},
       {{"silu"}, silu},
       {{"relu6"}, relu6},
+      {{"arange", "arange.start"}, arange},
   };
   return table;
 }

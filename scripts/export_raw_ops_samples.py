@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Exports test/data/raw_ops/<case>: tiny modules whose training IR (what torch.export.export
+returns before run_decompositions()) uses composite ops that foundryc decomposes itself (arange,
+zeros, matmul, conv1d, ...), with PyTorch's outputs. Each folder holds model.raw.pt2, inputs/N.npy
+and expected/N.npy (outputs in graph order, computed by eager PyTorch in float32 on the CPU).
+
+Usage (needs torch >= 2.9 and numpy; not run by the tests, which read what it wrote):
+    python3 scripts/export_raw_ops_samples.py [CASE ...]     (default: every case)
+"""
+import os
+import sys
+
+import numpy as np
+import torch
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "data", "raw_ops")
+
+
+def randn(*sizes):
+    return torch.randn(*sizes)
+
+
+class Fn(torch.nn.Module):
+    """forward(*inputs) = fn(self, *inputs); `modules` become submodules (their weights exported)."""
+
+    def __init__(self, fn, **modules):
+        super().__init__()
+        self.fn = fn
+        for name, m in modules.items():
+            setattr(self, name, m)
+
+    def forward(self, *inputs):
+        return self.fn(self, *inputs)
+
+
+def case_arange():
+    # arange(end), arange.start(start, end); a float bound gives float32
+    return Fn(lambda m, x: (x + torch.arange(x.shape[-1]), x * torch.arange(2, 2 + x.shape[-1]),
+                            x * torch.arange(0.0, 2.5, 0.5))), (randn(3, 5),)
+
+
+CASES = {
+    "arange": case_arange,
+}
+
+
+def export_case(name):
+    torch.manual_seed(sum(map(ord, name)))  # each case its own values, whichever others run
+    model, inputs = CASES[name]()
+    model.eval()
+    ep = torch.export.export(model, inputs)
+    out = os.path.join(OUT, name)
+    os.makedirs(os.path.join(out, "inputs"), exist_ok=True)
+    os.makedirs(os.path.join(out, "expected"), exist_ok=True)
+    torch.export.save(ep, os.path.join(out, "model.raw.pt2"))
+    for i, x in enumerate(inputs):
+        np.save(os.path.join(out, "inputs", f"{i}.npy"), x.numpy())
+    with torch.no_grad():
+        results = model(*inputs)
+    for i, y in enumerate(results if isinstance(results, tuple) else (results,)):
+        np.save(os.path.join(out, "expected", f"{i}.npy"), y.numpy())
+    ops = sorted({str(n.target) for n in ep.graph.nodes if n.op == "call_function"})
+    print(name, os.path.getsize(os.path.join(out, "model.raw.pt2")), "bytes:", ", ".join(ops))
+
+
+def main():
+    for name in sys.argv[1:] or CASES:
+        export_case(name)
+
+
+if __name__ == "__main__":
+    main()
