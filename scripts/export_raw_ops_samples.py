@@ -39,8 +39,18 @@ def case_arange():
                             x * torch.arange(0.0, 2.5, 0.5))), (randn(3, 5),)
 
 
+def case_fill():
+    # zeros, ones, zeros_like, ones_like, new_zeros, new_ones, new_full; an int64 new_ones keeps
+    # its input's dtype
+    return Fn(lambda m, x, i: (x + torch.zeros(3, 5) + torch.ones(5), torch.zeros_like(x) - torch.ones_like(x),
+                               x.new_zeros(3, 1) + x.new_ones(5) * x.new_full((3, 5), 2.5),
+                               i.new_ones(2, 3), torch.ones_like(i, dtype=torch.float32))), \
+        (randn(3, 5), torch.tensor([[4, 5, 6], [7, 8, 9]]))
+
+
 CASES = {
     "arange": case_arange,
+    "fill": case_fill,
 }
 
 

@@ -55,6 +55,12 @@ std::vector<TensorType> like(const Node& node) {
   return {make_type(shape::dtype_arg(node, "dtype").value_or(self.dtype), self.sizes)};
 }
 
+// new_zeros, new_ones, new_full: `size`, in self's dtype unless `dtype` says otherwise.
+std::vector<TensorType> new_sized(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  return {make_type(shape::dtype_arg(node, "dtype").value_or(self.dtype), checked_sizes(node))};
+}
+
 // scalar_tensor always defaults to float32, even for an int value.
 std::vector<TensorType> scalar_tensor(const Node& node) {
   return {make_type(shape::dtype_arg(node, "dtype").value_or(DType::Float32), {})};

@@ -380,6 +380,26 @@ std::optional<Replacement> arange(Rewriter& rw, Node& n) {
                                           {"dtype", Arg::of_dtype(n.op->infer(n)[0].dtype)}}));
 }
 
+// zeros, ones, new_* and *_like: full (a `size` argument) or full_like, always with the dtype the
+// op's rule gives, since full's own default comes from the fill value (0 would be int64).
+Value* filled(Emit& e, const Node& n, const Arg& value) {
+  const Arg dtype = Arg::of_dtype(n.op->infer(n)[0].dtype);
+  if (shape::has_arg(n, "size"))
+    return e.one("full", {{"size", shape::arg(n, "size")}, {"fill_value", value}, {"dtype", dtype}});
+  return e.one("full_like", {{"self", shape::arg(n, "self")}, {"fill_value", value}, {"dtype", dtype}});
+}
+
+template <int kValue>
+std::optional<Replacement> constant_fill(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  return same(filled(e, n, Arg::of_int(kValue)));
+}
+
+std::optional<Replacement> new_full(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  return same(filled(e, n, shape::arg(n, "fill_value")));
+}
+
 using ReplaceFn = std::optional<Replacement> (*)(Rewriter&, Node&);
 
 const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() {
@@ -406,6 +426,9 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"silu"}, silu},
       {{"relu6"}, relu6},
       {{"arange", "arange.start"}, arange},
+      {{"zeros", "zeros_like", "new_zeros"}, constant_fill<0>},
+      {{"ones", "ones_like", "new_ones"}, constant_fill<1>},
+      {{"new_full"}, new_full},
   };
   return table;
 }
