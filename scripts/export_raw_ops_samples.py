@@ -48,9 +48,18 @@ def case_fill():
         (randn(3, 5), torch.tensor([[4, 5, 6], [7, 8, 9]]))
 
 
+def case_logical():
+    # &, | and ^ of bool and int64 tensors (__and__.Tensor, ...); torch.tensor(...) in forward is a
+    # lifted constant (lift_fresh_copy, detach_)
+    return Fn(lambda m, x, y, i: (((x > 0) & (y > 0)) | (x < -1), (x > y) ^ (y > 0.5), (i & 6) | (i ^ 3),
+                                  x + torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0]))), \
+        (randn(3, 5), randn(3, 5), torch.tensor([[4, 5, 6], [7, 8, 9]]))
+
+
 CASES = {
     "arange": case_arange,
     "fill": case_fill,
+    "logical": case_logical,
 }
 
 

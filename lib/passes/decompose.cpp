@@ -400,6 +400,23 @@ std::optional<Replacement> new_full(Rewriter& rw, Node& n) {
   return same(filled(e, n, shape::arg(n, "fill_value")));
 }
 
+// a & b, a | b, a ^ b: the bitwise ops, which are the logical ones on bools (as in ATen). A
+// scalar operand becomes a 0-d tensor of the result's dtype (the tensor's: scalars do not promote).
+std::optional<Replacement> bitwise_operator(Rewriter& rw, Node& n) {
+  const std::string name = n.target.substr(0, n.target.find('.'));
+  static const std::map<std::string, std::string> op_of = {
+      {"__and__", "bitwise_and.Tensor"}, {"__or__", "bitwise_or.Tensor"}, {"__xor__", "bitwise_xor.Tensor"}};
+  Emit e(rw, n);
+  Arg other = shape::arg(n, "other");
+  if (other.kind != Arg::Kind::Tensor)
+    other = Emit::T(e.one("scalar_tensor", {{"s", other}, {"dtype", Arg::of_dtype(n.op->infer(n)[0].dtype)}}));
+  return same(e.one(op_of.at(name), {{"self", shape::arg(n, "self")}, {"other", other}}));
+}
+
+// lift_fresh_copy copies a constant the traced code created (torch.tensor(...)); the copy is
+// only there to keep the constant itself from being updated, which a functional graph never does.
+std::optional<Replacement> identity(Rewriter&, Node& n) { return same(tensor_arg(n, "self")); }
+
 using ReplaceFn = std::optional<Replacement> (*)(Rewriter&, Node&);
 
 const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() {
@@ -429,6 +446,9 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"zeros", "zeros_like", "new_zeros"}, constant_fill<0>},
       {{"ones", "ones_like", "new_ones"}, constant_fill<1>},
       {{"new_full"}, new_full},
+      {{"__and__.Tensor", "__or__.Tensor", "__xor__.Tensor", "__and__.Scalar", "__or__.Scalar", "__xor__.Scalar"},
+       bitwise_operator},
+      {{"lift_fresh_copy", "detach"}, identity},
   };
   return table;
 }
