@@ -56,10 +56,27 @@ def case_logical():
         (randn(3, 5), randn(3, 5), torch.tensor([[4, 5, 6], [7, 8, 9]]))
 
 
+def case_matmul():
+    # every kind of torch.matmul: batched with broadcast batch dims, batched times a matrix or a
+    # vector, vector times batched, vector times vector, matrix times vector and matrix
+    return Fn(lambda m, x, y, v: (x @ y, x @ v, v @ x.transpose(-1, -2), v @ v, x[0] @ v, x[0] @ y[0, 0],
+                                  x @ y[0, 0], v @ y)), (randn(2, 3, 4), randn(2, 1, 4, 5), randn(4))
+
+
+def case_baddbmm():
+    # beta and alpha other than 1, the defaults, and beta 0 (self's NaN ignored)
+    c = torch.randn(2, 3, 5)
+    c[0, 0, 0] = float("nan")
+    return Fn(lambda m, c, a, b: (torch.baddbmm(c, a, b, beta=0.5, alpha=2.0), torch.baddbmm(c[1], a, b),
+                                  torch.baddbmm(c, a, b, beta=0))), (c, randn(2, 3, 4), randn(2, 4, 5))
+
+
 CASES = {
     "arange": case_arange,
     "fill": case_fill,
     "logical": case_logical,
+    "matmul": case_matmul,
+    "baddbmm": case_baddbmm,
 }
 
 

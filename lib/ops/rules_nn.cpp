@@ -110,6 +110,40 @@ std::vector<TensorType> addmm(const Node& node) {
   return {make_type(a.dtype, sizes)};
 }
 
+// torch.matmul: a 1-d operand is a row (left) or column (right) vector whose dim is dropped from
+// the result; the dims before the last two broadcast.
+std::vector<TensorType> matmul(const Node& node) {
+  const TensorType& a = shape::tensor(node, "self");
+  const TensorType& b = shape::tensor(node, "other");
+  if (a.rank() == 0 || b.rank() == 0) throw UserError("matmul: both operands must be at least 1-d");
+  require_same_dtype(a, b, "matmul");
+  const int64_t k_a = a.sizes.back(), k_b = b.rank() == 1 ? b.sizes[0] : b.sizes[b.sizes.size() - 2];
+  require_inner_match(k_a, k_b, a, b);
+  std::vector<int64_t> batch = shape::broadcast_shapes(
+      std::vector<int64_t>(a.sizes.begin(), a.sizes.end() - std::min<int64_t>(a.rank(), 2)),
+      std::vector<int64_t>(b.sizes.begin(), b.sizes.end() - std::min<int64_t>(b.rank(), 2)));
+  if (a.rank() >= 2) batch.push_back(a.sizes[a.sizes.size() - 2]);
+  if (b.rank() >= 2) batch.push_back(b.sizes.back());
+  return {make_type(a.dtype, batch)};
+}
+
+// baddbmm: bmm(batch1, batch2), to which self broadcasts.
+std::vector<TensorType> baddbmm(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  const TensorType& a = shape::tensor(node, "batch1");
+  const TensorType& b = shape::tensor(node, "batch2");
+  require_rank(a, 3, "baddbmm: batch1");
+  require_rank(b, 3, "baddbmm: batch2");
+  if (a.sizes[0] != b.sizes[0]) throw UserError("baddbmm: batch sizes differ");
+  require_inner_match(a.sizes[2], b.sizes[1], a, b);
+  require_same_dtype(a, b, "baddbmm");
+  require_same_dtype(self, a, "baddbmm");
+  std::vector<int64_t> sizes = {a.sizes[0], a.sizes[1], b.sizes[2]};
+  if (shape::broadcast_shapes(self.sizes, sizes) != sizes)
+    throw UserError("baddbmm: self " + format_sizes(self.sizes) + " does not broadcast to " + format_sizes(sizes));
+  return {make_type(a.dtype, sizes)};
+}
+
 // input [..., in] times weight [out, in]^T (a 1-d weight [in] drops the last dim).
 std::vector<TensorType> linear(const Node& node) {
   const TensorType& input = shape::tensor(node, "input");

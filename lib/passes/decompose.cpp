@@ -417,6 +417,46 @@ std::optional<Replacement> bitwise_operator(Rewriter& rw, Node& n) {
 // only there to keep the constant itself from being updated, which a functional graph never does.
 std::optional<Replacement> identity(Rewriter&, Node& n) { return same(tensor_arg(n, "self")); }
 
+std::vector<int64_t> with_leading_ones(std::vector<int64_t> sizes, int64_t rank) {
+  while (static_cast<int64_t>(sizes.size()) < rank) sizes.insert(sizes.begin(), 1);
+  return sizes;
+}
+
+// torch.matmul as ATen's matmul computes it: a 1-d operand becomes a [1, k] row (left) or a
+// [k, 1] column (right); a left operand of any rank times a matrix folds its batch dims into the
+// rows of one mm; otherwise both get the same rank and their batch dims broadcast into one bmm.
+// The result is viewed to the op's own shape, which drops a vector operand's dim.
+std::optional<Replacement> matmul(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* a = tensor_arg(n, "self");
+  Value* b = tensor_arg(n, "other");
+  const std::vector<int64_t> out = n.op->infer(n)[0].sizes;
+  if (a->type.rank() == 1) a = e.view(a, {1, a->type.sizes[0]});
+  if (b->type.rank() == 1) b = e.view(b, {b->type.sizes[0], 1});
+  if (b->type.rank() == 2) {
+    const int64_t k = a->type.sizes.back();
+    Value* rows = e.view(a, {a->type.numel() / std::max<int64_t>(k, 1), k});
+    return same(e.view(e.one("mm", {{"self", Emit::T(rows)}, {"mat2", Emit::T(b)}}), out));
+  }
+  const int64_t rank = std::max(a->type.rank(), b->type.rank());
+  a = e.view(a, with_leading_ones(a->type.sizes, rank));
+  b = e.view(b, with_leading_ones(b->type.sizes, rank));
+  return same(e.view(e.matmul(a, b), out));
+}
+
+// baddbmm = beta * self + alpha * bmm(batch1, batch2); self is ignored when beta is 0 (its NaNs
+// too), and factors of 1 are left out, as in torch._refs.
+std::optional<Replacement> baddbmm(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  auto scaled = [&](Value* v, const char* factor) {
+    const Arg& f = shape::arg(n, factor);
+    return f.as_double() == 1.0 ? v : e.one("mul.Scalar", {{"self", Emit::T(v)}, {"other", f}});
+  };
+  Value* product = scaled(e.one("bmm", {{"self", shape::arg(n, "batch1")}, {"mat2", shape::arg(n, "batch2")}}), "alpha");
+  if (shape::number_arg(n, "beta") == 0.0) return same(product);
+  return same(e.one("add.Tensor", {{"self", Emit::T(scaled(tensor_arg(n, "self"), "beta"))}, {"other", Emit::T(product)}}));
+}
+
 using ReplaceFn = std::optional<Replacement> (*)(Rewriter&, Node&);
 
 const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() {
@@ -449,6 +489,8 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"__and__.Tensor", "__or__.Tensor", "__xor__.Tensor", "__and__.Scalar", "__or__.Scalar", "__xor__.Scalar"},
        bitwise_operator},
       {{"lift_fresh_copy", "detach"}, identity},
+      {{"matmul"}, matmul},
+      {{"baddbmm"}, baddbmm},
   };
   return table;
 }
