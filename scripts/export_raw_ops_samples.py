@@ -71,12 +71,20 @@ def case_baddbmm():
                                   torch.baddbmm(c, a, b, beta=0))), (c, randn(2, 3, 4), randn(2, 4, 5))
 
 
+def case_conv1d():
+    # Conv1d with stride, padding, dilation and groups, an unbatched input, no bias
+    conv = torch.nn.Conv1d(4, 6, 3, stride=2, padding=1, dilation=2, groups=2)
+    plain = torch.nn.Conv1d(4, 3, 1, bias=False)
+    return Fn(lambda m, x: (m.conv(x), m.plain(x[0])), conv=conv, plain=plain), (randn(2, 4, 11),)
+
+
 CASES = {
     "arange": case_arange,
     "fill": case_fill,
     "logical": case_logical,
     "matmul": case_matmul,
     "baddbmm": case_baddbmm,
+    "conv1d": case_conv1d,
 }
 
 

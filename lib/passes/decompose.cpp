@@ -135,26 +135,30 @@ std::optional<Replacement> linear(Rewriter& rw, Node& n) {
   return same(e.view(y2, out));
 }
 
-std::vector<int64_t> pair_list(const Node& n, const char* name) {
+// A per-spatial-dim parameter of conv1d/conv2d (stride, padding, dilation): one value for all.
+std::vector<int64_t> spatial_list(const Node& n, const char* name, size_t spatial) {
   std::vector<int64_t> v = shape::ints_arg(n, name);
-  if (v.size() == 1) v.push_back(v[0]);
+  if (v.size() == 1) v.assign(spatial, v[0]);
   return v;
 }
 
-// conv2d -> convolution (an unbatched 3-d input gets a batch dim of 1 around it).
-std::optional<Replacement> conv2d(Rewriter& rw, Node& n) {
+// conv1d and conv2d -> convolution (an unbatched input gets a batch dim of 1 around it).
+std::optional<Replacement> conv_nd(Rewriter& rw, Node& n) {
   Emit e(rw, n);
   Value* x = tensor_arg(n, "input");
-  const bool unbatched = x->type.rank() == 3;
+  Value* w = tensor_arg(n, "weight");
+  if (w->type.rank() < 3) refuse(n, "the weight must be at least 3-d, got " + shape::format_sizes(w->type.sizes));
+  const size_t spatial = static_cast<size_t>(w->type.rank() - 2);
+  const bool unbatched = x->type.rank() == w->type.rank() - 1;
   if (unbatched) x = e.one("unsqueeze", {{"self", Emit::T(x)}, {"dim", Arg::of_int(0)}});
   Value* y = e.one("convolution", {{"input", Emit::T(x)},
-                                   {"weight", shape::arg(n, "weight")},
+                                   {"weight", Emit::T(w)},
                                    {"bias", shape::arg(n, "bias")},
-                                   {"stride", Arg::of_ints(pair_list(n, "stride"))},
-                                   {"padding", Arg::of_ints(pair_list(n, "padding"))},
-                                   {"dilation", Arg::of_ints(pair_list(n, "dilation"))},
+                                   {"stride", Arg::of_ints(spatial_list(n, "stride", spatial))},
+                                   {"padding", Arg::of_ints(spatial_list(n, "padding", spatial))},
+                                   {"dilation", Arg::of_ints(spatial_list(n, "dilation", spatial))},
                                    {"transposed", Arg::of_bool(false)},
-                                   {"output_padding", Arg::of_ints({0, 0})},
+                                   {"output_padding", Arg::of_ints(std::vector<int64_t>(spatial, 0))},
                                    {"groups", shape::arg(n, "groups")}});
   if (unbatched) y = e.one("squeeze.dims", {{"self", Emit::T(y)}, {"dim", Arg::of_ints({0})}});
   return same(y);
@@ -248,7 +252,7 @@ std::optional<Replacement> max_pool2d(Rewriter& rw, Node& n) {
 // A 1x1 output is a mean over the last two dims (as PyTorch's adaptive_avg_pool2d does).
 std::optional<Replacement> adaptive_avg_pool2d(Rewriter& rw, Node& n) {
   Emit e(rw, n);
-  std::vector<int64_t> size = pair_list(n, "output_size");
+  std::vector<int64_t> size = spatial_list(n, "output_size", 2);
   if (size == std::vector<int64_t>{1, 1})
     return same(e.one("mean.dim", {{"self", shape::arg(n, "self")}, {"dim", Arg::of_ints({-1, -2})}, {"keepdim", Arg::of_bool(true)}}));
   return same(e.one("_adaptive_avg_pool2d", {{"self", shape::arg(n, "self")}, {"output_size", Arg::of_ints(size)}}));
@@ -462,7 +466,7 @@ using ReplaceFn = std::optional<Replacement> (*)(Rewriter&, Node&);
 const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() {
   static const std::vector<std::pair<std::vector<std::string>, ReplaceFn>> table = {
       {{"linear"}, linear},
-      {{"conv2d"}, conv2d},
+      {{"conv1d", "conv2d"}, conv_nd},
       {{"batch_norm"}, batch_norm},
       {{"layer_norm"}, layer_norm},
       {{"scaled_dot_product_attention"}, sdpa},
