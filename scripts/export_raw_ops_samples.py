@@ -78,6 +78,15 @@ def case_conv1d():
     return Fn(lambda m, x: (m.conv(x), m.plain(x[0])), conv=conv, plain=plain), (randn(2, 4, 11),)
 
 
+def case_where_min_max():
+    # torch.min/max of two tensors (min.other, max.other: NaN propagates), torch.where with a
+    # scalar in either place or both (an int scalar with a float tensor gives float)
+    x = torch.randn(3, 5)
+    x[1, 2] = float("nan")
+    return Fn(lambda m, x, y: (torch.min(x, y), torch.max(x, y[0]), torch.where(x > 0, x, 0), torch.where(y > 0, -1.5, x),
+                               torch.where(x > y, 2, 3), torch.where(x > y, 0.5, 3))), (x, randn(3, 5))
+
+
 CASES = {
     "arange": case_arange,
     "fill": case_fill,
@@ -85,6 +94,7 @@ CASES = {
     "matmul": case_matmul,
     "baddbmm": case_baddbmm,
     "conv1d": case_conv1d,
+    "where_min_max": case_where_min_max,
 }
 
 

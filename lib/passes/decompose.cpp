@@ -461,6 +461,24 @@ std::optional<Replacement> baddbmm(Rewriter& rw, Node& n) {
   return same(e.one("add.Tensor", {{"self", Emit::T(scaled(tensor_arg(n, "self"), "beta"))}, {"other", Emit::T(product)}}));
 }
 
+// min.other and max.other are minimum and maximum (NaN-propagating, as those).
+std::optional<Replacement> min_max_other(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  return same(e.forward(n.target == "min.other" ? "minimum" : "maximum", {"self", "other"}));
+}
+
+// where with scalar operands: where.self with each scalar a 0-d tensor of the result's dtype.
+std::optional<Replacement> where_scalar(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  const DType dtype = n.op->infer(n)[0].dtype;
+  auto as_tensor = [&](const char* name) {
+    const Arg& a = shape::arg(n, name);
+    if (a.kind == Arg::Kind::Tensor) return a;
+    return Emit::T(e.one("scalar_tensor", {{"s", a}, {"dtype", Arg::of_dtype(dtype)}}));
+  };
+  return same(e.one("where.self", {{"condition", shape::arg(n, "condition")}, {"self", as_tensor("self")}, {"other", as_tensor("other")}}));
+}
+
 using ReplaceFn = std::optional<Replacement> (*)(Rewriter&, Node&);
 
 const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() {
@@ -494,6 +512,8 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
        bitwise_operator},
       {{"lift_fresh_copy", "detach"}, identity},
       {{"matmul"}, matmul},
+      {{"min.other", "max.other"}, min_max_other},
+      {{"where.ScalarOther", "where.ScalarSelf", "where.Scalar"}, where_scalar},
       {{"baddbmm"}, baddbmm},
   };
   return table;
