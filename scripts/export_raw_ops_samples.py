@@ -87,6 +87,14 @@ def case_where_min_max():
                                torch.where(x > y, 2, 3), torch.where(x > y, 0.5, 3))), (x, randn(3, 5))
 
 
+def case_diff():
+    # torch.diff along the last dim, twice along dim 0 with prepend and append, of int64 with
+    # prepend as transformers' masks do, of bools
+    return Fn(lambda m, x, i: (torch.diff(x), torch.diff(x, n=2, dim=0, prepend=x[:1], append=x[1:] * 2),
+                               torch.diff(i, prepend=i[:, :1]), torch.diff(x > 0))), \
+        (randn(3, 5), torch.tensor([[4, 5, 9], [7, 1, 0]]))
+
+
 CASES = {
     "arange": case_arange,
     "fill": case_fill,
@@ -95,6 +103,7 @@ CASES = {
     "baddbmm": case_baddbmm,
     "conv1d": case_conv1d,
     "where_min_max": case_where_min_max,
+    "diff": case_diff,
 }
 
 

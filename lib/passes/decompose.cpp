@@ -71,6 +71,12 @@ class Emitter {
     return one("expand", {{"self", T(x)}, {"size", Arg::of_ints(std::move(sizes))}});
   }
   static Arg T(Value* v) { return Arg::of_tensor(v); }
+  static Arg Ts(std::vector<Value*> vs) {
+    Arg a;
+    a.kind = Arg::Kind::TensorList;
+    a.tensors = std::move(vs);
+    return a;
+  }
 
   // torch.matmul of two tensors of rank >= 2 with the same rank: the batch dims broadcast, are
   // flattened into one, and a bmm (mm for rank 2) does the work; the result is viewed back.
@@ -479,6 +485,28 @@ std::optional<Replacement> where_scalar(Rewriter& rw, Node& n) {
   return same(e.one("where.self", {{"condition", shape::arg(n, "condition")}, {"self", as_tensor("self")}, {"other", as_tensor("other")}}));
 }
 
+// diff as torch._refs.diff: prepend and append concatenated along dim, then n times the
+// difference of the slices [1:] and [:-1] (logical_xor for bools).
+std::optional<Replacement> diff(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = tensor_arg(n, "self");
+  const int64_t dim = shape::normalize_dim(shape::int_arg(n, "dim"), x->type.rank());
+  std::vector<Value*> parts;
+  for (const char* name : {"prepend", "self", "append"})
+    if (!shape::arg(n, name).is_none()) parts.push_back(tensor_arg(n, name));
+  if (parts.size() > 1) x = e.one("cat", {{"tensors", Emit::Ts(parts)}, {"dim", Arg::of_int(dim)}});
+  auto slice = [&](Value* v, int64_t start, int64_t end) {
+    return e.one("slice.Tensor", {{"self", Emit::T(v)}, {"dim", Arg::of_int(dim)}, {"start", Arg::of_int(start)}, {"end", Arg::of_int(end)}});
+  };
+  const char* op = x->type.dtype == DType::Bool ? "logical_xor" : "sub.Tensor";
+  for (int64_t i = 0; i < shape::int_arg(n, "n"); ++i) {
+    const int64_t len = x->type.sizes[static_cast<size_t>(dim)];
+    if (len == 0) break;
+    x = e.one(op, {{"self", Emit::T(slice(x, 1, len))}, {"other", Emit::T(slice(x, 0, len - 1))}});
+  }
+  return same(x);
+}
+
 using ReplaceFn = std::optional<Replacement> (*)(Rewriter&, Node&);
 
 const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() {
@@ -512,6 +540,7 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
        bitwise_operator},
       {{"lift_fresh_copy", "detach"}, identity},
       {{"matmul"}, matmul},
+      {{"diff"}, diff},
       {{"min.other", "max.other"}, min_max_other},
       {{"where.ScalarOther", "where.ScalarSelf", "where.Scalar"}, where_scalar},
       {{"baddbmm"}, baddbmm},
