@@ -95,6 +95,15 @@ def case_diff():
         (randn(3, 5), torch.tensor([[4, 5, 9], [7, 1, 0]]))
 
 
+def case_pad():
+    # F.pad in every mode: constant (a value, and trimming with negative padding), reflect and
+    # replicate of the last two dims, circular of the last
+    return Fn(lambda m, x: (torch.nn.functional.pad(x, (1, 2, 0, 1), value=0.5), torch.nn.functional.pad(x, (-1, 2)),
+                            torch.nn.functional.pad(x, (2, 1, 1, 2), mode="reflect"),
+                            torch.nn.functional.pad(x, (3, 0, 1, 1), mode="replicate"),
+                            torch.nn.functional.pad(x[0], (2, 4), mode="circular"))), (randn(2, 3, 4, 5),)
+
+
 CASES = {
     "arange": case_arange,
     "fill": case_fill,
@@ -104,6 +113,7 @@ CASES = {
     "conv1d": case_conv1d,
     "where_min_max": case_where_min_max,
     "diff": case_diff,
+    "pad": case_pad,
 }
 
 

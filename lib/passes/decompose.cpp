@@ -507,6 +507,52 @@ std::optional<Replacement> diff(Rewriter& rw, Node& n) {
   return same(x);
 }
 
+// The positions start, start + 1, ..., end - 1 as an int64 tensor.
+Value* positions(Emit& e, int64_t start, int64_t end) {
+  return e.one("arange.start_step", {{"start", Arg::of_int(start)}, {"end", Arg::of_int(end)}, {"dtype", Arg::of_dtype(DType::Int64)}});
+}
+
+// Reflect, replicate and circular padding of one dim of size `len`: index_select at the source
+// position of each output position p in [-before, len + after), as torch._decomp's
+// _reflection_or_replication_pad computes it.
+Value* pad_dim_by_index(Emit& e, Value* x, int64_t dim, int64_t before, int64_t after, const std::string& mode) {
+  const int64_t len = x->type.sizes[static_cast<size_t>(dim)];
+  Value* p = positions(e, -before, len + after);
+  auto scalar_op = [&](const char* op, Value* v, int64_t s) { return e.one(op, {{"self", Emit::T(v)}, {"other", Arg::of_int(s)}}); };
+  Value* source = nullptr;
+  if (mode == "replicate") {
+    source = e.one("clamp", {{"self", Emit::T(p)}, {"min", Arg::of_int(0)}, {"max", Arg::of_int(len - 1)}});
+  } else if (mode == "circular") {
+    source = scalar_op("remainder.Scalar", p, len);
+  } else {  // reflect: (len - 1) - |(len - 1) - |p||
+    Value* from_end = e.one("sub.Tensor", {{"self", Arg::of_int(len - 1)}, {"other", Emit::T(e.one("abs", {{"self", Emit::T(p)}}))}});
+    Value* back = e.one("abs", {{"self", Emit::T(from_end)}});
+    source = e.one("sub.Tensor", {{"self", Arg::of_int(len - 1)}, {"other", Emit::T(back)}});
+  }
+  return e.one("index_select", {{"self", Emit::T(x)}, {"dim", Arg::of_int(dim)}, {"index", Emit::T(source)}});
+}
+
+// pad: constant_pad_nd for mode "constant"; the other modes remap positions dim by dim.
+std::optional<Replacement> pad(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = tensor_arg(n, "self");
+  const std::string mode = shape::arg(n, "mode").s;
+  const Arg& value = shape::arg(n, "value");
+  if (mode == "constant")
+    return same(e.one("constant_pad_nd", {{"self", Emit::T(x)}, {"pad", shape::arg(n, "pad")}, {"value", value.is_none() ? Arg::of_int(0) : value}}));
+  if (!value.is_none()) refuse(n, "padding mode '" + mode + "' doesn't take in value argument");
+  const std::vector<int64_t> amounts = shape::ints_arg(n, "pad");
+  for (size_t i = 0; i + 1 < amounts.size(); i += 2) {
+    const int64_t dim = x->type.rank() - 1 - static_cast<int64_t>(i / 2);
+    const int64_t len = x->type.sizes[static_cast<size_t>(dim)];
+    const int64_t limit = mode == "reflect" ? len - 1 : mode == "circular" ? len : std::numeric_limits<int64_t>::max();
+    if (amounts[i] < 0 || amounts[i + 1] < 0 || amounts[i] > limit || amounts[i + 1] > limit || len == 0)
+      refuse(n, "padding " + shape::format_sizes(amounts) + " in mode '" + mode + "' is invalid for input " + shape::format_sizes(x->type.sizes));
+    x = pad_dim_by_index(e, x, dim, amounts[i], amounts[i + 1], mode);
+  }
+  return same(x);
+}
+
 using ReplaceFn = std::optional<Replacement> (*)(Rewriter&, Node&);
 
 const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() {
@@ -541,6 +587,7 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"lift_fresh_copy", "detach"}, identity},
       {{"matmul"}, matmul},
       {{"diff"}, diff},
+      {{"pad"}, pad},
       {{"min.other", "max.other"}, min_max_other},
       {{"where.ScalarOther", "where.ScalarSelf", "where.Scalar"}, where_scalar},
       {{"baddbmm"}, baddbmm},
