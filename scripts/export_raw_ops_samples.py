@@ -104,6 +104,11 @@ def case_pad():
                             torch.nn.functional.pad(x[0], (2, 4), mode="circular"))), (randn(2, 3, 4, 5),)
 
 
+def case_roll():
+    # torch.roll of one dim, of two (a negative shift, one larger than the dim), of the whole tensor
+    return Fn(lambda m, x: (torch.roll(x, 2, 1), torch.roll(x, (-1, 7), (0, -1)), torch.roll(x, 4))), (randn(3, 5),)
+
+
 CASES = {
     "arange": case_arange,
     "fill": case_fill,
@@ -114,6 +119,7 @@ CASES = {
     "where_min_max": case_where_min_max,
     "diff": case_diff,
     "pad": case_pad,
+    "roll": case_roll,
 }
 
 

@@ -553,6 +553,27 @@ std::optional<Replacement> pad(Rewriter& rw, Node& n) {
   return same(x);
 }
 
+// roll: output position p of a dim of size L reads (p - shift) mod L (index_select); without
+// dims the flattened tensor rolls, as in torch._refs.roll.
+std::optional<Replacement> roll(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = tensor_arg(n, "self");
+  const std::vector<int64_t> shifts = shape::ints_arg(n, "shifts"), dims = shape::ints_arg(n, "dims");
+  const bool flat = dims.empty();
+  if (flat ? shifts.size() != 1 : shifts.size() != dims.size())
+    refuse(n, "shifts " + shape::format_sizes(shifts) + " and dims " + shape::format_sizes(dims) + " do not match");
+  Value* y = flat ? e.view(x, {x->type.numel()}) : x;
+  for (size_t i = 0; i < shifts.size(); ++i) {
+    const int64_t dim = flat ? 0 : shape::normalize_dim(dims[i], y->type.rank());
+    const int64_t len = y->type.sizes[static_cast<size_t>(dim)];
+    if (len == 0) continue;
+    Value* p = positions(e, -shifts[i], len - shifts[i]);
+    Value* source = e.one("remainder.Scalar", {{"self", Emit::T(p)}, {"other", Arg::of_int(len)}});
+    y = e.one("index_select", {{"self", Emit::T(y)}, {"dim", Arg::of_int(dim)}, {"index", Emit::T(source)}});
+  }
+  return same(e.view(y, x->type.sizes));
+}
+
 using ReplaceFn = std::optional<Replacement> (*)(Rewriter&, Node&);
 
 const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() {
@@ -588,6 +609,7 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"matmul"}, matmul},
       {{"diff"}, diff},
       {{"pad"}, pad},
+      {{"roll"}, roll},
       {{"min.other", "max.other"}, min_max_other},
       {{"where.ScalarOther", "where.ScalarSelf", "where.Scalar"}, where_scalar},
       {{"baddbmm"}, baddbmm},
