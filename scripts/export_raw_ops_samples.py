@@ -109,6 +109,16 @@ def case_roll():
     return Fn(lambda m, x: (torch.roll(x, 2, 1), torch.roll(x, (-1, 7), (0, -1)), torch.roll(x, 4))), (randn(3, 5),)
 
 
+def case_group_norm():
+    # GroupNorm of a 4-d and a 3-d input (wav2vec2's feature extractor), affine with random
+    # parameters, and without them
+    g4 = torch.nn.GroupNorm(2, 4)
+    g3 = torch.nn.GroupNorm(4, 4, eps=1e-3, affine=False)
+    for p in g4.parameters():
+        torch.nn.init.uniform_(p, -1, 1)
+    return Fn(lambda m, x, y: (m.g4(x), m.g3(y)), g4=g4, g3=g3), (randn(2, 4, 3, 3), randn(2, 4, 6))
+
+
 CASES = {
     "arange": case_arange,
     "fill": case_fill,
@@ -120,6 +130,7 @@ CASES = {
     "diff": case_diff,
     "pad": case_pad,
     "roll": case_roll,
+    "group_norm": case_group_norm,
 }
 
 

@@ -281,6 +281,16 @@ std::vector<TensorType> native_group_norm(const Node& node) {
   return {make_type(input.dtype, input.sizes), stats, stats};
 }
 
+// group_norm: the input's shape; its channels (dim 1) must divide into the groups.
+std::vector<TensorType> group_norm(const Node& node) {
+  const TensorType& input = shape::tensor(node, "input");
+  const int64_t groups = shape::int_arg(node, "num_groups");
+  if (input.rank() < 2) throw UserError("group_norm: input must have at least 2 dims, got " + format_sizes(input.sizes));
+  if (groups <= 0 || input.sizes[1] % groups != 0)
+    throw UserError("group_norm: " + std::to_string(input.sizes[1]) + " channels do not divide into " + std::to_string(groups) + " groups");
+  return {make_type(input.dtype, input.sizes)};
+}
+
 // Inference batch norm: (out, and two empty saved-statistics outputs).
 std::vector<TensorType> batch_norm_no_training(const Node& node) {
   const TensorType& input = shape::tensor(node, "input");

@@ -185,6 +185,22 @@ std::optional<Replacement> layer_norm(Rewriter& rw, Node& n) {
   return same(e.forward("native_layer_norm", {"input", "normalized_shape", "weight", "bias", "eps"}));
 }
 
+// group_norm -> native_group_norm with N, C and the product of the remaining dims (HxW).
+std::optional<Replacement> group_norm(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = tensor_arg(n, "input");
+  const std::vector<int64_t>& s = x->type.sizes;
+  const int64_t hw = x->type.numel() / std::max<int64_t>(s[0] * s[1], 1);
+  return same(e.one("native_group_norm", {{"input", Emit::T(x)},
+                                          {"weight", shape::arg(n, "weight")},
+                                          {"bias", shape::arg(n, "bias")},
+                                          {"N", Arg::of_int(s[0])},
+                                          {"C", Arg::of_int(s[1])},
+                                          {"HxW", Arg::of_int(hw)},
+                                          {"group", shape::arg(n, "num_groups")},
+                                          {"eps", shape::arg(n, "eps")}}));
+}
+
 // PyTorch's math attention (_scaled_dot_product_attention_math): both q and k^T are scaled by
 // sqrt(scale); a boolean mask (or is_causal's lower triangle) becomes 0 / -inf and is added; the
 // softmax over the last dim is the "safe" one (rows that are all -inf give zeros, not NaN).
@@ -582,6 +598,7 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"conv1d", "conv2d"}, conv_nd},
       {{"batch_norm"}, batch_norm},
       {{"layer_norm"}, layer_norm},
+      {{"group_norm"}, group_norm},
       {{"scaled_dot_product_attention"}, sdpa},
       {{"max_pool2d"}, max_pool2d},
       {{"adaptive_avg_pool2d"}, adaptive_avg_pool2d},
