@@ -119,6 +119,18 @@ def case_group_norm():
     return Fn(lambda m, x, y: (m.g4(x), m.g3(y)), g4=g4, g3=g3), (randn(2, 4, 3, 3), randn(2, 4, 6))
 
 
+def case_weight_norm():
+    # weight-normalized Conv1d along dim 2 (wav2vec2's positional convolution), a Linear along
+    # dim 0 (the default) and one normalized as a whole (dim None: _weight_norm's dim -1)
+    conv = torch.nn.utils.parametrizations.weight_norm(torch.nn.Conv1d(4, 4, 3, padding=1, groups=2), dim=2)
+    lin = torch.nn.utils.parametrizations.weight_norm(torch.nn.Linear(4, 3))
+    whole = torch.nn.utils.parametrizations.weight_norm(torch.nn.Linear(4, 2), dim=None)
+    for m in (conv, lin, whole):  # g away from ||v||, so that the scale matters
+        torch.nn.init.uniform_(m.parametrizations.weight.original0, 0.5, 2.0)
+    return Fn(lambda m, x: (m.conv(x), m.lin(x.transpose(1, 2)), m.whole(x.transpose(1, 2))), conv=conv, lin=lin,
+              whole=whole), (randn(2, 4, 6),)
+
+
 CASES = {
     "arange": case_arange,
     "fill": case_fill,
@@ -131,6 +143,7 @@ CASES = {
     "pad": case_pad,
     "roll": case_roll,
     "group_norm": case_group_norm,
+    "weight_norm": case_weight_norm,
 }
 
 

@@ -291,6 +291,17 @@ std::vector<TensorType> group_norm(const Node& node) {
   return {make_type(input.dtype, input.sizes)};
 }
 
+// _weight_norm(v, g, dim): v's shape; g holds one scale per index of v's dim `dim` (-1: one).
+std::vector<TensorType> weight_norm(const Node& node) {
+  const TensorType& v = shape::tensor(node, "v");
+  const TensorType& g = shape::tensor(node, "g");
+  const int64_t dim = shape::int_arg(node, "dim");
+  if (dim != -1) shape::normalize_dim(dim, v.rank());
+  if (g.dtype != v.dtype) throw UserError("_weight_norm: v and g must have the same dtype");
+  if (g.rank() > v.rank()) throw UserError("_weight_norm: g " + format_sizes(g.sizes) + " has more dims than v " + format_sizes(v.sizes));
+  return {make_type(v.dtype, v.sizes)};
+}
+
 // Inference batch norm: (out, and two empty saved-statistics outputs).
 std::vector<TensorType> batch_norm_no_training(const Node& node) {
   const TensorType& input = shape::tensor(node, "input");

@@ -201,6 +201,22 @@ std::optional<Replacement> group_norm(Rewriter& rw, Node& n) {
                                           {"eps", shape::arg(n, "eps")}}));
 }
 
+// _weight_norm(v, g, dim) = v * (g / ||v||), the 2-norm over every dim but `dim` (all of them
+// for dim -1), kept as size-1 dims so that it broadcasts (torch._decomp's _weight_norm_interface).
+std::optional<Replacement> weight_norm(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* v = tensor_arg(n, "v");
+  const int64_t dim = shape::int_arg(n, "dim");
+  const int64_t kept = dim == -1 ? -1 : shape::normalize_dim(dim, v->type.rank());
+  std::vector<int64_t> reduced;
+  for (int64_t d = 0; d < v->type.rank(); ++d)
+    if (d != kept) reduced.push_back(d);
+  Value* squares = e.one("mul.Tensor", {{"self", Emit::T(v)}, {"other", Emit::T(v)}});
+  Value* sum = e.one("sum.dim_IntList", {{"self", Emit::T(squares)}, {"dim", Arg::of_ints(reduced)}, {"keepdim", Arg::of_bool(true)}});
+  Value* scale = e.one("div.Tensor", {{"self", shape::arg(n, "g")}, {"other", Emit::T(e.one("sqrt", {{"self", Emit::T(sum)}}))}});
+  return same(e.one("mul.Tensor", {{"self", Emit::T(v)}, {"other", Emit::T(scale)}}));
+}
+
 // PyTorch's math attention (_scaled_dot_product_attention_math): both q and k^T are scaled by
 // sqrt(scale); a boolean mask (or is_causal's lower triangle) becomes 0 / -inf and is added; the
 // softmax over the last dim is the "safe" one (rows that are all -inf give zeros, not NaN).
@@ -599,6 +615,7 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"batch_norm"}, batch_norm},
       {{"layer_norm"}, layer_norm},
       {{"group_norm"}, group_norm},
+      {{"_weight_norm"}, weight_norm},
       {{"scaled_dot_product_attention"}, sdpa},
       {{"max_pool2d"}, max_pool2d},
       {{"adaptive_avg_pool2d"}, adaptive_avg_pool2d},
