@@ -131,6 +131,17 @@ def case_weight_norm():
               whole=whole), (randn(2, 4, 6),)
 
 
+def case_einsum():
+    # batched products, attention scores, a transpose, an ellipsis with broadcast batch dims, an
+    # implicit output, a full contraction, an outer product, a sum out of one operand, three operands
+    def fn(m, a, b, q, k):
+        return (torch.einsum("bij,bjk->bik", a, b), torch.einsum("bhqd,bhkd->bhqk", q, k), torch.einsum("ij->ji", a[0]),
+                torch.einsum("...ij,...jk->...ik", q, b[:1, None]), torch.einsum("bij,bjk", a, b),
+                torch.einsum("ij,ij->", a[0], a[1]), torch.einsum("i,j->ij", a[0, 0], b[0, 0]),
+                torch.einsum("bij->j", a), torch.einsum("bij,bjk,bkl->bil", a, b, b.transpose(1, 2)))
+    return Fn(fn), (randn(2, 3, 4), randn(2, 4, 3), randn(2, 2, 5, 4), randn(2, 2, 6, 4))
+
+
 CASES = {
     "arange": case_arange,
     "fill": case_fill,
@@ -144,6 +155,7 @@ CASES = {
     "roll": case_roll,
     "group_norm": case_group_norm,
     "weight_norm": case_weight_norm,
+    "einsum": case_einsum,
 }
 
 
@@ -157,11 +169,11 @@ def export_case(name):
     os.makedirs(os.path.join(out, "expected"), exist_ok=True)
     torch.export.save(ep, os.path.join(out, "model.raw.pt2"))
     for i, x in enumerate(inputs):
-        np.save(os.path.join(out, "inputs", f"{i}.npy"), x.numpy())
+        np.save(os.path.join(out, "inputs", f"{i}.npy"), x.contiguous().numpy())
     with torch.no_grad():
         results = model(*inputs)
     for i, y in enumerate(results if isinstance(results, tuple) else (results,)):
-        np.save(os.path.join(out, "expected", f"{i}.npy"), y.numpy())
+        np.save(os.path.join(out, "expected", f"{i}.npy"), y.contiguous().numpy())  # C order, as foundryc reads
     ops = sorted({str(n.target) for n in ep.graph.nodes if n.op == "call_function"})
     print(name, os.path.getsize(os.path.join(out, "model.raw.pt2")), "bytes:", ", ".join(ops))
 

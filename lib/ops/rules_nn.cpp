@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "foundry/ops/einsum.h"
 #include "foundry/ops/registry.h"
 #include "foundry/support/error.h"
 
@@ -125,6 +126,22 @@ std::vector<TensorType> matmul(const Node& node) {
   if (a.rank() >= 2) batch.push_back(a.sizes[a.sizes.size() - 2]);
   if (b.rank() >= 2) batch.push_back(b.sizes.back());
   return {make_type(a.dtype, batch)};
+}
+
+// einsum: the output subscripts' sizes (einsum::parse); the operands share one dtype.
+std::vector<TensorType> einsum(const Node& node) {
+  const Arg& list = shape::arg(node, "tensors");
+  std::vector<std::vector<int64_t>> shapes;
+  for (const Value* t : list.tensors) {
+    if (!t) throw UserError("einsum(): an operand is None");
+    if (t->type.dtype != list.tensors[0]->type.dtype) throw UserError("einsum(): operands must have the same dtype");
+    shapes.push_back(t->type.sizes);
+  }
+  if (shapes.empty()) throw UserError("einsum(): must provide at least one operand");
+  einsum::Equation eq = einsum::parse(node.arg("equation").s, shapes);
+  std::vector<int64_t> sizes;
+  for (char c : eq.output) sizes.push_back(eq.sizes.at(c));
+  return {make_type(list.tensors[0]->type.dtype, sizes)};
 }
 
 // baddbmm: bmm(batch1, batch2), to which self broadcasts.

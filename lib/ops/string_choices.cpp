@@ -25,6 +25,7 @@ const std::vector<StringChoices>& table() {
        "reduce argument must be either sum, prod, mean, amax or amin, got "},
       {"pad", "mode", {"constant", "reflect", "replicate", "circular"},
        "padding mode must be constant, reflect, replicate or circular, got "},
+      {"einsum", "equation", {}, ""},  // parsed by the op's rule (einsum.h)
       {"_assert_scalar", "assert_msg", {}, ""},  // a message, only ever printed (quoted)
   };
   return choices;

@@ -11,6 +11,7 @@
 #include <map>
 #include <unordered_set>
 
+#include "foundry/ops/einsum.h"
 #include "foundry/ops/registry.h"
 #include "foundry/passes/rewrite.h"
 #include "foundry/support/error.h"
@@ -486,6 +487,86 @@ std::optional<Replacement> matmul(Rewriter& rw, Node& n) {
   return same(e.view(e.matmul(a, b), out));
 }
 
+// ---- einsum ----
+
+// An einsum operand as the decomposition goes: a value and the subscript letter of each dim.
+struct Subscripted {
+  Value* value;
+  std::string letters;
+};
+
+bool has_letter(const std::string& letters, char c) { return letters.find(c) != std::string::npos; }
+
+int64_t size_product(const std::string& letters, const std::map<char, int64_t>& sizes) {
+  int64_t n = 1;
+  for (char c : letters) n *= sizes.at(c);
+  return n;
+}
+
+// Sums out the dims whose letters are not in `keep`.
+Subscripted sum_out(Emit& e, const Subscripted& x, const std::string& keep) {
+  std::vector<int64_t> dims;
+  std::string kept;
+  for (size_t d = 0; d < x.letters.size(); ++d) {
+    if (has_letter(keep, x.letters[d])) kept.push_back(x.letters[d]);
+    else dims.push_back(static_cast<int64_t>(d));
+  }
+  if (dims.empty()) return x;
+  Value* sum = e.one("sum.dim_IntList", {{"self", Emit::T(x.value)}, {"dim", Arg::of_ints(dims)}, {"keepdim", Arg::of_bool(false)}});
+  return {sum, kept};
+}
+
+// x's dims in the order of `order` (a permutation of its letters), each expanded to its
+// letter's size (a size-1 dim broadcasts against the other operands').
+Value* arrange(Emit& e, const Subscripted& x, const std::string& order, const std::map<char, int64_t>& sizes) {
+  std::vector<int64_t> perm, full;
+  for (char c : order) {
+    perm.push_back(static_cast<int64_t>(x.letters.find(c)));
+    full.push_back(sizes.at(c));
+  }
+  Value* v = x.value;
+  if (!std::is_sorted(perm.begin(), perm.end())) v = e.permute(v, perm);
+  return e.expand(v, full);
+}
+
+// One bmm of a and b, as torch's einsum pairs operands: the letters both have and `keep` needs
+// are its batch, those both have and no one needs are contracted, each side's others its rows
+// or columns (summed out first when nothing needs them).
+Subscripted contract(Emit& e, const Subscripted& a_in, const Subscripted& b_in, const std::string& keep,
+                     const std::map<char, int64_t>& sizes) {
+  const Subscripted a = sum_out(e, a_in, keep + b_in.letters);
+  const Subscripted b = sum_out(e, b_in, keep + a.letters);
+  std::string batch, inner, left, right;
+  for (char c : a.letters) (has_letter(b.letters, c) ? (has_letter(keep, c) ? batch : inner) : left).push_back(c);
+  for (char c : b.letters)
+    if (!has_letter(a.letters, c)) right.push_back(c);
+  const int64_t nb = size_product(batch, sizes), ni = size_product(inner, sizes);
+  Value* a3 = e.view(arrange(e, a, batch + left + inner, sizes), {nb, size_product(left, sizes), ni});
+  Value* b3 = e.view(arrange(e, b, batch + inner + right, sizes), {nb, ni, size_product(right, sizes)});
+  Value* c = e.one("bmm", {{"self", Emit::T(a3)}, {"mat2", Emit::T(b3)}});
+  const std::string letters = batch + left + right;
+  std::vector<int64_t> out;
+  for (char ch : letters) out.push_back(sizes.at(ch));
+  return {e.view(c, out), letters};
+}
+
+// einsum: the operands contracted left to right, each step one bmm keeping the letters that the
+// output or a later operand needs; what is left is summed out and permuted to the output.
+std::optional<Replacement> einsum(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  const std::vector<Value*>& operands = shape::arg(n, "tensors").tensors;
+  std::vector<std::vector<int64_t>> shapes;
+  for (const Value* t : operands) shapes.push_back(t->type.sizes);
+  const einsum::Equation eq = einsum::parse(shape::arg(n, "equation").s, shapes);
+  Subscripted result{operands[0], eq.inputs[0]};
+  for (size_t i = 1; i < operands.size(); ++i) {
+    std::string keep = eq.output;
+    for (size_t j = i + 1; j < operands.size(); ++j) keep += eq.inputs[j];
+    result = contract(e, result, {operands[i], eq.inputs[i]}, keep, eq.sizes);
+  }
+  return same(arrange(e, sum_out(e, result, eq.output), eq.output, eq.sizes));
+}
+
 // baddbmm = beta * self + alpha * bmm(batch1, batch2); self is ignored when beta is 0 (its NaNs
 // too), and factors of 1 are left out, as in torch._refs.
 std::optional<Replacement> baddbmm(Rewriter& rw, Node& n) {
@@ -647,6 +728,7 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"min.other", "max.other"}, min_max_other},
       {{"where.ScalarOther", "where.ScalarSelf", "where.Scalar"}, where_scalar},
       {{"baddbmm"}, baddbmm},
+      {{"einsum"}, einsum},
   };
   return table;
 }
