@@ -4,6 +4,9 @@ returns before run_decompositions()) uses composite ops that foundryc decomposes
 zeros, matmul, conv1d, ...), with PyTorch's outputs. Each folder holds model.raw.pt2, inputs/N.npy
 and expected/N.npy (outputs in graph order, computed by eager PyTorch in float32 on the CPU).
 
+The cases llama and wav2vec2 are tiny transformers models (transformers >= 5, random weights) whose
+training IR uses several of these ops together.
+
 Usage (needs torch >= 2.9 and numpy; not run by the tests, which read what it wrote):
     python3 scripts/export_raw_ops_samples.py [CASE ...]     (default: every case)
 """
@@ -142,6 +145,36 @@ def case_einsum():
     return Fn(fn), (randn(2, 3, 4), randn(2, 4, 3), randn(2, 2, 5, 4), randn(2, 2, 6, 4))
 
 
+class FirstOutput(torch.nn.Module):
+    """The model's first output as a plain tensor (transformers returns a ModelOutput)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x)[0]
+
+
+def case_llama():
+    # LlamaForCausalLM, 1 layer, hidden 32, 2 heads, vocab 64, 8 tokens: arange, new_ones, &,
+    # diff, cumsum and index in its causal mask, rotary embeddings, RMSNorm, SiLU MLP; the logits
+    import transformers
+    config = transformers.LlamaConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+                                      intermediate_size=64, vocab_size=64, max_position_embeddings=64, use_cache=False)
+    return FirstOutput(transformers.LlamaForCausalLM(config)), (torch.randint(0, 64, (1, 8)),)
+
+
+def case_wav2vec2():
+    # Wav2Vec2Model, 1 layer, hidden 32, two feature convolutions (conv1d, group_norm), the
+    # weight-normalized positional convolution (_weight_norm); a 64-sample waveform
+    import transformers
+    config = transformers.Wav2Vec2Config(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                                         conv_dim=(8, 8), conv_stride=(2, 2), conv_kernel=(3, 3), num_conv_pos_embeddings=4,
+                                         num_conv_pos_embedding_groups=2)
+    return FirstOutput(transformers.Wav2Vec2Model(config)), (randn(1, 64),)
+
+
 CASES = {
     "arange": case_arange,
     "fill": case_fill,
@@ -156,6 +189,8 @@ CASES = {
     "group_norm": case_group_norm,
     "weight_norm": case_weight_norm,
     "einsum": case_einsum,
+    "llama": case_llama,
+    "wav2vec2": case_wav2vec2,
 }
 
 
