@@ -13,6 +13,7 @@
 #include "foundry/frontend/frontend.h"
 #include "foundry/ir/evaluate.h"
 #include "foundry/lower/lowering.h"
+#include "foundry/ops/einsum.h"
 #include "foundry/ops/registry.h"
 #include "foundry/passes/decompose.h"
 #include "foundry/passes/pipeline.h"
@@ -367,6 +368,51 @@ TEST_CASE("decompose: what cannot be decomposed is an error naming the node", "[
     for (float f : xs) want.push_back(std::max(0.0, 2.0 * f));
     require_close(floats(evaluate(b.g, inputs)[0]), want);
   }
+}
+
+TEST_CASE("decompose: padding and rolls PyTorch refuses are errors naming the node", "[decompose][fast]") {
+  auto error_of = [](Builder& b) -> std::string {
+    try {
+      passes::decompose_training_ops(b.g);
+    } catch (const UserError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  {
+    Builder b;  // reflect padding must be smaller than the dim (3 here)
+    Value* x = b.input("x", {2, 3});
+    b.output(b.op("pad", {pos(x), pos(Arg::of_ints({3, 0})), named("mode", Arg::of_string("reflect"))}));
+    const std::string what = error_of(b);
+    CHECK(what.find("(aten.pad)") != std::string::npos);
+    CHECK(what.find("padding [3, 0] in mode 'reflect' is invalid for input [2, 3]") != std::string::npos);
+  }
+  {
+    Builder b;  // a value is only for mode constant
+    Value* x = b.input("x", {2, 3});
+    b.output(b.op("pad", {pos(x), pos(Arg::of_ints({1, 1})), named("mode", Arg::of_string("replicate")),
+                          named("value", Arg::of_float(1.0))}));
+    CHECK(error_of(b).find("padding mode 'replicate' doesn't take in value argument") != std::string::npos);
+  }
+  {
+    Builder b;
+    Value* x = b.input("x", {2, 3});
+    b.output(b.op("roll", {pos(x), pos(Arg::of_ints({1, 2})), pos(Arg::of_ints({0}))}));
+    CHECK(error_of(b).find("(aten.roll): shifts [1, 2] and dims [0] do not match") != std::string::npos);
+  }
+}
+
+TEST_CASE("decompose: einsum equations as torch reads them", "[decompose][fast]") {
+  einsum::Equation eq = einsum::parse("bij,bjk", {{2, 3, 4}, {2, 4, 5}});
+  CHECK(eq.output == "ik");  // implicit: the letters used once (b twice: summed), sorted
+  eq = einsum::parse("...ij, ...jk -> ...ik", {{2, 1, 3, 4}, {5, 4, 6}});
+  CHECK(eq.inputs == std::vector<std::string>{"01ij", "1jk"});  // right-aligned ellipsis dims
+  CHECK(eq.output == "01ik");
+  CHECK(eq.sizes.at('1') == 5);  // 1 against 5 broadcasts
+  CHECK_THROWS_WITH(einsum::parse("ii->i", {{3, 3}}), Catch::Contains("repeated within one operand (a diagonal) is not supported"));
+  CHECK_THROWS_WITH(einsum::parse("ij,jk->ik", {{2, 3}, {4, 5}}), Catch::Contains("subscript j has sizes 3 and 4"));
+  CHECK_THROWS_WITH(einsum::parse("ij->k", {{2, 3}}), Catch::Contains("output subscript \"k\" appears in no operand"));
+  CHECK_THROWS_WITH(einsum::parse("ijk->i", {{2, 3}}), Catch::Contains("do not match an operand of 2 dims"));
 }
 
 // ---- the corpus ----
