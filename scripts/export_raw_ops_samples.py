@@ -145,6 +145,18 @@ def case_einsum():
     return Fn(fn), (randn(2, 3, 4), randn(2, 4, 3), randn(2, 2, 5, 4), randn(2, 2, 6, 4))
 
 
+def case_embedding_bag():
+    # nn.EmbeddingBag in mode sum with padding_idx (2-d input), mean and max with offsets (one bag
+    # empty), sum with per-sample weights and include_last_offset
+    bags = {m: torch.nn.EmbeddingBag(7, 3, mode=m, padding_idx=0 if m == "sum" else None) for m in ("sum", "mean", "max")}
+    last = torch.nn.EmbeddingBag(7, 3, mode="sum", include_last_offset=True)
+
+    def fn(m, i2, i1, offsets, w):
+        return (m.sum(i2), m.mean(i1, offsets), m.max(i1, offsets), m.last(i1, offsets, per_sample_weights=w))
+    return Fn(fn, last=last, **bags), (torch.tensor([[1, 0, 3], [0, 0, 6]]), torch.tensor([2, 4, 4, 5, 1, 6]),
+                                        torch.tensor([0, 2, 2, 5]), randn(6))
+
+
 class FirstOutput(torch.nn.Module):
     """The model's first output as a plain tensor (transformers returns a ModelOutput)."""
 
@@ -189,6 +201,7 @@ CASES = {
     "group_norm": case_group_norm,
     "weight_norm": case_weight_norm,
     "einsum": case_einsum,
+    "embedding_bag": case_embedding_bag,
     "llama": case_llama,
     "wav2vec2": case_wav2vec2,
 }

@@ -299,6 +299,27 @@ std::vector<TensorType> repeat(const Node& node) {
 }
 
 // `pad` lists (before, after) pairs starting from the last dim; negative values crop.
+// embedding_bag.padding_idx on 1-d indices with offsets: [bags, D] results (the last offset closes
+// the last bag with include_last_offset), then offset2bag, bag_size and max_indices shaped as
+// ATen's CPU kernel records them (offset2bag empty on its fast path: sum without padding_idx,
+// per-sample weights or not).
+std::vector<TensorType> embedding_bag(const Node& node) {
+  const TensorType& weight = shape::tensor(node, "weight");
+  const TensorType& indices = shape::tensor(node, "indices");
+  const TensorType& offsets = shape::tensor(node, "offsets");
+  if (weight.rank() != 2 || indices.rank() != 1 || offsets.rank() != 1)
+    throw UserError("embedding_bag: expects a 2-d weight and 1-d indices and offsets");
+  const int64_t mode = shape::int_arg(node, "mode");
+  if (mode < 0 || mode > 2) throw UserError("embedding_bag: mode must be 0 (sum), 1 (mean) or 2 (max), got " + std::to_string(mode));
+  const int64_t bags = offsets.sizes[0] - (shape::bool_arg(node, "include_last_offset") ? 1 : 0);
+  if (bags < 0) throw UserError("embedding_bag: include_last_offset needs at least one offset");
+  const Arg& padding = shape::arg(node, "padding_idx");
+  const bool fast_sum = mode == 0 && (padding.is_none() || padding.i < 0);
+  return {make_type(weight.dtype, {bags, weight.sizes[1]}), make_type(offsets.dtype, {fast_sum ? 0 : indices.sizes[0]}),
+          make_type(offsets.dtype, {bags}),
+          make_type(offsets.dtype, mode == 2 ? std::vector<int64_t>{bags, weight.sizes[1]} : std::vector<int64_t>{bags})};
+}
+
 // diff: `n` fewer elements along `dim` than self with prepend and append concatenated (none left
 // when n is as large).
 std::vector<TensorType> diff(const Node& node) {

@@ -119,6 +119,11 @@ Value* tensor_arg(const Node& n, const char* name) {
 
 std::optional<Replacement> same(Value* v) { return Replacement{{v}}; }
 
+// The positions start, start + 1, ..., end - 1 as an int64 tensor.
+Value* positions(Emit& e, int64_t start, int64_t end) {
+  return e.one("arange.start_step", {{"start", Arg::of_int(start)}, {"end", Arg::of_int(end)}, {"dtype", Arg::of_dtype(DType::Int64)}});
+}
+
 // ---- the rules ----
 
 // linear(x, w, b) = x @ w^T + b: addmm (mm without bias) on x viewed as a matrix.
@@ -487,6 +492,72 @@ std::optional<Replacement> matmul(Rewriter& rw, Node& n) {
   return same(e.view(e.matmul(a, b), out));
 }
 
+// ---- embedding_bag ----
+
+Value* binary(Emit& e, const char* op, Value* a, Arg b) { return e.one(op, {{"self", Emit::T(a)}, {"other", std::move(b)}}); }
+
+Value* slice0(Emit& e, Value* v, int64_t start, int64_t end) {
+  return e.one("slice.Tensor", {{"self", Emit::T(v)}, {"dim", Arg::of_int(0)}, {"start", Arg::of_int(start)}, {"end", Arg::of_int(end)}});
+}
+
+// Which of the `count` looked-up rows each of the `bags` bags takes, as a bool [bags, count]:
+// offsets[b] <= p < the next offset (count for the last bag without include_last_offset), and
+// the index at p is not padding_idx.
+Value* bag_membership(Emit& e, const Node& n, int64_t bags) {
+  Value* indices = tensor_arg(n, "indices");
+  Value* offsets = tensor_arg(n, "offsets");
+  const int64_t count = indices->type.sizes[0];
+  Value* ends = slice0(e, offsets, 1, offsets->type.sizes[0]);
+  if (!shape::bool_arg(n, "include_last_offset")) {
+    Value* total = e.one("full", {{"size", Arg::of_ints({1})}, {"fill_value", Arg::of_int(count)}, {"dtype", Arg::of_dtype(offsets->type.dtype)}});
+    ends = e.one("cat", {{"tensors", Emit::Ts({ends, total})}});
+  }
+  Value* p = e.view(positions(e, 0, count), {1, count});
+  Value* started = binary(e, "ge.Tensor", p, Emit::T(e.view(slice0(e, offsets, 0, bags), {bags, 1})));
+  Value* member = binary(e, "logical_and", started, Emit::T(binary(e, "lt.Tensor", p, Emit::T(e.view(ends, {bags, 1})))));
+  const Arg& padding = shape::arg(n, "padding_idx");
+  if (padding.is_none() || padding.i < 0) return member;
+  return binary(e, "logical_and", member, Emit::T(e.view(binary(e, "ne.Scalar", indices, padding), {1, count})));
+}
+
+// The amax over each bag's rows ([count, D]); an empty bag gives zeros, as ATen's CPU kernel.
+Value* bag_max(Emit& e, Value* member, Value* rows) {
+  const int64_t bags = member->type.sizes[0], count = member->type.sizes[1];
+  Value* ninf = e.one("scalar_tensor", {{"s", Arg::of_float(-std::numeric_limits<double>::infinity())}, {"dtype", Arg::of_dtype(rows->type.dtype)}});
+  Value* masked = e.one("where.self", {{"condition", Emit::T(e.view(member, {bags, count, 1}))}, {"self", Emit::T(rows)}, {"other", Emit::T(ninf)}});
+  Value* amax = e.one("amax", {{"self", Emit::T(masked)}, {"dim", Arg::of_ints({1})}});
+  Value* any = e.one("any.dim", {{"self", Emit::T(member)}, {"dim", Arg::of_int(1)}, {"keepdim", Arg::of_bool(true)}});
+  return e.one("where.self", {{"condition", Emit::T(any)}, {"self", Emit::T(amax)}, {"other", Arg::of_int(0)}});
+}
+
+// embedding_bag's first result (the bags; the others must be unused): mode sum is the membership
+// matrix times the looked-up rows (mm), mean that divided by each bag's count (at least 1: an
+// empty bag gives zeros), max the amax over the member rows.
+std::optional<Replacement> embedding_bag(Rewriter& rw, Node& n) {
+  for (size_t i = 1; i < n.outputs.size(); ++i)
+    if (rw.is_used(n.outputs[i])) refuse(n, "only the first result (the bags) is supported");
+  Emit e(rw, n);
+  Value* weight = tensor_arg(n, "weight");
+  Value* indices = tensor_arg(n, "indices");
+  Value* member = bag_membership(e, n, n.op->infer(n)[0].sizes[0]);
+  Value* rows = e.one("embedding", {{"weight", Emit::T(weight)}, {"indices", Emit::T(indices)}});
+  if (!shape::arg(n, "per_sample_weights").is_none())
+    rows = binary(e, "mul.Tensor", rows, Emit::T(e.view(tensor_arg(n, "per_sample_weights"), {indices->type.sizes[0], 1})));
+  Replacement r{std::vector<Value*>(n.outputs.size(), nullptr)};
+  const int64_t mode = shape::int_arg(n, "mode");
+  if (mode == 2) {
+    r.outputs[0] = bag_max(e, member, rows);
+    return r;
+  }
+  Value* weights = e.one("_to_copy", {{"self", Emit::T(member)}, {"dtype", Arg::of_dtype(weight->type.dtype)}});
+  r.outputs[0] = e.one("mm", {{"self", Emit::T(weights)}, {"mat2", Emit::T(rows)}});
+  if (mode == 1) {
+    Value* sizes = e.one("sum.dim_IntList", {{"self", Emit::T(weights)}, {"dim", Arg::of_ints({1})}, {"keepdim", Arg::of_bool(true)}});
+    r.outputs[0] = binary(e, "div.Tensor", r.outputs[0], Emit::T(e.one("clamp", {{"self", Emit::T(sizes)}, {"min", Arg::of_int(1)}})));
+  }
+  return r;
+}
+
 // ---- einsum ----
 
 // An einsum operand as the decomposition goes: a value and the subscript letter of each dim.
@@ -620,11 +691,6 @@ std::optional<Replacement> diff(Rewriter& rw, Node& n) {
   return same(x);
 }
 
-// The positions start, start + 1, ..., end - 1 as an int64 tensor.
-Value* positions(Emit& e, int64_t start, int64_t end) {
-  return e.one("arange.start_step", {{"start", Arg::of_int(start)}, {"end", Arg::of_int(end)}, {"dtype", Arg::of_dtype(DType::Int64)}});
-}
-
 // Reflect, replicate and circular padding of one dim of size `len`: index_select at the source
 // position of each output position p in [-before, len + after), as torch._decomp's
 // _reflection_or_replication_pad computes it.
@@ -729,6 +795,7 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"where.ScalarOther", "where.ScalarSelf", "where.Scalar"}, where_scalar},
       {{"baddbmm"}, baddbmm},
       {{"einsum"}, einsum},
+      {{"embedding_bag.padding_idx"}, embedding_bag},
   };
   return table;
 }
