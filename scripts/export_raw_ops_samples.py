@@ -157,6 +157,16 @@ def case_embedding_bag():
                                         torch.tensor([0, 2, 2, 5]), randn(6))
 
 
+def case_grid_sample():
+    # F.grid_sample, bilinear and nearest, padding zeros and border, with and without
+    # align_corners; the grid reaches outside [-1, 1]
+    def fn(m, x, g):
+        gs = torch.nn.functional.grid_sample
+        return (gs(x, g, align_corners=False), gs(x, g, mode="nearest", align_corners=True),
+                gs(x, g, padding_mode="border", align_corners=True), gs(x, g, mode="nearest", padding_mode="border"))
+    return Fn(fn), (randn(2, 3, 4, 5), torch.rand(2, 3, 6, 2) * 2.4 - 1.2)
+
+
 class FirstOutput(torch.nn.Module):
     """The model's first output as a plain tensor (transformers returns a ModelOutput)."""
 
@@ -202,6 +212,7 @@ CASES = {
     "weight_norm": case_weight_norm,
     "einsum": case_einsum,
     "embedding_bag": case_embedding_bag,
+    "grid_sample": case_grid_sample,
     "llama": case_llama,
     "wav2vec2": case_wav2vec2,
 }

@@ -319,6 +319,17 @@ std::vector<TensorType> weight_norm(const Node& node) {
   return {make_type(v.dtype, v.sizes)};
 }
 
+// grid_sampler of a 4-d input [N, C, H, W] at a grid [N, Ho, Wo, 2]: [N, C, Ho, Wo].
+std::vector<TensorType> grid_sampler(const Node& node) {
+  const TensorType& input = shape::tensor(node, "input");
+  const TensorType& grid = shape::tensor(node, "grid");
+  if (input.rank() != 4 || grid.rank() != 4 || grid.sizes[3] != 2 || grid.sizes[0] != input.sizes[0])
+    throw UserError("grid_sampler: expects a 4-d input [N, C, H, W] and a grid [N, Ho, Wo, 2], got " +
+                    format_sizes(input.sizes) + " and " + format_sizes(grid.sizes));
+  require_same_dtype(input, grid, "grid_sampler");
+  return {make_type(input.dtype, {input.sizes[0], input.sizes[1], grid.sizes[1], grid.sizes[2]})};
+}
+
 // Inference batch norm: (out, and two empty saved-statistics outputs).
 std::vector<TensorType> batch_norm_no_training(const Node& node) {
   const TensorType& input = shape::tensor(node, "input");

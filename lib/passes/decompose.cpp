@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <tuple>
 #include <unordered_set>
 
 #include "foundry/ops/einsum.h"
@@ -558,6 +559,73 @@ std::optional<Replacement> embedding_bag(Rewriter& rw, Node& n) {
   return r;
 }
 
+// ---- grid_sampler ----
+
+// The grid's coordinate `which` (0: x against the width, 1: y against the height) in input
+// pixels, as torch._decomp's grid_sampler_2d unnormalizes it; border padding clamps it inside.
+Value* grid_coordinate(Emit& e, Value* grid, int64_t which, int64_t size, bool align_corners, bool border) {
+  Value* c = e.one("select.int", {{"self", Emit::T(grid)}, {"dim", Arg::of_int(3)}, {"index", Arg::of_int(which)}});
+  Value* plus1 = binary(e, "add.Tensor", c, Arg::of_int(1));
+  Value* pixel = align_corners ? binary(e, "mul.Scalar", plus1, Arg::of_float(static_cast<double>(size - 1) / 2))
+                               : binary(e, "sub.Tensor", binary(e, "mul.Scalar", plus1, Arg::of_float(static_cast<double>(size) / 2)),
+                                        Arg::of_float(0.5));
+  if (!border) return pixel;
+  return e.one("clamp", {{"self", Emit::T(pixel)}, {"min", Arg::of_int(0)}, {"max", Arg::of_int(size - 1)}});
+}
+
+// The input ([N, C, H*W]) at whole pixel positions x, y ([N, Ho, Wo], floats): [N, C, Ho, Wo],
+// zero where a position is outside the input.
+Value* pixels_at(Emit& e, Value* flat, Value* x, Value* y, int64_t h, int64_t w) {
+  const std::vector<int64_t>& g = x->type.sizes;
+  const int64_t n = g[0], c = flat->type.sizes[1];
+  auto inside = [&](Value* v, int64_t size) {
+    return binary(e, "logical_and", binary(e, "ge.Scalar", v, Arg::of_int(0)), Emit::T(binary(e, "lt.Scalar", v, Arg::of_int(size))));
+  };
+  auto clamped_index = [&](Value* v, int64_t size) {
+    Value* k = e.one("clamp", {{"self", Emit::T(v)}, {"min", Arg::of_int(0)}, {"max", Arg::of_int(size - 1)}});
+    return e.one("_to_copy", {{"self", Emit::T(k)}, {"dtype", Arg::of_dtype(DType::Int64)}});
+  };
+  Value* index = binary(e, "add.Tensor", binary(e, "mul.Scalar", clamped_index(y, h), Arg::of_int(w)), Emit::T(clamped_index(x, w)));
+  index = e.expand(e.view(index, {n, 1, g[1] * g[2]}), {n, c, g[1] * g[2]});
+  Value* values = e.view(e.one("gather", {{"self", Emit::T(flat)}, {"dim", Arg::of_int(2)}, {"index", Emit::T(index)}}), {n, c, g[1], g[2]});
+  Value* valid = e.view(binary(e, "logical_and", inside(x, w), Emit::T(inside(y, h))), {n, 1, g[1], g[2]});
+  return e.one("where.self", {{"condition", Emit::T(valid)}, {"self", Emit::T(values)}, {"other", Arg::of_int(0)}});
+}
+
+// grid_sampler of a 4-d input, bilinear or nearest, padding zeros or border (torch._decomp's
+// grid_sampler_2d): bilinear weighs the four neighbouring pixels, nearest rounds half to even.
+std::optional<Replacement> grid_sampler(Rewriter& rw, Node& n) {
+  const int64_t interpolation = shape::int_arg(n, "interpolation_mode"), padding = shape::int_arg(n, "padding_mode");
+  if (interpolation > 1) refuse(n, "only bilinear and nearest interpolation are supported");
+  if (padding > 1) refuse(n, "only the padding modes zeros and border are supported");
+  Emit e(rw, n);
+  Value* input = tensor_arg(n, "input");
+  Value* grid = tensor_arg(n, "grid");
+  const std::vector<int64_t>& s = input->type.sizes;
+  const bool align = shape::bool_arg(n, "align_corners");
+  Value* x = grid_coordinate(e, grid, 0, s[3], align, padding == 1);
+  Value* y = grid_coordinate(e, grid, 1, s[2], align, padding == 1);
+  Value* flat = e.view(input, {s[0], s[1], s[2] * s[3]});
+  auto round = [&](Value* v) { return e.one("round", {{"self", Emit::T(v)}}); };
+  if (interpolation == 1) return same(pixels_at(e, flat, round(x), round(y), s[2], s[3]));
+  Value* x0 = e.one("floor", {{"self", Emit::T(x)}});
+  Value* y0 = e.one("floor", {{"self", Emit::T(y)}});
+  Value* x1 = binary(e, "add.Tensor", x0, Arg::of_int(1));
+  Value* y1 = binary(e, "add.Tensor", y0, Arg::of_int(1));
+  Value* wx1 = binary(e, "sub.Tensor", x, Emit::T(x0));
+  Value* wy1 = binary(e, "sub.Tensor", y, Emit::T(y0));
+  Value* wx0 = e.one("sub.Tensor", {{"self", Arg::of_int(1)}, {"other", Emit::T(wx1)}});
+  Value* wy0 = e.one("sub.Tensor", {{"self", Arg::of_int(1)}, {"other", Emit::T(wy1)}});
+  const std::vector<int64_t> weight_shape = {s[0], 1, grid->type.sizes[1], grid->type.sizes[2]};
+  Value* sum = nullptr;
+  for (auto [cx, cy, wx, wy] : {std::tuple{x0, y0, wx0, wy0}, {x1, y0, wx1, wy0}, {x0, y1, wx0, wy1}, {x1, y1, wx1, wy1}}) {
+    Value* weight = e.view(binary(e, "mul.Tensor", wx, Emit::T(wy)), weight_shape);
+    Value* term = binary(e, "mul.Tensor", pixels_at(e, flat, cx, cy, s[2], s[3]), Emit::T(weight));
+    sum = sum ? binary(e, "add.Tensor", sum, Emit::T(term)) : term;
+  }
+  return same(sum);
+}
+
 // ---- einsum ----
 
 // An einsum operand as the decomposition goes: a value and the subscript letter of each dim.
@@ -796,6 +864,7 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"baddbmm"}, baddbmm},
       {{"einsum"}, einsum},
       {{"embedding_bag.padding_idx"}, embedding_bag},
+      {{"grid_sampler"}, grid_sampler},
   };
   return table;
 }
