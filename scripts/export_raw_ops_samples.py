@@ -167,6 +167,12 @@ def case_grid_sample():
     return Fn(fn), (randn(2, 3, 4, 5), torch.rand(2, 3, 6, 2) * 2.4 - 1.2)
 
 
+def case_type_as():
+    # x.type_as(other): to int64, to float32 (RoBERTa's position ids), and to its own dtype
+    return Fn(lambda m, x, i: (x.type_as(i), (i > 5).type_as(x) * x[:, :3], x.type_as(x))), \
+        (randn(2, 5) * 10, torch.tensor([[4, 5, 6], [7, 8, 9]]))
+
+
 class FirstOutput(torch.nn.Module):
     """The model's first output as a plain tensor (transformers returns a ModelOutput)."""
 
@@ -213,6 +219,7 @@ CASES = {
     "einsum": case_einsum,
     "embedding_bag": case_embedding_bag,
     "grid_sample": case_grid_sample,
+    "type_as": case_type_as,
     "llama": case_llama,
     "wav2vec2": case_wav2vec2,
 }

@@ -840,7 +840,7 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"transpose.int"}, transpose},
       {{"squeeze.dim"}, squeeze_dim},
       {{"softmax.int"}, softmax_int},
-      {{"to.dtype", "to.dtype_layout", "to.device", "to.other"}, to_dtype},
+      {{"to.dtype", "to.dtype_layout", "to.device", "to.other", "type_as"}, to_dtype},
       {{"dropout"}, dropout},
       {{"chunk", "split.Tensor"}, split_like},
       {{"unbind.int"}, unbind},
