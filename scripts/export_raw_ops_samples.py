@@ -173,6 +173,17 @@ def case_type_as():
         (randn(2, 5) * 10, torch.tensor([[4, 5, 6], [7, 8, 9]]))
 
 
+def case_masked_fill():
+    # masked_fill with a float and an int value, a broadcast mask, a 0-d tensor value, in place
+    # on an intermediate (masked_fill_), on int64
+    def fn(m, x, i):
+        y = x * 2
+        y.masked_fill_(x > 1, 0.0)
+        return (x.masked_fill(x < 0, -1e9), x.masked_fill(x[0] > 0, 3), x.masked_fill(x > 0, x.amax()), y,
+                i.masked_fill(i > 5, -1))
+    return Fn(fn), (randn(3, 5), torch.tensor([[4, 5, 6], [7, 8, 9]]))
+
+
 class FirstOutput(torch.nn.Module):
     """The model's first output as a plain tensor (transformers returns a ModelOutput)."""
 
@@ -220,6 +231,7 @@ CASES = {
     "embedding_bag": case_embedding_bag,
     "grid_sample": case_grid_sample,
     "type_as": case_type_as,
+    "masked_fill": case_masked_fill,
     "llama": case_llama,
     "wav2vec2": case_wav2vec2,
 }

@@ -821,6 +821,17 @@ std::optional<Replacement> roll(Rewriter& rw, Node& n) {
   return same(e.view(y, x->type.sizes));
 }
 
+// masked_fill: where(mask, value, self), the value (a number or a 0-d tensor) in self's dtype.
+std::optional<Replacement> masked_fill(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* self = tensor_arg(n, "self");
+  const Arg dtype = Arg::of_dtype(self->type.dtype);
+  const Arg& v = shape::arg(n, "value");
+  Value* value = v.kind == Arg::Kind::Tensor ? e.one("_to_copy", {{"self", v}, {"dtype", dtype}})
+                                             : e.one("scalar_tensor", {{"s", v}, {"dtype", dtype}});
+  return same(e.one("where.self", {{"condition", shape::arg(n, "mask")}, {"self", Emit::T(value)}, {"other", Emit::T(self)}}));
+}
+
 using ReplaceFn = std::optional<Replacement> (*)(Rewriter&, Node&);
 
 const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() {
@@ -861,6 +872,7 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"roll"}, roll},
       {{"min.other", "max.other"}, min_max_other},
       {{"where.ScalarOther", "where.ScalarSelf", "where.Scalar"}, where_scalar},
+      {{"masked_fill.Scalar", "masked_fill.Tensor"}, masked_fill},
       {{"baddbmm"}, baddbmm},
       {{"einsum"}, einsum},
       {{"embedding_bag.padding_idx"}, embedding_bag},
