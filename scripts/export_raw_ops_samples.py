@@ -184,6 +184,12 @@ def case_masked_fill():
     return Fn(fn), (randn(3, 5), torch.tensor([[4, 5, 6], [7, 8, 9]]))
 
 
+def case_adaptive_avg_pool1d():
+    # AdaptiveAvgPool1d to 1 (Swin's pooler) and to 3 of 7, batched and unbatched
+    return Fn(lambda m, x: (torch.nn.functional.adaptive_avg_pool1d(x, 1), torch.nn.functional.adaptive_avg_pool1d(x, 3),
+                            torch.nn.functional.adaptive_avg_pool1d(x[0], 3))), (randn(2, 4, 7),)
+
+
 class FirstOutput(torch.nn.Module):
     """The model's first output as a plain tensor (transformers returns a ModelOutput)."""
 
@@ -232,6 +238,7 @@ CASES = {
     "grid_sample": case_grid_sample,
     "type_as": case_type_as,
     "masked_fill": case_masked_fill,
+    "adaptive_avg_pool1d": case_adaptive_avg_pool1d,
     "llama": case_llama,
     "wav2vec2": case_wav2vec2,
 }

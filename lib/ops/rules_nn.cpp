@@ -257,6 +257,14 @@ std::vector<TensorType> adaptive_avg_pool2d(const Node& node) {
   return {make_type(self.dtype, sizes)};
 }
 
+std::vector<TensorType> adaptive_avg_pool1d(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  if (self.rank() != 2 && self.rank() != 3) throw UserError("adaptive_avg_pool1d: input must be 2-d or 3-d");
+  std::vector<int64_t> sizes = self.sizes;
+  sizes.back() = spatial_param(node, "output_size", 1, 0)[0];
+  return {make_type(self.dtype, sizes)};
+}
+
 // upsample_*2d.vec: output_size if given, else floor(size * scale) per spatial dim.
 std::vector<TensorType> upsample2d(const Node& node) {
   const TensorType& input = shape::tensor(node, "input");

@@ -295,12 +295,23 @@ std::optional<Replacement> max_pool2d(Rewriter& rw, Node& n) {
 }
 
 // A 1x1 output is a mean over the last two dims (as PyTorch's adaptive_avg_pool2d does).
+Value* adaptive_average(Emit& e, Value* x, const std::vector<int64_t>& size) {
+  if (size == std::vector<int64_t>{1, 1})
+    return e.one("mean.dim", {{"self", Emit::T(x)}, {"dim", Arg::of_ints({-1, -2})}, {"keepdim", Arg::of_bool(true)}});
+  return e.one("_adaptive_avg_pool2d", {{"self", Emit::T(x)}, {"output_size", Arg::of_ints(size)}});
+}
+
 std::optional<Replacement> adaptive_avg_pool2d(Rewriter& rw, Node& n) {
   Emit e(rw, n);
-  std::vector<int64_t> size = spatial_list(n, "output_size", 2);
-  if (size == std::vector<int64_t>{1, 1})
-    return same(e.one("mean.dim", {{"self", shape::arg(n, "self")}, {"dim", Arg::of_ints({-1, -2})}, {"keepdim", Arg::of_bool(true)}}));
-  return same(e.one("_adaptive_avg_pool2d", {{"self", shape::arg(n, "self")}, {"output_size", Arg::of_ints(size)}}));
+  return same(adaptive_average(e, tensor_arg(n, "self"), spatial_list(n, "output_size", 2)));
+}
+
+// adaptive_avg_pool1d is the 2-d pooling of the input with a height of 1, as ATen computes it.
+std::optional<Replacement> adaptive_avg_pool1d(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = e.one("unsqueeze", {{"self", shape::arg(n, "self")}, {"dim", Arg::of_int(-2)}});
+  Value* y = adaptive_average(e, x, {1, shape::ints_arg(n, "output_size").at(0)});
+  return same(e.one("squeeze.dims", {{"self", Emit::T(y)}, {"dim", Arg::of_ints({-2})}}));
 }
 
 // Every reshape-like op is a view to the op's own result shape (views are logical in foundryc:
@@ -845,6 +856,7 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"scaled_dot_product_attention"}, sdpa},
       {{"max_pool2d"}, max_pool2d},
       {{"adaptive_avg_pool2d"}, adaptive_avg_pool2d},
+      {{"adaptive_avg_pool1d"}, adaptive_avg_pool1d},
       {{"flatten.using_ints", "unflatten.int", "reshape", "_unsafe_view", "view_copy", "view_as", "reshape_as"},
        reshape_like},
       {{"contiguous"}, contiguous},
