@@ -190,6 +190,23 @@ def case_adaptive_avg_pool1d():
                             torch.nn.functional.adaptive_avg_pool1d(x[0], 3))), (randn(2, 4, 7),)
 
 
+def case_view_writes():
+    # writes into slices and selects of a fresh tensor, read afterwards (BART's shift_tokens_right:
+    # new_zeros, then x[:, 1:] = ..., x[:, 0] = ...; copy_ and fill_), a slice of a slice, and a
+    # float tensor filled row by row
+    def fn(m, i, x):
+        shifted = i.new_zeros(i.shape)
+        shifted[:, 1:] = i[:, :-1].clone()
+        shifted[:, 0] = 2
+        shifted.masked_fill_(shifted == 6, 1)
+        y = torch.zeros(4, 6)
+        y[1:3, 2:5] = x
+        y[3] = 7.5
+        y[:, 1:][0, 2:4] = x[0, :2] * 2
+        return shifted, y
+    return Fn(fn), (torch.tensor([[4, 5, 6], [7, 8, 9]]), randn(2, 3))
+
+
 class FirstOutput(torch.nn.Module):
     """The model's first output as a plain tensor (transformers returns a ModelOutput)."""
 
@@ -239,6 +256,7 @@ CASES = {
     "type_as": case_type_as,
     "masked_fill": case_masked_fill,
     "adaptive_avg_pool1d": case_adaptive_avg_pool1d,
+    "view_writes": case_view_writes,
     "llama": case_llama,
     "wav2vec2": case_wav2vec2,
 }

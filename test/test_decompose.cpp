@@ -355,6 +355,16 @@ TEST_CASE("decompose: what cannot be decomposed is an error naming the node", "[
     CHECK_THROWS_AS(passes::decompose_training_ops(b.g), UserError);
   }
   {
+    Builder b;  // a write into a slice is scattered back into its base, but not into another view read later
+    Value* x = b.op("full", {pos(Arg::of_ints({2, 3})), pos(Arg::of_int(0)), named("dtype", Arg::of_dtype(DType::Float32))});
+    Value* y = b.input("y", {2, 2});
+    Value* left = b.op("slice.Tensor", {pos(x), pos(Arg::of_int(1)), pos(Arg::of_int(0)), pos(Arg::of_int(2))});
+    Value* right = b.op("slice.Tensor", {pos(x), pos(Arg::of_int(1)), pos(Arg::of_int(1)), pos(Arg::of_int(3))});
+    b.node("copy_", {pos(right), pos(y)});
+    b.output(left);
+    CHECK_THROWS_WITH(passes::decompose_training_ops(b.g), Catch::Contains("shares storage with a value read later"));
+  }
+  {
     Builder b;  // an update through a view whose base is not read again is fine
     Value* x = b.input("x", {2, 3});
     Value* a = b.op("mul.Tensor", {pos(x), pos(Arg::of_int(2))});
@@ -465,7 +475,7 @@ TEST_CASE("every corpus model.raw.pt2 compiles and matches the references", "[de
 TEST_CASE("raw_ops samples: composite training-IR ops match PyTorch, interpreted and compiled", "[decompose][fast]") {
   // One folder per case: model.raw.pt2 exported by torch 2.15 without run_decompositions(),
   // inputs/ and PyTorch's expected/ outputs.
-  const std::vector<std::string> cases = {"arange", "fill", "logical", "matmul", "baddbmm", "conv1d", "where_min_max", "diff", "pad", "roll", "group_norm", "weight_norm", "einsum", "embedding_bag", "grid_sample", "type_as", "masked_fill", "adaptive_avg_pool1d", "llama", "wav2vec2"};
+  const std::vector<std::string> cases = {"arange", "fill", "logical", "matmul", "baddbmm", "conv1d", "where_min_max", "diff", "pad", "roll", "group_norm", "weight_norm", "einsum", "embedding_bag", "grid_sample", "type_as", "masked_fill", "adaptive_avg_pool1d", "view_writes", "llama", "wav2vec2"};
   TempDir tmp("foundry_raw_ops_");
   for (const std::string& name : cases) {
     SECTION(name) {

@@ -455,6 +455,11 @@ std::optional<Replacement> constant_fill(Rewriter& rw, Node& n) {
   return same(filled(e, n, Arg::of_int(kValue)));
 }
 
+std::optional<Replacement> fill(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  return same(filled(e, n, shape::arg(n, "value")));
+}
+
 std::optional<Replacement> new_full(Rewriter& rw, Node& n) {
   Emit e(rw, n);
   return same(filled(e, n, shape::arg(n, "fill_value")));
@@ -875,6 +880,7 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"zeros", "zeros_like", "new_zeros"}, constant_fill<0>},
       {{"ones", "ones_like", "new_ones"}, constant_fill<1>},
       {{"new_full"}, new_full},
+      {{"fill.Scalar"}, fill},
       {{"__and__.Tensor", "__or__.Tensor", "__xor__.Tensor", "__and__.Scalar", "__or__.Scalar", "__xor__.Scalar"},
        bitwise_operator},
       {{"lift_fresh_copy", "detach"}, identity},
@@ -919,6 +925,68 @@ Value* first_tensor_arg(const Node& n) {
   return nullptr;
 }
 
+// Whether a node after position `i`, or a graph output, reads one of `values`.
+bool read_after(const Graph& g, size_t i, const std::unordered_set<const Value*>& values) {
+  auto is_one = [&](const Value* v) { return v && values.count(v) != 0; };
+  if (std::any_of(g.outputs.begin(), g.outputs.end(), [&](const GraphOutput& o) { return is_one(o.value); })) return true;
+  for (size_t j = i + 1; j < g.nodes.size(); ++j)
+    for (const Arg& a : g.nodes[j]->args)
+      if (is_one(a.tensor) || std::any_of(a.tensors.begin(), a.tensors.end(), is_one)) return true;
+  return false;
+}
+
+// The slice.Tensor and select.int nodes that make `m` from `root`, root's first; empty when m is
+// made by another view op (or an intermediate view is read by others: its data would change too).
+std::vector<Node*> view_chain(const std::unordered_map<const Value*, Node*>& producer, Value* m, Value* root) {
+  std::vector<Node*> chain;
+  for (Value* v = m; v != root;) {
+    auto it = producer.find(v);
+    if (it == producer.end() || (it->second->target != "slice.Tensor" && it->second->target != "select.int")) return {};
+    chain.insert(chain.begin(), it->second);
+    v = first_tensor_arg(*it->second);
+  }
+  return chain;
+}
+
+// Inserts `op` into g at position `pos`, its arguments by name and its output types from its rule.
+Value* insert_at(Graph& g, size_t pos, const std::string& op, const std::vector<std::pair<std::string, Arg>>& named) {
+  const OpInfo* info = find_op(op);
+  FOUNDRY_CHECK(info != nullptr, "decompose: unknown op " + op);
+  auto node = std::make_unique<Node>();
+  std::vector<RawArg> raw;
+  for (const auto& [name, value] : named) raw.push_back(RawArg{name, value, false});
+  node->op = info;
+  node->target = info->name;
+  node->name = info->schema.name;
+  node->args = bind_arguments(*info, raw, &node->arg_names);
+  for (const TensorType& t : info->infer(*node)) node->outputs.push_back(g.new_value(node->name, t));
+  Node* placed = g.append_node(std::move(node));
+  std::rotate(g.nodes.begin() + static_cast<std::ptrdiff_t>(pos), g.nodes.end() - 1, g.nodes.end());
+  return placed->outputs[0];
+}
+
+// After the now functional update at position i gave `updated` for the view chain's last value,
+// scatters it back into each base up the chain (as functionalization does: slice_scatter,
+// select_scatter), and makes the later readers of the chain's root read the result.
+void write_back(Graph& g, size_t i, const std::vector<Node*>& chain, Value* updated) {
+  Value* root = first_tensor_arg(*chain.front());
+  size_t pos = i + 1;
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it, ++pos) {
+    const Node& view = **it;
+    std::vector<std::pair<std::string, Arg>> named = {{"self", Arg::of_tensor(first_tensor_arg(view))}, {"src", Arg::of_tensor(updated)}};
+    for (const char* name : {"dim", "start", "end", "step", "index"})
+      if (view.has_arg(name)) named.push_back({name, view.arg(name)});
+    updated = insert_at(g, pos, view.target == "slice.Tensor" ? "slice_scatter" : "select_scatter", named);
+  }
+  for (size_t j = pos; j < g.nodes.size(); ++j)
+    for (Arg& a : g.nodes[j]->args) {
+      if (a.tensor == root) a.tensor = updated;
+      std::replace(a.tensors.begin(), a.tensors.end(), root, updated);
+    }
+  for (GraphOutput& o : g.outputs)
+    if (o.value == root) o.value = updated;
+}
+
 bool functionalize(Graph& g) {
   bool changed = false;
   std::unordered_map<const Value*, Node*> producer;
@@ -956,13 +1024,13 @@ bool functionalize(Graph& g) {
       if (returns_view(*g.nodes[j]) && aliases.count(first_tensor_arg(*g.nodes[j])))
         for (Value* v : g.nodes[j]->outputs) aliases.insert(v);
     aliases.erase(m);
-    auto is_alias = [&](const Value* v) { return v && aliases.count(v) != 0; };
-    bool alias_read_later = std::any_of(g.outputs.begin(), g.outputs.end(), [&](const GraphOutput& o) { return is_alias(o.value); });
-    for (size_t j = i + 1; j < g.nodes.size() && !alias_read_later; ++j)
-      for (const Arg& a : g.nodes[j]->args)
-        if (is_alias(a.tensor) || std::any_of(a.tensors.begin(), a.tensors.end(), is_alias)) alias_read_later = true;
-    if (alias_read_later)
+    // An update of a slice or select of a fresh tensor that only that tensor's readers see
+    // afterwards (x = zeros(...); x[:, 1:] = y; use x) is written back with slice/select_scatter.
+    const std::vector<Node*> chain = m != root ? view_chain(producer, m, root) : std::vector<Node*>{};
+    if (!chain.empty()) aliases.erase(root);
+    if (read_after(g, i, aliases))
       refuse(n, "in-place update of %" + m->name + ", which shares storage with a value read later (a view), is not supported");
+    const bool scatter_back = !chain.empty() && read_after(g, i, {root});
     n.op = f;
     n.target = f->name;
     n.arg_names.clear();
@@ -977,6 +1045,7 @@ bool functionalize(Graph& g) {
       for (GraphOutput& o : g.outputs)
         if (o.value == m) o.value = out;
     }
+    if (scatter_back) write_back(g, i, chain, out);
     spdlog::debug("decompose: {} is now functional", n.name);
     changed = true;
   }
