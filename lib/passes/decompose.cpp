@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 #include <tuple>
 #include <unordered_set>
 
@@ -29,6 +30,20 @@ std::string node_label(const Node& n) {
 
 // ---- building replacement nodes ----
 
+// A node of `op` (not yet in a graph) with its arguments bound by name, defaults filled in.
+std::unique_ptr<Node> bound_node(const std::string& op, const std::vector<std::pair<std::string, Arg>>& named) {
+  const OpInfo* info = find_op(op);
+  FOUNDRY_CHECK(info != nullptr, "decompose: unknown op " + op);
+  std::vector<RawArg> raw;
+  for (const auto& [name, value] : named) raw.push_back(RawArg{name, value, false});
+  auto node = std::make_unique<Node>();
+  node->op = info;
+  node->target = info->name;
+  node->name = info->schema.name;
+  node->args = bind_arguments(*info, raw, &node->arg_names);
+  return node;
+}
+
 // Inserts nodes before the node being rewritten; arguments are given by name (defaults filled in
 // from the schema) and output types come from the op's own shape rule.
 class Emitter {
@@ -36,21 +51,14 @@ class Emitter {
   Emitter(Rewriter& rw, Node& at) : rw_(rw), at_(at) {}
 
   std::vector<Value*> all(const std::string& op, const std::vector<std::pair<std::string, Arg>>& named) {
-    const OpInfo* info = find_op(op);
-    FOUNDRY_CHECK(info != nullptr, "decompose: unknown op " + op);
-    std::vector<RawArg> raw;
-    for (const auto& [name, value] : named) raw.push_back(RawArg{name, value, false});
-    Node tmp;
-    tmp.op = info;
-    tmp.target = info->name;
-    tmp.args = bind_arguments(*info, raw, &tmp.arg_names);
+    std::unique_ptr<Node> tmp = bound_node(op, named);
     std::vector<TensorType> types;
     try {
-      types = info->infer(tmp);
+      types = tmp->op->infer(*tmp);
     } catch (const UserError& e) {
       throw UserError(node_label(at_) + ": decomposing into aten." + op + ": " + e.what());
     }
-    return rw_.insert_node(op, std::move(tmp.args), types, &at_)->outputs;
+    return rw_.insert_node(op, std::move(tmp->args), types, &at_)->outputs;
   }
   Value* one(const std::string& op, const std::vector<std::pair<std::string, Arg>>& named) { return all(op, named)[0]; }
   // The first output of `op` called with the rewritten node's own arguments of these names.
@@ -119,6 +127,10 @@ Value* tensor_arg(const Node& n, const char* name) {
 }
 
 std::optional<Replacement> same(Value* v) { return Replacement{{v}}; }
+
+Value* slice_along(Emit& e, Value* v, int64_t dim, int64_t start, int64_t end) {
+  return e.one("slice.Tensor", {{"self", Emit::T(v)}, {"dim", Arg::of_int(dim)}, {"start", Arg::of_int(start)}, {"end", Arg::of_int(end)}});
+}
 
 // The positions start, start + 1, ..., end - 1 as an int64 tensor.
 Value* positions(Emit& e, int64_t start, int64_t end) {
@@ -513,10 +525,6 @@ std::optional<Replacement> matmul(Rewriter& rw, Node& n) {
 
 Value* binary(Emit& e, const char* op, Value* a, Arg b) { return e.one(op, {{"self", Emit::T(a)}, {"other", std::move(b)}}); }
 
-Value* slice0(Emit& e, Value* v, int64_t start, int64_t end) {
-  return e.one("slice.Tensor", {{"self", Emit::T(v)}, {"dim", Arg::of_int(0)}, {"start", Arg::of_int(start)}, {"end", Arg::of_int(end)}});
-}
-
 // Which of the `count` looked-up rows each of the `bags` bags takes, as a bool [bags, count]:
 // offsets[b] <= p < the next offset (count for the last bag without include_last_offset), and
 // the index at p is not padding_idx.
@@ -524,13 +532,13 @@ Value* bag_membership(Emit& e, const Node& n, int64_t bags) {
   Value* indices = tensor_arg(n, "indices");
   Value* offsets = tensor_arg(n, "offsets");
   const int64_t count = indices->type.sizes[0];
-  Value* ends = slice0(e, offsets, 1, offsets->type.sizes[0]);
+  Value* ends = slice_along(e, offsets, 0, 1, offsets->type.sizes[0]);
   if (!shape::bool_arg(n, "include_last_offset")) {
     Value* total = e.one("full", {{"size", Arg::of_ints({1})}, {"fill_value", Arg::of_int(count)}, {"dtype", Arg::of_dtype(offsets->type.dtype)}});
     ends = e.one("cat", {{"tensors", Emit::Ts({ends, total})}});
   }
   Value* p = e.view(positions(e, 0, count), {1, count});
-  Value* started = binary(e, "ge.Tensor", p, Emit::T(e.view(slice0(e, offsets, 0, bags), {bags, 1})));
+  Value* started = binary(e, "ge.Tensor", p, Emit::T(e.view(slice_along(e, offsets, 0, 0, bags), {bags, 1})));
   Value* member = binary(e, "logical_and", started, Emit::T(binary(e, "lt.Tensor", p, Emit::T(e.view(ends, {bags, 1})))));
   const Arg& padding = shape::arg(n, "padding_idx");
   if (padding.is_none() || padding.i < 0) return member;
@@ -763,14 +771,11 @@ std::optional<Replacement> diff(Rewriter& rw, Node& n) {
   for (const char* name : {"prepend", "self", "append"})
     if (!shape::arg(n, name).is_none()) parts.push_back(tensor_arg(n, name));
   if (parts.size() > 1) x = e.one("cat", {{"tensors", Emit::Ts(parts)}, {"dim", Arg::of_int(dim)}});
-  auto slice = [&](Value* v, int64_t start, int64_t end) {
-    return e.one("slice.Tensor", {{"self", Emit::T(v)}, {"dim", Arg::of_int(dim)}, {"start", Arg::of_int(start)}, {"end", Arg::of_int(end)}});
-  };
   const char* op = x->type.dtype == DType::Bool ? "logical_xor" : "sub.Tensor";
   for (int64_t i = 0; i < shape::int_arg(n, "n"); ++i) {
     const int64_t len = x->type.sizes[static_cast<size_t>(dim)];
     if (len == 0) break;
-    x = e.one(op, {{"self", Emit::T(slice(x, 1, len))}, {"other", Emit::T(slice(x, 0, len - 1))}});
+    x = e.one(op, {{"self", Emit::T(slice_along(e, x, dim, 1, len))}, {"other", Emit::T(slice_along(e, x, dim, 0, len - 1))}});
   }
   return same(x);
 }
@@ -950,16 +955,8 @@ std::vector<Node*> view_chain(const std::unordered_map<const Value*, Node*>& pro
 
 // Inserts `op` into g at position `pos`, its arguments by name and its output types from its rule.
 Value* insert_at(Graph& g, size_t pos, const std::string& op, const std::vector<std::pair<std::string, Arg>>& named) {
-  const OpInfo* info = find_op(op);
-  FOUNDRY_CHECK(info != nullptr, "decompose: unknown op " + op);
-  auto node = std::make_unique<Node>();
-  std::vector<RawArg> raw;
-  for (const auto& [name, value] : named) raw.push_back(RawArg{name, value, false});
-  node->op = info;
-  node->target = info->name;
-  node->name = info->schema.name;
-  node->args = bind_arguments(*info, raw, &node->arg_names);
-  for (const TensorType& t : info->infer(*node)) node->outputs.push_back(g.new_value(node->name, t));
+  std::unique_ptr<Node> node = bound_node(op, named);
+  for (const TensorType& t : node->op->infer(*node)) node->outputs.push_back(g.new_value(node->name, t));
   Node* placed = g.append_node(std::move(node));
   std::rotate(g.nodes.begin() + static_cast<std::ptrdiff_t>(pos), g.nodes.end() - 1, g.nodes.end());
   return placed->outputs[0];
