@@ -13,6 +13,7 @@
 #include "foundry/frontend/frontend.h"
 #include "foundry/ir/evaluate.h"
 #include "foundry/lower/lowering.h"
+#include "foundry/ops/einsum.h"
 #include "foundry/ops/registry.h"
 #include "foundry/passes/decompose.h"
 #include "foundry/passes/pipeline.h"
@@ -354,6 +355,16 @@ TEST_CASE("decompose: what cannot be decomposed is an error naming the node", "[
     CHECK_THROWS_AS(passes::decompose_training_ops(b.g), UserError);
   }
   {
+    Builder b;  // a write into a slice is scattered back into its base, but not into another view read later
+    Value* x = b.op("full", {pos(Arg::of_ints({2, 3})), pos(Arg::of_int(0)), named("dtype", Arg::of_dtype(DType::Float32))});
+    Value* y = b.input("y", {2, 2});
+    Value* left = b.op("slice.Tensor", {pos(x), pos(Arg::of_int(1)), pos(Arg::of_int(0)), pos(Arg::of_int(2))});
+    Value* right = b.op("slice.Tensor", {pos(x), pos(Arg::of_int(1)), pos(Arg::of_int(1)), pos(Arg::of_int(3))});
+    b.node("copy_", {pos(right), pos(y)});
+    b.output(left);
+    CHECK_THROWS_WITH(passes::decompose_training_ops(b.g), Catch::Contains("shares storage with a value read later"));
+  }
+  {
     Builder b;  // an update through a view whose base is not read again is fine
     Value* x = b.input("x", {2, 3});
     Value* a = b.op("mul.Tensor", {pos(x), pos(Arg::of_int(2))});
@@ -367,6 +378,51 @@ TEST_CASE("decompose: what cannot be decomposed is an error naming the node", "[
     for (float f : xs) want.push_back(std::max(0.0, 2.0 * f));
     require_close(floats(evaluate(b.g, inputs)[0]), want);
   }
+}
+
+TEST_CASE("decompose: padding and rolls PyTorch refuses are errors naming the node", "[decompose][fast]") {
+  auto error_of = [](Builder& b) -> std::string {
+    try {
+      passes::decompose_training_ops(b.g);
+    } catch (const UserError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  {
+    Builder b;  // reflect padding must be smaller than the dim (3 here)
+    Value* x = b.input("x", {2, 3});
+    b.output(b.op("pad", {pos(x), pos(Arg::of_ints({3, 0})), named("mode", Arg::of_string("reflect"))}));
+    const std::string what = error_of(b);
+    CHECK(what.find("(aten.pad)") != std::string::npos);
+    CHECK(what.find("padding [3, 0] in mode 'reflect' is invalid for input [2, 3]") != std::string::npos);
+  }
+  {
+    Builder b;  // a value is only for mode constant
+    Value* x = b.input("x", {2, 3});
+    b.output(b.op("pad", {pos(x), pos(Arg::of_ints({1, 1})), named("mode", Arg::of_string("replicate")),
+                          named("value", Arg::of_float(1.0))}));
+    CHECK(error_of(b).find("padding mode 'replicate' doesn't take in value argument") != std::string::npos);
+  }
+  {
+    Builder b;
+    Value* x = b.input("x", {2, 3});
+    b.output(b.op("roll", {pos(x), pos(Arg::of_ints({1, 2})), pos(Arg::of_ints({0}))}));
+    CHECK(error_of(b).find("(aten.roll): shifts [1, 2] and dims [0] do not match") != std::string::npos);
+  }
+}
+
+TEST_CASE("decompose: einsum equations as torch reads them", "[decompose][fast]") {
+  einsum::Equation eq = einsum::parse("bij,bjk", {{2, 3, 4}, {2, 4, 5}});
+  CHECK(eq.output == "ik");  // implicit: the letters used once (b twice: summed), sorted
+  eq = einsum::parse("...ij, ...jk -> ...ik", {{2, 1, 3, 4}, {5, 4, 6}});
+  CHECK(eq.inputs == std::vector<std::string>{"01ij", "1jk"});  // right-aligned ellipsis dims
+  CHECK(eq.output == "01ik");
+  CHECK(eq.sizes.at('1') == 5);  // 1 against 5 broadcasts
+  CHECK_THROWS_WITH(einsum::parse("ii->i", {{3, 3}}), Catch::Contains("repeated within one operand (a diagonal) is not supported"));
+  CHECK_THROWS_WITH(einsum::parse("ij,jk->ik", {{2, 3}, {4, 5}}), Catch::Contains("subscript j has sizes 3 and 4"));
+  CHECK_THROWS_WITH(einsum::parse("ij->k", {{2, 3}}), Catch::Contains("output subscript \"k\" appears in no operand"));
+  CHECK_THROWS_WITH(einsum::parse("ijk->i", {{2, 3}}), Catch::Contains("do not match an operand of 2 dims"));
 }
 
 // ---- the corpus ----
@@ -412,6 +468,32 @@ TEST_CASE("every corpus model.raw.pt2 compiles and matches the references", "[de
   });
   CHECK(r.unexpected_failures.empty());
   CHECK(r.passed == 10);
+}
+
+// ---- training-IR samples of composite ops (test/data/raw_ops, scripts/export_raw_ops_samples.py) ----
+
+TEST_CASE("raw_ops samples: composite training-IR ops match PyTorch, interpreted and compiled", "[decompose][fast]") {
+  // One folder per case: model.raw.pt2 exported by torch 2.15 without run_decompositions(),
+  // inputs/ and PyTorch's expected/ outputs.
+  const std::vector<std::string> cases = {"arange", "fill", "logical", "matmul", "baddbmm", "conv1d", "where_min_max", "diff", "pad", "roll", "group_norm", "weight_norm", "einsum", "embedding_bag", "grid_sample", "type_as", "masked_fill", "adaptive_avg_pool1d", "view_writes", "llama", "wav2vec2"};
+  TempDir tmp("foundry_raw_ops_");
+  for (const std::string& name : cases) {
+    SECTION(name) {
+      const std::string dir = test_source_dir() + "/data/raw_ops/" + name;
+      REQUIRE(fs::exists(dir + "/model.raw.pt2"));
+      ProcResult interp = run_foundryc({dir + "/model.raw.pt2", "--interpret", "--inputs", dir + "/inputs", "--expected",
+                                        dir + "/expected", "--cache-dir", tmp / "cache"});
+      INFO("foundryc --interpret: " << interp.out << interp.err);
+      CHECK(interp.exit_code == 0);
+      const std::string out = tmp / name;
+      ProcResult compiled = run_foundryc({dir + "/model.raw.pt2", "-o", out, "--cache-dir", tmp / "cache"});
+      INFO("foundryc: " << compiled.err);
+      REQUIRE(compiled.exit_code == 0);
+      ProcResult run = run_process({foundry_run_exe(), out, "--inputs", dir + "/inputs", "--expected", dir + "/expected"});
+      INFO("foundry-run: " << run.out << run.err);
+      CHECK(run.exit_code == 0);
+    }
+  }
 }
 
 }  // namespace foundry::test

@@ -55,19 +55,28 @@ std::vector<TensorType> like(const Node& node) {
   return {make_type(shape::dtype_arg(node, "dtype").value_or(self.dtype), self.sizes)};
 }
 
+// new_zeros, new_ones, new_full: `size`, in self's dtype unless `dtype` says otherwise.
+std::vector<TensorType> new_sized(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  return {make_type(shape::dtype_arg(node, "dtype").value_or(self.dtype), checked_sizes(node))};
+}
+
 // scalar_tensor always defaults to float32, even for an int value.
 std::vector<TensorType> scalar_tensor(const Node& node) {
   return {make_type(shape::dtype_arg(node, "dtype").value_or(DType::Float32), {})};
 }
 
-// Without dtype: int64 when start, end and step are all ints, else float32.
+// Without dtype: int64 when start, end and step are all ints, else float32. arange(end) and
+// arange.start(start, end) have no step (1) and arange(end) no start (0).
 std::vector<TensorType> arange(const Node& node) {
   DType inferred = DType::Int64;
   for (const char* name : {"start", "end", "step"})
-    if (shape::arg(node, name).kind == Arg::Kind::Float) inferred = DType::Float32;
+    if (shape::has_arg(node, name) && shape::arg(node, name).kind == Arg::Kind::Float) inferred = DType::Float32;
   DType dtype = shape::dtype_arg(node, "dtype").value_or(inferred);
-  int64_t length = arange_length(shape::number_arg(node, "start"), shape::number_arg(node, "end"),
-                                 shape::number_arg(node, "step"), dtype);
+  auto number_or = [&](const char* name, double absent) {
+    return shape::has_arg(node, name) ? shape::number_arg(node, name) : absent;
+  };
+  int64_t length = arange_length(number_or("start", 0), shape::number_arg(node, "end"), number_or("step", 1), dtype);
   return {make_type(dtype, {length})};
 }
 

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "foundry/ops/einsum.h"
 #include "foundry/ops/registry.h"
 #include "foundry/support/error.h"
 
@@ -110,6 +111,56 @@ std::vector<TensorType> addmm(const Node& node) {
   return {make_type(a.dtype, sizes)};
 }
 
+// torch.matmul: a 1-d operand is a row (left) or column (right) vector whose dim is dropped from
+// the result; the dims before the last two broadcast.
+std::vector<TensorType> matmul(const Node& node) {
+  const TensorType& a = shape::tensor(node, "self");
+  const TensorType& b = shape::tensor(node, "other");
+  if (a.rank() == 0 || b.rank() == 0) throw UserError("matmul: both operands must be at least 1-d");
+  require_same_dtype(a, b, "matmul");
+  const int64_t k_a = a.sizes.back(), k_b = b.rank() == 1 ? b.sizes[0] : b.sizes[b.sizes.size() - 2];
+  require_inner_match(k_a, k_b, a, b);
+  std::vector<int64_t> batch = shape::broadcast_shapes(
+      std::vector<int64_t>(a.sizes.begin(), a.sizes.end() - std::min<int64_t>(a.rank(), 2)),
+      std::vector<int64_t>(b.sizes.begin(), b.sizes.end() - std::min<int64_t>(b.rank(), 2)));
+  if (a.rank() >= 2) batch.push_back(a.sizes[a.sizes.size() - 2]);
+  if (b.rank() >= 2) batch.push_back(b.sizes.back());
+  return {make_type(a.dtype, batch)};
+}
+
+// einsum: the output subscripts' sizes (einsum::parse); the operands share one dtype.
+std::vector<TensorType> einsum(const Node& node) {
+  const Arg& list = shape::arg(node, "tensors");
+  std::vector<std::vector<int64_t>> shapes;
+  for (const Value* t : list.tensors) {
+    if (!t) throw UserError("einsum(): an operand is None");
+    if (t->type.dtype != list.tensors[0]->type.dtype) throw UserError("einsum(): operands must have the same dtype");
+    shapes.push_back(t->type.sizes);
+  }
+  if (shapes.empty()) throw UserError("einsum(): must provide at least one operand");
+  einsum::Equation eq = einsum::parse(node.arg("equation").s, shapes);
+  std::vector<int64_t> sizes;
+  for (char c : eq.output) sizes.push_back(eq.sizes.at(c));
+  return {make_type(list.tensors[0]->type.dtype, sizes)};
+}
+
+// baddbmm: bmm(batch1, batch2), to which self broadcasts.
+std::vector<TensorType> baddbmm(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  const TensorType& a = shape::tensor(node, "batch1");
+  const TensorType& b = shape::tensor(node, "batch2");
+  require_rank(a, 3, "baddbmm: batch1");
+  require_rank(b, 3, "baddbmm: batch2");
+  if (a.sizes[0] != b.sizes[0]) throw UserError("baddbmm: batch sizes differ");
+  require_inner_match(a.sizes[2], b.sizes[1], a, b);
+  require_same_dtype(a, b, "baddbmm");
+  require_same_dtype(self, a, "baddbmm");
+  std::vector<int64_t> sizes = {a.sizes[0], a.sizes[1], b.sizes[2]};
+  if (shape::broadcast_shapes(self.sizes, sizes) != sizes)
+    throw UserError("baddbmm: self " + format_sizes(self.sizes) + " does not broadcast to " + format_sizes(sizes));
+  return {make_type(a.dtype, sizes)};
+}
+
 // input [..., in] times weight [out, in]^T (a 1-d weight [in] drops the last dim).
 std::vector<TensorType> linear(const Node& node) {
   const TensorType& input = shape::tensor(node, "input");
@@ -206,6 +257,14 @@ std::vector<TensorType> adaptive_avg_pool2d(const Node& node) {
   return {make_type(self.dtype, sizes)};
 }
 
+std::vector<TensorType> adaptive_avg_pool1d(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  if (self.rank() != 2 && self.rank() != 3) throw UserError("adaptive_avg_pool1d: input must be 2-d or 3-d");
+  std::vector<int64_t> sizes = self.sizes;
+  sizes.back() = spatial_param(node, "output_size", 1, 0)[0];
+  return {make_type(self.dtype, sizes)};
+}
+
 // upsample_*2d.vec: output_size if given, else floor(size * scale) per spatial dim.
 std::vector<TensorType> upsample2d(const Node& node) {
   const TensorType& input = shape::tensor(node, "input");
@@ -245,6 +304,27 @@ std::vector<TensorType> native_group_norm(const Node& node) {
   if (group <= 0 || c % group != 0) throw UserError("native_group_norm: channels must divide into groups");
   TensorType stats = make_type(input.dtype, {n, group});
   return {make_type(input.dtype, input.sizes), stats, stats};
+}
+
+// group_norm: the input's shape; its channels (dim 1) must divide into the groups.
+std::vector<TensorType> group_norm(const Node& node) {
+  const TensorType& input = shape::tensor(node, "input");
+  const int64_t groups = shape::int_arg(node, "num_groups");
+  if (input.rank() < 2) throw UserError("group_norm: input must have at least 2 dims, got " + format_sizes(input.sizes));
+  if (groups <= 0 || input.sizes[1] % groups != 0)
+    throw UserError("group_norm: " + std::to_string(input.sizes[1]) + " channels do not divide into " + std::to_string(groups) + " groups");
+  return {make_type(input.dtype, input.sizes)};
+}
+
+// _weight_norm(v, g, dim): v's shape; g holds one scale per index of v's dim `dim` (-1: one).
+std::vector<TensorType> weight_norm(const Node& node) {
+  const TensorType& v = shape::tensor(node, "v");
+  const TensorType& g = shape::tensor(node, "g");
+  const int64_t dim = shape::int_arg(node, "dim");
+  if (dim != -1) shape::normalize_dim(dim, v.rank());
+  if (g.dtype != v.dtype) throw UserError("_weight_norm: v and g must have the same dtype");
+  if (g.rank() > v.rank()) throw UserError("_weight_norm: g " + format_sizes(g.sizes) + " has more dims than v " + format_sizes(v.sizes));
+  return {make_type(v.dtype, v.sizes)};
 }
 
 // grid_sampler_2d(input [N, C, H, W], grid [N, Ho, Wo, 2], ...) -> [N, C, Ho, Wo].

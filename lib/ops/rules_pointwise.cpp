@@ -73,6 +73,16 @@ std::vector<TensorType> where_self(const Node& node) {
   return {make_type(shape::result_type(values), sizes)};
 }
 
+// masked_fill: self's dtype and shape; the mask must be bool and broadcast to self.
+std::vector<TensorType> masked_fill(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  const TensorType& mask = shape::tensor(node, "mask");
+  if (mask.dtype != DType::Bool) throw UserError("masked_fill only supports boolean masks, but got mask with dtype " + std::string(dtype_name(mask.dtype)));
+  if (shape::broadcast_shapes(self.sizes, mask.sizes) != self.sizes)
+    throw UserError("masked_fill: mask " + shape::format_sizes(mask.sizes) + " does not broadcast to " + shape::format_sizes(self.sizes));
+  return {make_type(self.dtype, self.sizes)};
+}
+
 // clamp promotes over self, min and max (scalars included), and broadcasts tensor bounds.
 std::vector<TensorType> clamp(const Node& node) {
   std::vector<const Arg*> operands = {&shape::arg(node, "self"), &shape::arg(node, "min"),

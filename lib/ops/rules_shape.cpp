@@ -298,6 +298,25 @@ std::vector<TensorType> repeat(const Node& node) {
   return {with_sizes(self, sizes)};
 }
 
+// diff: `n` fewer elements along `dim` than self with prepend and append concatenated (none left
+// when n is as large).
+std::vector<TensorType> diff(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  if (self.rank() == 0) throw UserError("diff expects a tensor of at least 1 dimension");
+  const int64_t n = shape::int_arg(node, "n");
+  if (n < 0) throw UserError("diff: order must be non-negative, got " + std::to_string(n));
+  const size_t dim = static_cast<size_t>(shape::normalize_dim(shape::int_arg(node, "dim"), self.rank()));
+  std::vector<int64_t> sizes = self.sizes;
+  for (const char* name : {"prepend", "append"}) {
+    if (shape::arg(node, name).is_none()) continue;
+    const TensorType& extra = shape::tensor(node, name);
+    if (extra.rank() != self.rank()) throw UserError(std::string("diff: ") + name + " must have the same rank as the input");
+    sizes[dim] += extra.sizes[dim];
+  }
+  sizes[dim] = std::max<int64_t>(sizes[dim] - n, 0);
+  return {with_sizes(self, sizes)};
+}
+
 // `pad` lists (before, after) pairs starting from the last dim; negative values crop.
 std::vector<TensorType> constant_pad_nd(const Node& node) {
   const TensorType& self = shape::tensor(node, "self");

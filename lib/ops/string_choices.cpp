@@ -23,6 +23,9 @@ const std::vector<StringChoices>& table() {
        "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "},
       {"scatter_reduce.two", "reduce", {"sum", "prod", "mean", "amax", "amin"},
        "reduce argument must be either sum, prod, mean, amax or amin, got "},
+      {"pad", "mode", {"constant", "reflect", "replicate", "circular"},
+       "padding mode must be constant, reflect, replicate or circular, got "},
+      {"einsum", "equation", {}, ""},  // parsed by the op's rule (einsum.h)
       {"_assert_scalar", "assert_msg", {}, ""},  // a message, only ever printed (quoted)
   };
   return choices;

@@ -9,8 +9,11 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
+#include <tuple>
 #include <unordered_set>
 
+#include "foundry/ops/einsum.h"
 #include "foundry/ops/registry.h"
 #include "foundry/passes/rewrite.h"
 #include "foundry/support/error.h"
@@ -27,6 +30,20 @@ std::string node_label(const Node& n) {
 
 // ---- building replacement nodes ----
 
+// A node of `op` (not yet in a graph) with its arguments bound by name, defaults filled in.
+std::unique_ptr<Node> bound_node(const std::string& op, const std::vector<std::pair<std::string, Arg>>& named) {
+  const OpInfo* info = find_op(op);
+  FOUNDRY_CHECK(info != nullptr, "decompose: unknown op " + op);
+  std::vector<RawArg> raw;
+  for (const auto& [name, value] : named) raw.push_back(RawArg{name, value, false});
+  auto node = std::make_unique<Node>();
+  node->op = info;
+  node->target = info->name;
+  node->name = info->schema.name;
+  node->args = bind_arguments(*info, raw, &node->arg_names);
+  return node;
+}
+
 // Inserts nodes before the node being rewritten; arguments are given by name (defaults filled in
 // from the schema) and output types come from the op's own shape rule.
 class Emitter {
@@ -34,21 +51,14 @@ class Emitter {
   Emitter(Rewriter& rw, Node& at) : rw_(rw), at_(at) {}
 
   std::vector<Value*> all(const std::string& op, const std::vector<std::pair<std::string, Arg>>& named) {
-    const OpInfo* info = find_op(op);
-    FOUNDRY_CHECK(info != nullptr, "decompose: unknown op " + op);
-    std::vector<RawArg> raw;
-    for (const auto& [name, value] : named) raw.push_back(RawArg{name, value, false});
-    Node tmp;
-    tmp.op = info;
-    tmp.target = info->name;
-    tmp.args = bind_arguments(*info, raw, &tmp.arg_names);
+    std::unique_ptr<Node> tmp = bound_node(op, named);
     std::vector<TensorType> types;
     try {
-      types = info->infer(tmp);
+      types = tmp->op->infer(*tmp);
     } catch (const UserError& e) {
       throw UserError(node_label(at_) + ": decomposing into aten." + op + ": " + e.what());
     }
-    return rw_.insert_node(op, std::move(tmp.args), types, &at_)->outputs;
+    return rw_.insert_node(op, std::move(tmp->args), types, &at_)->outputs;
   }
   Value* one(const std::string& op, const std::vector<std::pair<std::string, Arg>>& named) { return all(op, named)[0]; }
   // The first output of `op` called with the rewritten node's own arguments of these names.
@@ -71,6 +81,12 @@ class Emitter {
     return one("expand", {{"self", T(x)}, {"size", Arg::of_ints(std::move(sizes))}});
   }
   static Arg T(Value* v) { return Arg::of_tensor(v); }
+  static Arg Ts(std::vector<Value*> vs) {
+    Arg a;
+    a.kind = Arg::Kind::TensorList;
+    a.tensors = std::move(vs);
+    return a;
+  }
 
   // torch.matmul of two tensors of rank >= 2 with the same rank: the batch dims broadcast, are
   // flattened into one, and a bmm (mm for rank 2) does the work; the result is viewed back.
@@ -112,6 +128,15 @@ Value* tensor_arg(const Node& n, const char* name) {
 
 std::optional<Replacement> same(Value* v) { return Replacement{{v}}; }
 
+Value* slice_along(Emit& e, Value* v, int64_t dim, int64_t start, int64_t end) {
+  return e.one("slice.Tensor", {{"self", Emit::T(v)}, {"dim", Arg::of_int(dim)}, {"start", Arg::of_int(start)}, {"end", Arg::of_int(end)}});
+}
+
+// The positions start, start + 1, ..., end - 1 as an int64 tensor.
+Value* positions(Emit& e, int64_t start, int64_t end) {
+  return e.one("arange.start_step", {{"start", Arg::of_int(start)}, {"end", Arg::of_int(end)}, {"dtype", Arg::of_dtype(DType::Int64)}});
+}
+
 // ---- the rules ----
 
 // linear(x, w, b) = x @ w^T + b: addmm (mm without bias) on x viewed as a matrix.
@@ -135,26 +160,30 @@ std::optional<Replacement> linear(Rewriter& rw, Node& n) {
   return same(e.view(y2, out));
 }
 
-std::vector<int64_t> pair_list(const Node& n, const char* name) {
+// A per-spatial-dim parameter of conv1d/conv2d (stride, padding, dilation): one value for all.
+std::vector<int64_t> spatial_list(const Node& n, const char* name, size_t spatial) {
   std::vector<int64_t> v = shape::ints_arg(n, name);
-  if (v.size() == 1) v.push_back(v[0]);
+  if (v.size() == 1) v.assign(spatial, v[0]);
   return v;
 }
 
-// conv2d -> convolution (an unbatched 3-d input gets a batch dim of 1 around it).
-std::optional<Replacement> conv2d(Rewriter& rw, Node& n) {
+// conv1d and conv2d -> convolution (an unbatched input gets a batch dim of 1 around it).
+std::optional<Replacement> conv_nd(Rewriter& rw, Node& n) {
   Emit e(rw, n);
   Value* x = tensor_arg(n, "input");
-  const bool unbatched = x->type.rank() == 3;
+  Value* w = tensor_arg(n, "weight");
+  if (w->type.rank() < 3) refuse(n, "the weight must be at least 3-d, got " + shape::format_sizes(w->type.sizes));
+  const size_t spatial = static_cast<size_t>(w->type.rank() - 2);
+  const bool unbatched = x->type.rank() == w->type.rank() - 1;
   if (unbatched) x = e.one("unsqueeze", {{"self", Emit::T(x)}, {"dim", Arg::of_int(0)}});
   Value* y = e.one("convolution", {{"input", Emit::T(x)},
-                                   {"weight", shape::arg(n, "weight")},
+                                   {"weight", Emit::T(w)},
                                    {"bias", shape::arg(n, "bias")},
-                                   {"stride", Arg::of_ints(pair_list(n, "stride"))},
-                                   {"padding", Arg::of_ints(pair_list(n, "padding"))},
-                                   {"dilation", Arg::of_ints(pair_list(n, "dilation"))},
+                                   {"stride", Arg::of_ints(spatial_list(n, "stride", spatial))},
+                                   {"padding", Arg::of_ints(spatial_list(n, "padding", spatial))},
+                                   {"dilation", Arg::of_ints(spatial_list(n, "dilation", spatial))},
                                    {"transposed", Arg::of_bool(false)},
-                                   {"output_padding", Arg::of_ints({0, 0})},
+                                   {"output_padding", Arg::of_ints(std::vector<int64_t>(spatial, 0))},
                                    {"groups", shape::arg(n, "groups")}});
   if (unbatched) y = e.one("squeeze.dims", {{"self", Emit::T(y)}, {"dim", Arg::of_ints({0})}});
   return same(y);
@@ -202,6 +231,38 @@ std::optional<Replacement> instance_norm(Rewriter& rw, Node& n) {
 std::optional<Replacement> layer_norm(Rewriter& rw, Node& n) {
   Emit e(rw, n);
   return same(e.forward("native_layer_norm", {"input", "normalized_shape", "weight", "bias", "eps"}));
+}
+
+// group_norm -> native_group_norm with N, C and the product of the remaining dims (HxW).
+std::optional<Replacement> group_norm(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = tensor_arg(n, "input");
+  const std::vector<int64_t>& s = x->type.sizes;
+  const int64_t hw = x->type.numel() / std::max<int64_t>(s[0] * s[1], 1);
+  return same(e.one("native_group_norm", {{"input", Emit::T(x)},
+                                          {"weight", shape::arg(n, "weight")},
+                                          {"bias", shape::arg(n, "bias")},
+                                          {"N", Arg::of_int(s[0])},
+                                          {"C", Arg::of_int(s[1])},
+                                          {"HxW", Arg::of_int(hw)},
+                                          {"group", shape::arg(n, "num_groups")},
+                                          {"eps", shape::arg(n, "eps")}}));
+}
+
+// _weight_norm(v, g, dim) = v * (g / ||v||), the 2-norm over every dim but `dim` (all of them
+// for dim -1), kept as size-1 dims so that it broadcasts (torch._decomp's _weight_norm_interface).
+std::optional<Replacement> weight_norm(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* v = tensor_arg(n, "v");
+  const int64_t dim = shape::int_arg(n, "dim");
+  const int64_t kept = dim == -1 ? -1 : shape::normalize_dim(dim, v->type.rank());
+  std::vector<int64_t> reduced;
+  for (int64_t d = 0; d < v->type.rank(); ++d)
+    if (d != kept) reduced.push_back(d);
+  Value* squares = e.one("mul.Tensor", {{"self", Emit::T(v)}, {"other", Emit::T(v)}});
+  Value* sum = e.one("sum.dim_IntList", {{"self", Emit::T(squares)}, {"dim", Arg::of_ints(reduced)}, {"keepdim", Arg::of_bool(true)}});
+  Value* scale = e.one("div.Tensor", {{"self", shape::arg(n, "g")}, {"other", Emit::T(e.one("sqrt", {{"self", Emit::T(sum)}}))}});
+  return same(e.one("mul.Tensor", {{"self", Emit::T(v)}, {"other", Emit::T(scale)}}));
 }
 
 // PyTorch's math attention (_scaled_dot_product_attention_math): both q and k^T are scaled by
@@ -275,12 +336,23 @@ std::optional<Replacement> max_pool2d(Rewriter& rw, Node& n) {
 }
 
 // A 1x1 output is a mean over the last two dims (as PyTorch's adaptive_avg_pool2d does).
+Value* adaptive_average(Emit& e, Value* x, const std::vector<int64_t>& size) {
+  if (size == std::vector<int64_t>{1, 1})
+    return e.one("mean.dim", {{"self", Emit::T(x)}, {"dim", Arg::of_ints({-1, -2})}, {"keepdim", Arg::of_bool(true)}});
+  return e.one("_adaptive_avg_pool2d", {{"self", Emit::T(x)}, {"output_size", Arg::of_ints(size)}});
+}
+
 std::optional<Replacement> adaptive_avg_pool2d(Rewriter& rw, Node& n) {
   Emit e(rw, n);
-  std::vector<int64_t> size = pair_list(n, "output_size");
-  if (size == std::vector<int64_t>{1, 1})
-    return same(e.one("mean.dim", {{"self", shape::arg(n, "self")}, {"dim", Arg::of_ints({-1, -2})}, {"keepdim", Arg::of_bool(true)}}));
-  return same(e.one("_adaptive_avg_pool2d", {{"self", shape::arg(n, "self")}, {"output_size", Arg::of_ints(size)}}));
+  return same(adaptive_average(e, tensor_arg(n, "self"), spatial_list(n, "output_size", 2)));
+}
+
+// adaptive_avg_pool1d is the 2-d pooling of the input with a height of 1, as ATen computes it.
+std::optional<Replacement> adaptive_avg_pool1d(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = e.one("unsqueeze", {{"self", shape::arg(n, "self")}, {"dim", Arg::of_int(-2)}});
+  Value* y = adaptive_average(e, x, {1, shape::ints_arg(n, "output_size").at(0)});
+  return same(e.one("squeeze.dims", {{"self", Emit::T(y)}, {"dim", Arg::of_ints({-2})}}));
 }
 
 // Every reshape-like op is a view to the op's own result shape (views are logical in foundryc:
@@ -424,28 +496,314 @@ std::optional<Replacement> relu6(Rewriter& rw, Node& n) {
   return same(e.one("hardtanh", {{"self", shape::arg(n, "self")}, {"min_val", Arg::of_int(0)}, {"max_val", Arg::of_int(6)}}));
 }
 
+// arange(end) and arange.start(start, end): arange.start_step with start 0 and step 1, in the
+// dtype the op's own rule gives (float32 when any bound is a float).
+std::optional<Replacement> arange(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  const Arg start = shape::has_arg(n, "start") ? shape::arg(n, "start") : Arg::of_int(0);
+  return same(e.one("arange.start_step", {{"start", start},
+                                          {"end", shape::arg(n, "end")},
+                                          {"step", Arg::of_int(1)},
+                                          {"dtype", Arg::of_dtype(n.op->infer(n)[0].dtype)}}));
+}
+
+// zeros, ones, new_* and *_like: full (a `size` argument) or full_like, always with the dtype the
+// op's rule gives, since full's own default comes from the fill value (0 would be int64).
+Value* filled(Emit& e, const Node& n, const Arg& value) {
+  const Arg dtype = Arg::of_dtype(n.op->infer(n)[0].dtype);
+  if (shape::has_arg(n, "size"))
+    return e.one("full", {{"size", shape::arg(n, "size")}, {"fill_value", value}, {"dtype", dtype}});
+  return e.one("full_like", {{"self", shape::arg(n, "self")}, {"fill_value", value}, {"dtype", dtype}});
+}
+
+template <int kValue>
+std::optional<Replacement> constant_fill(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  return same(filled(e, n, Arg::of_int(kValue)));
+}
+
+std::optional<Replacement> fill(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  return same(filled(e, n, shape::arg(n, "value")));
+}
+
+std::optional<Replacement> new_full(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  return same(filled(e, n, shape::arg(n, "fill_value")));
+}
+
+// a & b, a | b, a ^ b: the bitwise ops, which are the logical ones on bools (as in ATen). A
+// scalar operand becomes a 0-d tensor of the result's dtype (the tensor's: scalars do not promote).
+std::optional<Replacement> bitwise_operator(Rewriter& rw, Node& n) {
+  const std::string name = n.target.substr(0, n.target.find('.'));
+  static const std::map<std::string, std::string> op_of = {
+      {"__and__", "bitwise_and.Tensor"}, {"__or__", "bitwise_or.Tensor"}, {"__xor__", "bitwise_xor.Tensor"}};
+  Emit e(rw, n);
+  Arg other = shape::arg(n, "other");
+  if (other.kind != Arg::Kind::Tensor)
+    other = Emit::T(e.one("scalar_tensor", {{"s", other}, {"dtype", Arg::of_dtype(n.op->infer(n)[0].dtype)}}));
+  return same(e.one(op_of.at(name), {{"self", shape::arg(n, "self")}, {"other", other}}));
+}
+
+// lift_fresh_copy copies a constant the traced code created (torch.tensor(...)); the copy is
+// only there to keep the constant itself from being updated, which a functional graph never does.
+std::optional<Replacement> identity(Rewriter&, Node& n) { return same(tensor_arg(n, "self")); }
+
+std::vector<int64_t> with_leading_ones(std::vector<int64_t> sizes, int64_t rank) {
+  while (static_cast<int64_t>(sizes.size()) < rank) sizes.insert(sizes.begin(), 1);
+  return sizes;
+}
+
+// torch.matmul as ATen's matmul computes it: a 1-d operand becomes a [1, k] row (left) or a
+// [k, 1] column (right); a left operand of any rank times a matrix folds its batch dims into the
+// rows of one mm; otherwise both get the same rank and their batch dims broadcast into one bmm.
+// The result is viewed to the op's own shape, which drops a vector operand's dim.
+std::optional<Replacement> matmul(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* a = tensor_arg(n, "self");
+  Value* b = tensor_arg(n, "other");
+  const std::vector<int64_t> out = n.op->infer(n)[0].sizes;
+  if (a->type.rank() == 1) a = e.view(a, {1, a->type.sizes[0]});
+  if (b->type.rank() == 1) b = e.view(b, {b->type.sizes[0], 1});
+  if (b->type.rank() == 2) {
+    const int64_t k = a->type.sizes.back();
+    Value* rows = e.view(a, {a->type.numel() / std::max<int64_t>(k, 1), k});
+    return same(e.view(e.one("mm", {{"self", Emit::T(rows)}, {"mat2", Emit::T(b)}}), out));
+  }
+  const int64_t rank = std::max(a->type.rank(), b->type.rank());
+  a = e.view(a, with_leading_ones(a->type.sizes, rank));
+  b = e.view(b, with_leading_ones(b->type.sizes, rank));
+  return same(e.view(e.matmul(a, b), out));
+}
+
+// ---- einsum ----
+
+// An einsum operand as the decomposition goes: a value and the subscript letter of each dim.
+struct Subscripted {
+  Value* value;
+  std::string letters;
+};
+
+bool has_letter(const std::string& letters, char c) { return letters.find(c) != std::string::npos; }
+
+int64_t size_product(const std::string& letters, const std::map<char, int64_t>& sizes) {
+  int64_t n = 1;
+  for (char c : letters) n *= sizes.at(c);
+  return n;
+}
+
+// Sums out the dims whose letters are not in `keep`.
+Subscripted sum_out(Emit& e, const Subscripted& x, const std::string& keep) {
+  std::vector<int64_t> dims;
+  std::string kept;
+  for (size_t d = 0; d < x.letters.size(); ++d) {
+    if (has_letter(keep, x.letters[d])) kept.push_back(x.letters[d]);
+    else dims.push_back(static_cast<int64_t>(d));
+  }
+  if (dims.empty()) return x;
+  Value* sum = e.one("sum.dim_IntList", {{"self", Emit::T(x.value)}, {"dim", Arg::of_ints(dims)}, {"keepdim", Arg::of_bool(false)}});
+  return {sum, kept};
+}
+
+// x's dims in the order of `order` (a permutation of its letters), each expanded to its
+// letter's size (a size-1 dim broadcasts against the other operands').
+Value* arrange(Emit& e, const Subscripted& x, const std::string& order, const std::map<char, int64_t>& sizes) {
+  std::vector<int64_t> perm, full;
+  for (char c : order) {
+    perm.push_back(static_cast<int64_t>(x.letters.find(c)));
+    full.push_back(sizes.at(c));
+  }
+  Value* v = x.value;
+  if (!std::is_sorted(perm.begin(), perm.end())) v = e.permute(v, perm);
+  return e.expand(v, full);
+}
+
+// One bmm of a and b, as torch's einsum pairs operands: the letters both have and `keep` needs
+// are its batch, those both have and no one needs are contracted, each side's others its rows
+// or columns (summed out first when nothing needs them).
+Subscripted contract(Emit& e, const Subscripted& a_in, const Subscripted& b_in, const std::string& keep,
+                     const std::map<char, int64_t>& sizes) {
+  const Subscripted a = sum_out(e, a_in, keep + b_in.letters);
+  const Subscripted b = sum_out(e, b_in, keep + a.letters);
+  std::string batch, inner, left, right;
+  for (char c : a.letters) (has_letter(b.letters, c) ? (has_letter(keep, c) ? batch : inner) : left).push_back(c);
+  for (char c : b.letters)
+    if (!has_letter(a.letters, c)) right.push_back(c);
+  const int64_t nb = size_product(batch, sizes), ni = size_product(inner, sizes);
+  Value* a3 = e.view(arrange(e, a, batch + left + inner, sizes), {nb, size_product(left, sizes), ni});
+  Value* b3 = e.view(arrange(e, b, batch + inner + right, sizes), {nb, ni, size_product(right, sizes)});
+  Value* c = e.one("bmm", {{"self", Emit::T(a3)}, {"mat2", Emit::T(b3)}});
+  const std::string letters = batch + left + right;
+  std::vector<int64_t> out;
+  for (char ch : letters) out.push_back(sizes.at(ch));
+  return {e.view(c, out), letters};
+}
+
+// einsum: the operands contracted left to right, each step one bmm keeping the letters that the
+// output or a later operand needs; what is left is summed out and permuted to the output.
+std::optional<Replacement> einsum(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  const std::vector<Value*>& operands = shape::arg(n, "tensors").tensors;
+  std::vector<std::vector<int64_t>> shapes;
+  for (const Value* t : operands) shapes.push_back(t->type.sizes);
+  const einsum::Equation eq = einsum::parse(shape::arg(n, "equation").s, shapes);
+  Subscripted result{operands[0], eq.inputs[0]};
+  for (size_t i = 1; i < operands.size(); ++i) {
+    std::string keep = eq.output;
+    for (size_t j = i + 1; j < operands.size(); ++j) keep += eq.inputs[j];
+    result = contract(e, result, {operands[i], eq.inputs[i]}, keep, eq.sizes);
+  }
+  return same(arrange(e, sum_out(e, result, eq.output), eq.output, eq.sizes));
+}
+
+// baddbmm = beta * self + alpha * bmm(batch1, batch2); self is ignored when beta is 0 (its NaNs
+// too), and factors of 1 are left out, as in torch._refs.
+std::optional<Replacement> baddbmm(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  auto scaled = [&](Value* v, const char* factor) {
+    const Arg& f = shape::arg(n, factor);
+    return f.as_double() == 1.0 ? v : e.one("mul.Scalar", {{"self", Emit::T(v)}, {"other", f}});
+  };
+  Value* product = scaled(e.one("bmm", {{"self", shape::arg(n, "batch1")}, {"mat2", shape::arg(n, "batch2")}}), "alpha");
+  if (shape::number_arg(n, "beta") == 0.0) return same(product);
+  return same(e.one("add.Tensor", {{"self", Emit::T(scaled(tensor_arg(n, "self"), "beta"))}, {"other", Emit::T(product)}}));
+}
+
+// min.other and max.other are minimum and maximum (NaN-propagating, as those).
+std::optional<Replacement> min_max_other(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  return same(e.forward(n.target == "min.other" ? "minimum" : "maximum", {"self", "other"}));
+}
+
+// where with scalar operands: where.self with each scalar a 0-d tensor of the result's dtype.
+std::optional<Replacement> where_scalar(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  const DType dtype = n.op->infer(n)[0].dtype;
+  auto as_tensor = [&](const char* name) {
+    const Arg& a = shape::arg(n, name);
+    if (a.kind == Arg::Kind::Tensor) return a;
+    return Emit::T(e.one("scalar_tensor", {{"s", a}, {"dtype", Arg::of_dtype(dtype)}}));
+  };
+  return same(e.one("where.self", {{"condition", shape::arg(n, "condition")}, {"self", as_tensor("self")}, {"other", as_tensor("other")}}));
+}
+
+// diff as torch._refs.diff: prepend and append concatenated along dim, then n times the
+// difference of the slices [1:] and [:-1] (logical_xor for bools).
+std::optional<Replacement> diff(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = tensor_arg(n, "self");
+  const int64_t dim = shape::normalize_dim(shape::int_arg(n, "dim"), x->type.rank());
+  std::vector<Value*> parts;
+  for (const char* name : {"prepend", "self", "append"})
+    if (!shape::arg(n, name).is_none()) parts.push_back(tensor_arg(n, name));
+  if (parts.size() > 1) x = e.one("cat", {{"tensors", Emit::Ts(parts)}, {"dim", Arg::of_int(dim)}});
+  const char* op = x->type.dtype == DType::Bool ? "logical_xor" : "sub.Tensor";
+  for (int64_t i = 0; i < shape::int_arg(n, "n"); ++i) {
+    const int64_t len = x->type.sizes[static_cast<size_t>(dim)];
+    if (len == 0) break;
+    x = e.one(op, {{"self", Emit::T(slice_along(e, x, dim, 1, len))}, {"other", Emit::T(slice_along(e, x, dim, 0, len - 1))}});
+  }
+  return same(x);
+}
+
+// Reflect, replicate and circular padding of one dim of size `len`: index_select at the source
+// position of each output position p in [-before, len + after), as torch._decomp's
+// _reflection_or_replication_pad computes it.
+Value* pad_dim_by_index(Emit& e, Value* x, int64_t dim, int64_t before, int64_t after, const std::string& mode) {
+  const int64_t len = x->type.sizes[static_cast<size_t>(dim)];
+  Value* p = positions(e, -before, len + after);
+  auto scalar_op = [&](const char* op, Value* v, int64_t s) { return e.one(op, {{"self", Emit::T(v)}, {"other", Arg::of_int(s)}}); };
+  Value* source = nullptr;
+  if (mode == "replicate") {
+    source = e.one("clamp", {{"self", Emit::T(p)}, {"min", Arg::of_int(0)}, {"max", Arg::of_int(len - 1)}});
+  } else if (mode == "circular") {
+    source = scalar_op("remainder.Scalar", p, len);
+  } else {  // reflect: (len - 1) - |(len - 1) - |p||
+    Value* from_end = e.one("sub.Tensor", {{"self", Arg::of_int(len - 1)}, {"other", Emit::T(e.one("abs", {{"self", Emit::T(p)}}))}});
+    Value* back = e.one("abs", {{"self", Emit::T(from_end)}});
+    source = e.one("sub.Tensor", {{"self", Arg::of_int(len - 1)}, {"other", Emit::T(back)}});
+  }
+  return e.one("index_select", {{"self", Emit::T(x)}, {"dim", Arg::of_int(dim)}, {"index", Emit::T(source)}});
+}
+
+// pad: constant_pad_nd for mode "constant"; the other modes remap positions dim by dim.
+std::optional<Replacement> pad(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = tensor_arg(n, "self");
+  const std::string mode = shape::arg(n, "mode").s;
+  const Arg& value = shape::arg(n, "value");
+  if (mode == "constant")
+    return same(e.one("constant_pad_nd", {{"self", Emit::T(x)}, {"pad", shape::arg(n, "pad")}, {"value", value.is_none() ? Arg::of_int(0) : value}}));
+  if (!value.is_none()) refuse(n, "padding mode '" + mode + "' doesn't take in value argument");
+  const std::vector<int64_t> amounts = shape::ints_arg(n, "pad");
+  for (size_t i = 0; i + 1 < amounts.size(); i += 2) {
+    const int64_t dim = x->type.rank() - 1 - static_cast<int64_t>(i / 2);
+    const int64_t len = x->type.sizes[static_cast<size_t>(dim)];
+    const int64_t limit = mode == "reflect" ? len - 1 : mode == "circular" ? len : std::numeric_limits<int64_t>::max();
+    if (amounts[i] < 0 || amounts[i + 1] < 0 || amounts[i] > limit || amounts[i + 1] > limit || len == 0)
+      refuse(n, "padding " + shape::format_sizes(amounts) + " in mode '" + mode + "' is invalid for input " + shape::format_sizes(x->type.sizes));
+    x = pad_dim_by_index(e, x, dim, amounts[i], amounts[i + 1], mode);
+  }
+  return same(x);
+}
+
+// roll: output position p of a dim of size L reads (p - shift) mod L (index_select); without
+// dims the flattened tensor rolls, as in torch._refs.roll.
+std::optional<Replacement> roll(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = tensor_arg(n, "self");
+  const std::vector<int64_t> shifts = shape::ints_arg(n, "shifts"), dims = shape::ints_arg(n, "dims");
+  const bool flat = dims.empty();
+  if (flat ? shifts.size() != 1 : shifts.size() != dims.size())
+    refuse(n, "shifts " + shape::format_sizes(shifts) + " and dims " + shape::format_sizes(dims) + " do not match");
+  Value* y = flat ? e.view(x, {x->type.numel()}) : x;
+  for (size_t i = 0; i < shifts.size(); ++i) {
+    const int64_t dim = flat ? 0 : shape::normalize_dim(dims[i], y->type.rank());
+    const int64_t len = y->type.sizes[static_cast<size_t>(dim)];
+    if (len == 0) continue;
+    Value* p = positions(e, -shifts[i], len - shifts[i]);
+    Value* source = e.one("remainder.Scalar", {{"self", Emit::T(p)}, {"other", Arg::of_int(len)}});
+    y = e.one("index_select", {{"self", Emit::T(y)}, {"dim", Arg::of_int(dim)}, {"index", Emit::T(source)}});
+  }
+  return same(e.view(y, x->type.sizes));
+}
+
+// masked_fill: where(mask, value, self), the value (a number or a 0-d tensor) in self's dtype.
+std::optional<Replacement> masked_fill(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* self = tensor_arg(n, "self");
+  const Arg dtype = Arg::of_dtype(self->type.dtype);
+  const Arg& v = shape::arg(n, "value");
+  Value* value = v.kind == Arg::Kind::Tensor ? e.one("_to_copy", {{"self", v}, {"dtype", dtype}})
+                                             : e.one("scalar_tensor", {{"s", v}, {"dtype", dtype}});
+  return same(e.one("where.self", {{"condition", shape::arg(n, "mask")}, {"self", Emit::T(value)}, {"other", Emit::T(self)}}));
+}
+
 using ReplaceFn = std::optional<Replacement> (*)(Rewriter&, Node&);
 
 const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() {
   static const std::vector<std::pair<std::vector<std::string>, ReplaceFn>> table = {
       {{"linear"}, linear},
-      {{"conv2d"}, conv2d},
+      {{"conv1d", "conv2d"}, conv_nd},
       {{"batch_norm"}, batch_norm},
       {{"layer_norm"}, layer_norm},
       {{"instance_norm"}, instance_norm},
       {{"argsort", "argsort.stable"}, argsort},
       {{"grid_sampler"}, grid_sampler},
       {{"embedding_bag", "embedding_bag.padding_idx"}, embedding_bag},
+      {{"group_norm"}, group_norm},
+      {{"_weight_norm"}, weight_norm},
       {{"scaled_dot_product_attention"}, sdpa},
       {{"max_pool2d"}, max_pool2d},
       {{"adaptive_avg_pool2d"}, adaptive_avg_pool2d},
+      {{"adaptive_avg_pool1d"}, adaptive_avg_pool1d},
       {{"flatten.using_ints", "unflatten.int", "reshape", "_unsafe_view", "view_copy", "view_as", "reshape_as"},
        reshape_like},
       {{"contiguous"}, contiguous},
       {{"transpose.int"}, transpose},
       {{"squeeze.dim"}, squeeze_dim},
       {{"softmax.int"}, softmax_int},
-      {{"to.dtype", "to.dtype_layout", "to.device", "to.other"}, to_dtype},
+      {{"to.dtype", "to.dtype_layout", "to.device", "to.other", "type_as"}, to_dtype},
       {{"dropout"}, dropout},
       {{"chunk", "split.Tensor"}, split_like},
       {{"unbind.int"}, unbind},
@@ -453,6 +811,23 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"hardsigmoid"}, hardsigmoid},
       {{"silu"}, silu},
       {{"relu6"}, relu6},
+      {{"arange", "arange.start"}, arange},
+      {{"zeros", "zeros_like", "new_zeros"}, constant_fill<0>},
+      {{"ones", "ones_like", "new_ones"}, constant_fill<1>},
+      {{"new_full"}, new_full},
+      {{"fill.Scalar"}, fill},
+      {{"__and__.Tensor", "__or__.Tensor", "__xor__.Tensor", "__and__.Scalar", "__or__.Scalar", "__xor__.Scalar"},
+       bitwise_operator},
+      {{"lift_fresh_copy", "detach"}, identity},
+      {{"matmul"}, matmul},
+      {{"diff"}, diff},
+      {{"pad"}, pad},
+      {{"roll"}, roll},
+      {{"min.other", "max.other"}, min_max_other},
+      {{"where.ScalarOther", "where.ScalarSelf", "where.Scalar"}, where_scalar},
+      {{"masked_fill.Scalar", "masked_fill.Tensor"}, masked_fill},
+      {{"baddbmm"}, baddbmm},
+      {{"einsum"}, einsum},
   };
   return table;
 }
@@ -481,6 +856,60 @@ Value* first_tensor_arg(const Node& n) {
   for (const Arg& a : n.args)
     if (a.kind == Arg::Kind::Tensor && a.tensor) return a.tensor;
   return nullptr;
+}
+
+// Whether a node after position `i`, or a graph output, reads one of `values`.
+bool read_after(const Graph& g, size_t i, const std::unordered_set<const Value*>& values) {
+  auto is_one = [&](const Value* v) { return v && values.count(v) != 0; };
+  if (std::any_of(g.outputs.begin(), g.outputs.end(), [&](const GraphOutput& o) { return is_one(o.value); })) return true;
+  for (size_t j = i + 1; j < g.nodes.size(); ++j)
+    for (const Arg& a : g.nodes[j]->args)
+      if (is_one(a.tensor) || std::any_of(a.tensors.begin(), a.tensors.end(), is_one)) return true;
+  return false;
+}
+
+// The slice.Tensor and select.int nodes that make `m` from `root`, root's first; empty when m is
+// made by another view op (or an intermediate view is read by others: its data would change too).
+std::vector<Node*> view_chain(const std::unordered_map<const Value*, Node*>& producer, Value* m, Value* root) {
+  std::vector<Node*> chain;
+  for (Value* v = m; v != root;) {
+    auto it = producer.find(v);
+    if (it == producer.end() || (it->second->target != "slice.Tensor" && it->second->target != "select.int")) return {};
+    chain.insert(chain.begin(), it->second);
+    v = first_tensor_arg(*it->second);
+  }
+  return chain;
+}
+
+// Inserts `op` into g at position `pos`, its arguments by name and its output types from its rule.
+Value* insert_at(Graph& g, size_t pos, const std::string& op, const std::vector<std::pair<std::string, Arg>>& named) {
+  std::unique_ptr<Node> node = bound_node(op, named);
+  for (const TensorType& t : node->op->infer(*node)) node->outputs.push_back(g.new_value(node->name, t));
+  Node* placed = g.append_node(std::move(node));
+  std::rotate(g.nodes.begin() + static_cast<std::ptrdiff_t>(pos), g.nodes.end() - 1, g.nodes.end());
+  return placed->outputs[0];
+}
+
+// After the now functional update at position i gave `updated` for the view chain's last value,
+// scatters it back into each base up the chain (as functionalization does: slice_scatter,
+// select_scatter), and makes the later readers of the chain's root read the result.
+void write_back(Graph& g, size_t i, const std::vector<Node*>& chain, Value* updated) {
+  Value* root = first_tensor_arg(*chain.front());
+  size_t pos = i + 1;
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it, ++pos) {
+    const Node& view = **it;
+    std::vector<std::pair<std::string, Arg>> named = {{"self", Arg::of_tensor(first_tensor_arg(view))}, {"src", Arg::of_tensor(updated)}};
+    for (const char* name : {"dim", "start", "end", "step", "index"})
+      if (view.has_arg(name)) named.push_back({name, view.arg(name)});
+    updated = insert_at(g, pos, view.target == "slice.Tensor" ? "slice_scatter" : "select_scatter", named);
+  }
+  for (size_t j = pos; j < g.nodes.size(); ++j)
+    for (Arg& a : g.nodes[j]->args) {
+      if (a.tensor == root) a.tensor = updated;
+      std::replace(a.tensors.begin(), a.tensors.end(), root, updated);
+    }
+  for (GraphOutput& o : g.outputs)
+    if (o.value == root) o.value = updated;
 }
 
 bool functionalize(Graph& g) {
@@ -520,13 +949,13 @@ bool functionalize(Graph& g) {
       if (returns_view(*g.nodes[j]) && aliases.count(first_tensor_arg(*g.nodes[j])))
         for (Value* v : g.nodes[j]->outputs) aliases.insert(v);
     aliases.erase(m);
-    auto is_alias = [&](const Value* v) { return v && aliases.count(v) != 0; };
-    bool alias_read_later = std::any_of(g.outputs.begin(), g.outputs.end(), [&](const GraphOutput& o) { return is_alias(o.value); });
-    for (size_t j = i + 1; j < g.nodes.size() && !alias_read_later; ++j)
-      for (const Arg& a : g.nodes[j]->args)
-        if (is_alias(a.tensor) || std::any_of(a.tensors.begin(), a.tensors.end(), is_alias)) alias_read_later = true;
-    if (alias_read_later)
+    // An update of a slice or select of a fresh tensor that only that tensor's readers see
+    // afterwards (x = zeros(...); x[:, 1:] = y; use x) is written back with slice/select_scatter.
+    const std::vector<Node*> chain = m != root ? view_chain(producer, m, root) : std::vector<Node*>{};
+    if (!chain.empty()) aliases.erase(root);
+    if (read_after(g, i, aliases))
       refuse(n, "in-place update of %" + m->name + ", which shares storage with a value read later (a view), is not supported");
+    const bool scatter_back = !chain.empty() && read_after(g, i, {root});
     n.op = f;
     n.target = f->name;
     n.arg_names.clear();
@@ -541,6 +970,7 @@ bool functionalize(Graph& g) {
       for (GraphOutput& o : g.outputs)
         if (o.value == m) o.value = out;
     }
+    if (scatter_back) write_back(g, i, chain, out);
     spdlog::debug("decompose: {} is now functional", n.name);
     changed = true;
   }

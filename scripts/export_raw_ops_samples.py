@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""Exports test/data/raw_ops/<case>: tiny modules whose training IR (what torch.export.export
+returns before run_decompositions()) uses composite ops that foundryc decomposes itself (arange,
+zeros, matmul, conv1d, ...), with PyTorch's outputs. Each folder holds model.raw.pt2, inputs/N.npy
+and expected/N.npy (outputs in graph order, computed by eager PyTorch in float32 on the CPU).
+
+The cases llama and wav2vec2 are tiny transformers models (transformers >= 5, random weights) whose
+training IR uses several of these ops together.
+
+Usage (needs torch >= 2.9 and numpy; not run by the tests, which read what it wrote):
+    python3 scripts/export_raw_ops_samples.py [CASE ...]     (default: every case)
+"""
+import os
+import sys
+
+import numpy as np
+import torch
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "data", "raw_ops")
+
+
+def randn(*sizes):
+    return torch.randn(*sizes)
+
+
+class Fn(torch.nn.Module):
+    """forward(*inputs) = fn(self, *inputs); `modules` become submodules (their weights exported)."""
+
+    def __init__(self, fn, **modules):
+        super().__init__()
+        self.fn = fn
+        for name, m in modules.items():
+            setattr(self, name, m)
+
+    def forward(self, *inputs):
+        return self.fn(self, *inputs)
+
+
+def case_arange():
+    # arange(end), arange.start(start, end); a float bound gives float32
+    return Fn(lambda m, x: (x + torch.arange(x.shape[-1]), x * torch.arange(2, 2 + x.shape[-1]),
+                            x * torch.arange(0.0, 2.5, 0.5))), (randn(3, 5),)
+
+
+def case_fill():
+    # zeros, ones, zeros_like, ones_like, new_zeros, new_ones, new_full; an int64 new_ones keeps
+    # its input's dtype
+    return Fn(lambda m, x, i: (x + torch.zeros(3, 5) + torch.ones(5), torch.zeros_like(x) - torch.ones_like(x),
+                               x.new_zeros(3, 1) + x.new_ones(5) * x.new_full((3, 5), 2.5),
+                               i.new_ones(2, 3), torch.ones_like(i, dtype=torch.float32))), \
+        (randn(3, 5), torch.tensor([[4, 5, 6], [7, 8, 9]]))
+
+
+def case_logical():
+    # &, | and ^ of bool and int64 tensors (__and__.Tensor, ...); torch.tensor(...) in forward is a
+    # lifted constant (lift_fresh_copy, detach_)
+    return Fn(lambda m, x, y, i: (((x > 0) & (y > 0)) | (x < -1), (x > y) ^ (y > 0.5), (i & 6) | (i ^ 3),
+                                  x + torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0]))), \
+        (randn(3, 5), randn(3, 5), torch.tensor([[4, 5, 6], [7, 8, 9]]))
+
+
+def case_matmul():
+    # every kind of torch.matmul: batched with broadcast batch dims, batched times a matrix or a
+    # vector, vector times batched, vector times vector, matrix times vector and matrix
+    return Fn(lambda m, x, y, v: (x @ y, x @ v, v @ x.transpose(-1, -2), v @ v, x[0] @ v, x[0] @ y[0, 0],
+                                  x @ y[0, 0], v @ y)), (randn(2, 3, 4), randn(2, 1, 4, 5), randn(4))
+
+
+def case_baddbmm():
+    # beta and alpha other than 1, the defaults, and beta 0 (self's NaN ignored)
+    c = torch.randn(2, 3, 5)
+    c[0, 0, 0] = float("nan")
+    return Fn(lambda m, c, a, b: (torch.baddbmm(c, a, b, beta=0.5, alpha=2.0), torch.baddbmm(c[1], a, b),
+                                  torch.baddbmm(c, a, b, beta=0))), (c, randn(2, 3, 4), randn(2, 4, 5))
+
+
+def case_conv1d():
+    # Conv1d with stride, padding, dilation and groups, an unbatched input, no bias
+    conv = torch.nn.Conv1d(4, 6, 3, stride=2, padding=1, dilation=2, groups=2)
+    plain = torch.nn.Conv1d(4, 3, 1, bias=False)
+    return Fn(lambda m, x: (m.conv(x), m.plain(x[0])), conv=conv, plain=plain), (randn(2, 4, 11),)
+
+
+def case_where_min_max():
+    # torch.min/max of two tensors (min.other, max.other: NaN propagates), torch.where with a
+    # scalar in either place or both (an int scalar with a float tensor gives float)
+    x = torch.randn(3, 5)
+    x[1, 2] = float("nan")
+    return Fn(lambda m, x, y: (torch.min(x, y), torch.max(x, y[0]), torch.where(x > 0, x, 0), torch.where(y > 0, -1.5, x),
+                               torch.where(x > y, 2, 3), torch.where(x > y, 0.5, 3))), (x, randn(3, 5))
+
+
+def case_diff():
+    # torch.diff along the last dim, twice along dim 0 with prepend and append, of int64 with
+    # prepend as transformers' masks do, of bools
+    return Fn(lambda m, x, i: (torch.diff(x), torch.diff(x, n=2, dim=0, prepend=x[:1], append=x[1:] * 2),
+                               torch.diff(i, prepend=i[:, :1]), torch.diff(x > 0))), \
+        (randn(3, 5), torch.tensor([[4, 5, 9], [7, 1, 0]]))
+
+
+def case_pad():
+    # F.pad in every mode: constant (a value, and trimming with negative padding), reflect and
+    # replicate of the last two dims, circular of the last
+    return Fn(lambda m, x: (torch.nn.functional.pad(x, (1, 2, 0, 1), value=0.5), torch.nn.functional.pad(x, (-1, 2)),
+                            torch.nn.functional.pad(x, (2, 1, 1, 2), mode="reflect"),
+                            torch.nn.functional.pad(x, (3, 0, 1, 1), mode="replicate"),
+                            torch.nn.functional.pad(x[0], (2, 4), mode="circular"))), (randn(2, 3, 4, 5),)
+
+
+def case_roll():
+    # torch.roll of one dim, of two (a negative shift, one larger than the dim), of the whole tensor
+    return Fn(lambda m, x: (torch.roll(x, 2, 1), torch.roll(x, (-1, 7), (0, -1)), torch.roll(x, 4))), (randn(3, 5),)
+
+
+def case_group_norm():
+    # GroupNorm of a 4-d and a 3-d input (wav2vec2's feature extractor), affine with random
+    # parameters, and without them
+    g4 = torch.nn.GroupNorm(2, 4)
+    g3 = torch.nn.GroupNorm(4, 4, eps=1e-3, affine=False)
+    for p in g4.parameters():
+        torch.nn.init.uniform_(p, -1, 1)
+    return Fn(lambda m, x, y: (m.g4(x), m.g3(y)), g4=g4, g3=g3), (randn(2, 4, 3, 3), randn(2, 4, 6))
+
+
+def case_weight_norm():
+    # weight-normalized Conv1d along dim 2 (wav2vec2's positional convolution), a Linear along
+    # dim 0 (the default) and one normalized as a whole (dim None: _weight_norm's dim -1)
+    conv = torch.nn.utils.parametrizations.weight_norm(torch.nn.Conv1d(4, 4, 3, padding=1, groups=2), dim=2)
+    lin = torch.nn.utils.parametrizations.weight_norm(torch.nn.Linear(4, 3))
+    whole = torch.nn.utils.parametrizations.weight_norm(torch.nn.Linear(4, 2), dim=None)
+    for m in (conv, lin, whole):  # g away from ||v||, so that the scale matters
+        torch.nn.init.uniform_(m.parametrizations.weight.original0, 0.5, 2.0)
+    return Fn(lambda m, x: (m.conv(x), m.lin(x.transpose(1, 2)), m.whole(x.transpose(1, 2))), conv=conv, lin=lin,
+              whole=whole), (randn(2, 4, 6),)
+
+
+def case_einsum():
+    # batched products, attention scores, a transpose, an ellipsis with broadcast batch dims, an
+    # implicit output, a full contraction, an outer product, a sum out of one operand, three operands
+    def fn(m, a, b, q, k):
+        return (torch.einsum("bij,bjk->bik", a, b), torch.einsum("bhqd,bhkd->bhqk", q, k), torch.einsum("ij->ji", a[0]),
+                torch.einsum("...ij,...jk->...ik", q, b[:1, None]), torch.einsum("bij,bjk", a, b),
+                torch.einsum("ij,ij->", a[0], a[1]), torch.einsum("i,j->ij", a[0, 0], b[0, 0]),
+                torch.einsum("bij->j", a), torch.einsum("bij,bjk,bkl->bil", a, b, b.transpose(1, 2)))
+    return Fn(fn), (randn(2, 3, 4), randn(2, 4, 3), randn(2, 2, 5, 4), randn(2, 2, 6, 4))
+
+
+def case_embedding_bag():
+    # nn.EmbeddingBag in mode sum with padding_idx (2-d input), mean and max with offsets (one bag
+    # empty), sum with per-sample weights and include_last_offset
+    bags = {m: torch.nn.EmbeddingBag(7, 3, mode=m, padding_idx=0 if m == "sum" else None) for m in ("sum", "mean", "max")}
+    last = torch.nn.EmbeddingBag(7, 3, mode="sum", include_last_offset=True)
+
+    def fn(m, i2, i1, offsets, w):
+        return (m.sum(i2), m.mean(i1, offsets), m.max(i1, offsets), m.last(i1, offsets, per_sample_weights=w))
+    return Fn(fn, last=last, **bags), (torch.tensor([[1, 0, 3], [0, 0, 6]]), torch.tensor([2, 4, 4, 5, 1, 6]),
+                                        torch.tensor([0, 2, 2, 5]), randn(6))
+
+
+def case_grid_sample():
+    # F.grid_sample, bilinear and nearest, padding zeros and border, with and without
+    # align_corners; the grid reaches outside [-1, 1]
+    def fn(m, x, g):
+        gs = torch.nn.functional.grid_sample
+        return (gs(x, g, align_corners=False), gs(x, g, mode="nearest", align_corners=True),
+                gs(x, g, padding_mode="border", align_corners=True), gs(x, g, mode="nearest", padding_mode="border"))
+    return Fn(fn), (randn(2, 3, 4, 5), torch.rand(2, 3, 6, 2) * 2.4 - 1.2)
+
+
+def case_type_as():
+    # x.type_as(other): to int64, to float32 (RoBERTa's position ids), and to its own dtype
+    return Fn(lambda m, x, i: (x.type_as(i), (i > 5).type_as(x) * x[:, :3], x.type_as(x))), \
+        (randn(2, 5) * 10, torch.tensor([[4, 5, 6], [7, 8, 9]]))
+
+
+def case_masked_fill():
+    # masked_fill with a float and an int value, a broadcast mask, a 0-d tensor value, in place
+    # on an intermediate (masked_fill_), on int64
+    def fn(m, x, i):
+        y = x * 2
+        y.masked_fill_(x > 1, 0.0)
+        return (x.masked_fill(x < 0, -1e9), x.masked_fill(x[0] > 0, 3), x.masked_fill(x > 0, x.amax()), y,
+                i.masked_fill(i > 5, -1))
+    return Fn(fn), (randn(3, 5), torch.tensor([[4, 5, 6], [7, 8, 9]]))
+
+
+def case_adaptive_avg_pool1d():
+    # AdaptiveAvgPool1d to 1 (Swin's pooler) and to 3 of 7, batched and unbatched
+    return Fn(lambda m, x: (torch.nn.functional.adaptive_avg_pool1d(x, 1), torch.nn.functional.adaptive_avg_pool1d(x, 3),
+                            torch.nn.functional.adaptive_avg_pool1d(x[0], 3))), (randn(2, 4, 7),)
+
+
+def case_view_writes():
+    # writes into slices and selects of a fresh tensor, read afterwards (BART's shift_tokens_right:
+    # new_zeros, then x[:, 1:] = ..., x[:, 0] = ...; copy_ and fill_), a slice of a slice, and a
+    # float tensor filled row by row
+    def fn(m, i, x):
+        shifted = i.new_zeros(i.shape)
+        shifted[:, 1:] = i[:, :-1].clone()
+        shifted[:, 0] = 2
+        shifted.masked_fill_(shifted == 6, 1)
+        y = torch.zeros(4, 6)
+        y[1:3, 2:5] = x
+        y[3] = 7.5
+        y[:, 1:][0, 2:4] = x[0, :2] * 2
+        return shifted, y
+    return Fn(fn), (torch.tensor([[4, 5, 6], [7, 8, 9]]), randn(2, 3))
+
+
+class FirstOutput(torch.nn.Module):
+    """The model's first output as a plain tensor (transformers returns a ModelOutput)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x)[0]
+
+
+def case_llama():
+    # LlamaForCausalLM, 1 layer, hidden 32, 2 heads, vocab 64, 8 tokens: arange, new_ones, &,
+    # diff, cumsum and index in its causal mask, rotary embeddings, RMSNorm, SiLU MLP; the logits
+    import transformers
+    config = transformers.LlamaConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+                                      intermediate_size=64, vocab_size=64, max_position_embeddings=64, use_cache=False)
+    return FirstOutput(transformers.LlamaForCausalLM(config)), (torch.randint(0, 64, (1, 8)),)
+
+
+def case_wav2vec2():
+    # Wav2Vec2Model, 1 layer, hidden 32, two feature convolutions (conv1d, group_norm), the
+    # weight-normalized positional convolution (_weight_norm); a 64-sample waveform
+    import transformers
+    config = transformers.Wav2Vec2Config(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                                         conv_dim=(8, 8), conv_stride=(2, 2), conv_kernel=(3, 3), num_conv_pos_embeddings=4,
+                                         num_conv_pos_embedding_groups=2)
+    return FirstOutput(transformers.Wav2Vec2Model(config)), (randn(1, 64),)
+
+
+CASES = {
+    "arange": case_arange,
+    "fill": case_fill,
+    "logical": case_logical,
+    "matmul": case_matmul,
+    "baddbmm": case_baddbmm,
+    "conv1d": case_conv1d,
+    "where_min_max": case_where_min_max,
+    "diff": case_diff,
+    "pad": case_pad,
+    "roll": case_roll,
+    "group_norm": case_group_norm,
+    "weight_norm": case_weight_norm,
+    "einsum": case_einsum,
+    "embedding_bag": case_embedding_bag,
+    "grid_sample": case_grid_sample,
+    "type_as": case_type_as,
+    "masked_fill": case_masked_fill,
+    "adaptive_avg_pool1d": case_adaptive_avg_pool1d,
+    "view_writes": case_view_writes,
+    "llama": case_llama,
+    "wav2vec2": case_wav2vec2,
+}
+
+
+def export_case(name):
+    torch.manual_seed(sum(map(ord, name)))  # each case its own values, whichever others run
+    model, inputs = CASES[name]()
+    model.eval()
+    ep = torch.export.export(model, inputs)
+    out = os.path.join(OUT, name)
+    os.makedirs(os.path.join(out, "inputs"), exist_ok=True)
+    os.makedirs(os.path.join(out, "expected"), exist_ok=True)
+    torch.export.save(ep, os.path.join(out, "model.raw.pt2"))
+    for i, x in enumerate(inputs):
+        np.save(os.path.join(out, "inputs", f"{i}.npy"), x.contiguous().numpy())
+    with torch.no_grad():
+        results = model(*inputs)
+    for i, y in enumerate(results if isinstance(results, tuple) else (results,)):
+        np.save(os.path.join(out, "expected", f"{i}.npy"), y.contiguous().numpy())  # C order, as foundryc reads
+    ops = sorted({str(n.target) for n in ep.graph.nodes if n.op == "call_function"})
+    print(name, os.path.getsize(os.path.join(out, "model.raw.pt2")), "bytes:", ", ".join(ops))
+
+
+def main():
+    for name in sys.argv[1:] or CASES:
+        export_case(name)
+
+
+if __name__ == "__main__":
+    main()
