@@ -225,7 +225,7 @@ TEST_CASE("build: foundryc --cache-stats and --cache-clear", "[build][cache][cli
   CHECK(run_foundryc({"--cache-stats", "--cache-dir", tmp / "none"}).exit_code == 0);
 }
 
-TEST_CASE("build: the compiler is --cxx, else $CXX, else g++; -v prints each command line", "[build][cli][fast]") {
+TEST_CASE("build: the compiler is --cxx, else CXX from the environment, else g++, and -v prints each command line", "[build][cli][fast]") {
   TempDir tmp;
   const std::string cxx = logging_compiler(tmp);
   const std::string model = samples_dir() + "/mlp/model.pt2";
