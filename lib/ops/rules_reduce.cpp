@@ -49,11 +49,12 @@ std::vector<TensorType> reduce_sum(const Node& node) {
   return {make_type(accumulate_dtype(node, self.dtype), reduced_sizes(node, self))};
 }
 
+// mean and linalg_vector_norm: floating only, `dtype` if given.
 std::vector<TensorType> reduce_mean(const Node& node) {
   const TensorType& self = shape::tensor(node, "self");
   DType dtype = shape::dtype_arg(node, "dtype").value_or(self.dtype);
   if (!is_floating(dtype))
-    throw UserError("mean needs a floating input or dtype, got " + std::string(dtype_name(dtype)));
+    throw UserError(short_op_name(node.target) + " needs a floating input or dtype, got " + std::string(dtype_name(dtype)));
   return {make_type(dtype, reduced_sizes(node, self))};
 }
 

@@ -369,6 +369,35 @@ std::optional<Replacement> relu6(Rewriter& rw, Node& n) {
   return same(e.one("hardtanh", {{"self", shape::arg(n, "self")}, {"min_val", Arg::of_int(0)}, {"max_val", Arg::of_int(6)}}));
 }
 
+// linalg_vector_norm as torch._refs.linalg.vector_norm: ord 0 counts the nonzeros, +-inf is the
+// amax/amin of |x|, any other ord is sum(|x|^ord)^(1/ord) (pow lowers ^2 and ^0.5 to a product
+// and a square root, as PyTorch's kernel computes them). `dim` None or [] reduces every dim.
+std::optional<Replacement> vector_norm(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = tensor_arg(n, "self");
+  const DType out = n.op->infer(n)[0].dtype;
+  const double ord = shape::number_arg(n, "ord");
+  const Arg& dim = shape::arg(n, "dim");
+  const Named where = {{"dim", dim.is_none() ? Arg::of_ints({}) : dim}, {"keepdim", shape::arg(n, "keepdim")}};
+  auto reduce = [&](const char* op, Value* v, Named extra = {}) {
+    Named args = {{"self", Emit::T(v)}};
+    args.insert(args.end(), where.begin(), where.end());
+    args.insert(args.end(), extra.begin(), extra.end());
+    return e.one(op, args);
+  };
+  if (ord == 0) {
+    Value* nonzero = e.one("ne.Scalar", {{"self", Emit::T(x)}, {"other", Arg::of_int(0)}});
+    return same(reduce("sum.dim_IntList", nonzero, {{"dtype", Arg::of_dtype(out)}}));
+  }
+  if (x->type.dtype != out) x = e.one("_to_copy", {{"self", Emit::T(x)}, {"dtype", Arg::of_dtype(out)}});
+  Value* magnitude = e.one("abs", {{"self", Emit::T(x)}});
+  if (std::isinf(ord)) return same(reduce(ord > 0 ? "amax" : "amin", magnitude));
+  auto power = [&](Value* v, double p) {
+    return p == 1 ? v : e.one("pow.Tensor_Scalar", {{"self", Emit::T(v)}, {"exponent", Arg::of_float(p)}});
+  };
+  return same(power(reduce("sum.dim_IntList", power(magnitude, ord)), 1.0 / ord));
+}
+
 using ReplaceFn = std::optional<Replacement> (*)(Rewriter&, Node&);
 
 const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() {
@@ -394,6 +423,7 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"hardsigmoid"}, hardsigmoid},
       {{"silu"}, silu},
       {{"relu6"}, relu6},
+      {{"linalg_vector_norm"}, vector_norm},
   };
   return table;
 }
