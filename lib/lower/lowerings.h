@@ -12,6 +12,7 @@ using Outs = std::vector<TensorRef>;
 LowerFn unary(ir::UnaryOp op);
 LowerFn binary(ir::BinaryOp op);  // also the .Scalar overloads; add/sub honour alpha
 Outs lower_div_mode(LoweringContext&, const Node&);
+Outs lower_polygamma(LoweringContext&, const Node&);
 Outs lower_where(LoweringContext&, const Node&);
 Outs lower_clamp(LoweringContext&, const Node&);
 Outs lower_hardtanh(LoweringContext&, const Node&);
