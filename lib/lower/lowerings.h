@@ -13,6 +13,7 @@ LowerFn unary(ir::UnaryOp op);
 LowerFn binary(ir::BinaryOp op);  // also the .Scalar overloads; add/sub honour alpha
 Outs lower_div_mode(LoweringContext&, const Node&);
 Outs lower_polygamma(LoweringContext&, const Node&);
+Outs lower_round_decimals(LoweringContext&, const Node&);
 Outs lower_where(LoweringContext&, const Node&);
 Outs lower_clamp(LoweringContext&, const Node&);
 Outs lower_hardtanh(LoweringContext&, const Node&);

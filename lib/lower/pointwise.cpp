@@ -78,6 +78,21 @@ Outs lower_polygamma(LoweringContext& ctx, const Node& node) {
   })};
 }
 
+// round(x, decimals) as PyTorch's kernel: nearbyint(x * 10^d) / 10^d, or for d < 0
+// nearbyint(x / 10^-d) * 10^-d, with 10^|d| rounded to the tensor's type first.
+Outs lower_round_decimals(LoweringContext& ctx, const Node& node) {
+  DType out = out_dtype(node);
+  const int64_t decimals = int_arg(node, "decimals");
+  if (!is_floating(out)) ctx.fail("round with decimals needs a floating input");
+  const double scale = std::pow(10.0, static_cast<double>(std::llabs(decimals)));
+  return {map1(ctx.tensor(node.arg("self")), out, out, [=](Ops& ops, Val x) {
+    if (decimals == 0) return ops.unary(UnaryOp::Round, x);
+    Val s = ops.constant(scale, out);
+    if (decimals < 0) return ops.mul(ops.unary(UnaryOp::Round, ops.div(x, s)), s);
+    return ops.div(ops.unary(UnaryOp::Round, ops.mul(x, s)), s);
+  })};
+}
+
 Outs lower_where(LoweringContext& ctx, const Node& node) {
   DType out = out_dtype(node);
   TensorRef c = ctx.tensor(node.arg("condition"), DType::Bool);
