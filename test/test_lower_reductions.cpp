@@ -272,6 +272,23 @@ TEST_CASE("lower reductions: cumsum and cumprod", "[lower][fast]") {
   check_i64(run_op("cumprod", {i32({3}, {-2, 3, 4})}, {in("self", 0), i("dim", 0)})[0], {3}, {-2, -6, -24});
 }
 
+TEST_CASE("lower reductions: logcumsumexp is stable and keeps infinities", "[lower][fast]") {
+  const NpyArray x23 = make_x23();
+  auto lse = [](std::vector<double> v) {
+    double s = 0;
+    for (double x : v) s += std::exp(x);
+    return std::log(s);
+  };
+  check_f32(run_op("logcumsumexp", {x23}, {in("self", 0), i("dim", 1)})[0], {2, 3},
+            {1, lse({1, 2}), lse({1, 2, 3}), 4, lse({4, 5}), lse({4, 5, 6})});
+  // No overflow at 1000; a leading -inf adds nothing; +inf stays +inf; NaN spreads forward.
+  check_f32(run_op("logcumsumexp", {f32({3}, {1000, 1000, 1000})}, {in("self", 0), i("dim", 0)})[0], {3},
+            {1000, 1000 + std::log(2.0), 1000 + std::log(3.0)});
+  check_f32(run_op("logcumsumexp", {f32({4}, {-kInf, -kInf, 0, kInf})}, {in("self", 0), i("dim", 0)})[0], {4},
+            {-kInf, -kInf, 0, kInf});
+  check_f32(run_op("logcumsumexp", {f32({3}, {0, kNaN, 0})}, {in("self", 0), i("dim", 0)})[0], {3}, {0, kNaN, kNaN});
+}
+
 TEST_CASE("lower reductions: softmax and log_softmax", "[lower][fast]") {
   const NpyArray x23 = make_x23();
   double e1 = std::exp(1.0), e2 = std::exp(2.0), e3 = std::exp(3.0), s = e1 + e2 + e3;

@@ -4,6 +4,9 @@
 // Each reduction is one realized Reduction node over the reduced dims (reduce_dims maps output and
 // reduction indices back to the input's index); whatever follows it (mean's division, softmax's
 // normalization) is lazy pointwise math over the realized buffers.
+#include <cmath>
+#include <functional>
+
 #include "foundry/support/error.h"
 #include "lower/lowerings.h"
 #include "lower/util.h"
@@ -202,33 +205,55 @@ Outs lower_var(LoweringContext& ctx, const Node& node) {
   return {var};
 }
 
-// cumsum, cumprod: out[..i..] = reduce over j of (j <= i ? x[..j..] : identity), in the output
-// dtype. A quadratic reduction, but one plain Reduction node the scheduler already understands.
+namespace {
+// out[..i..] = op over j <= i of value(x[..j..], out index), along `dim`, in the output dtype:
+// a quadratic reduction, but one plain Reduction node the scheduler already understands.
+using ScanValue = std::function<Val(Ops&, Val x_j, const Index& out_index)>;
+TensorRef prefix_scan(LoweringContext& ctx, const TensorRef& x, int64_t dim, DType out, ReduceOp op,
+                      double identity, ScanValue value) {
+  Loader load = x.load;
+  if (x.rank() == 0)
+    return ctx.reduction(out, {}, {}, op, [load, out, value](Ops& ops, const Index& idx, const Index&) {
+      return value(ops, ops.cast(load(ops, idx), out), idx);
+    });
+  return ctx.reduction(out, x.sizes, {x.sizes[dim]}, op, [=](Ops& ops, const Index& idx, const Index& ridx) {
+    Index src = idx;
+    src[dim] = ridx[0];  // always in range: only the result is masked
+    Val v = value(ops, ops.cast(load(ops, src), out), idx);
+    Val j = ops.index_expr(ridx[0], DType::Int64);
+    Val i = ops.index_expr(idx[dim], DType::Int64);
+    return ops.where(ops.binary(BinaryOp::Le, j, i), v, ops.constant(identity, out));
+  });
+}
+
+Val as_is(Ops&, Val v, const Index&) { return v; }
+}  // namespace
+
+// cumsum, cumprod: prefix sums and products.
 LowerFn lower_scan(bool is_prod) {
   return [is_prod](LoweringContext& ctx, const Node& node) -> Outs {
     TensorRef x = ctx.tensor(node.arg("self"));
-    DType out = out_dtype(node);
-    int64_t rank = static_cast<int64_t>(x.rank());
-    int64_t dim = normalize_dim(int_arg(node, "dim"), rank);
-    ReduceOp op = is_prod ? ReduceOp::Prod : ReduceOp::Sum;
-    Loader load = x.load;
-    if (rank == 0)
-      return {ctx.reduction(out, {}, {}, op, [load, out](Ops& ops, const Index& idx, const Index&) {
-        return ops.cast(load(ops, idx), out);
-      })};
-    Expr n = x.sizes[dim];
-    double identity = is_prod ? 1.0 : 0.0;
-    return {ctx.reduction(out, x.sizes, {n}, op, [load, out, dim, identity](Ops& ops, const Index& idx, const Index& ridx) {
-      Index src = idx;
-      src[dim] = ridx[0];  // always in range: only the result is masked
-      Val v = ops.cast(load(ops, src), out);
-      Val j = ops.index_expr(ridx[0], DType::Int64);
-      Val i = ops.index_expr(idx[dim], DType::Int64);
-      Val in_prefix = ops.binary(BinaryOp::Le, j, i);
-      Val id = ops.constant(identity, out);
-      return ops.where(in_prefix, v, id);
-    })};
+    int64_t dim = normalize_dim(int_arg(node, "dim"), static_cast<int64_t>(x.rank()));
+    return {prefix_scan(ctx, x, dim, out_dtype(node), is_prod ? ReduceOp::Prod : ReduceOp::Sum, is_prod ? 1.0 : 0.0,
+                        as_is)};
   };
+}
+
+// logcumsumexp: m = the prefix max, then m + log(prefix sum of exp(x - m)), with m taken as 0
+// where it is infinite (all -inf gives -inf, a +inf gives +inf, rather than inf - inf = NaN).
+Outs lower_logcumsumexp(LoweringContext& ctx, const Node& node) {
+  TensorRef x = ctx.tensor(node.arg("self"));
+  DType out = out_dtype(node);
+  int64_t dim = normalize_dim(int_arg(node, "dim"), static_cast<int64_t>(x.rank()));
+  TensorRef m = prefix_scan(ctx, x, dim, out, ReduceOp::Max, -INFINITY, as_is);
+  TensorRef shift = ctx.realize(map1(m, out, out, [out](Ops& ops, Val v) {
+    return ops.where(ops.unary(UnaryOp::IsInf, v), ops.constant(0, out), v);
+  }));
+  Loader load_shift = shift.load;
+  TensorRef s = prefix_scan(ctx, x, dim, out, ReduceOp::Sum, 0, [load_shift](Ops& ops, Val v, const Index& idx) {
+    return ops.unary(UnaryOp::Exp, ops.sub(v, load_shift(ops, idx)));
+  });
+  return {map2(s, shift, out, out, [](Ops& ops, Val sum, Val c) { return ops.add(ops.unary(UnaryOp::Log, sum), c); })};
 }
 
 // _softmax, _log_softmax: m = max over dim, s = sum of exp(x - m); softmax = exp(x - m) / s,

@@ -97,7 +97,8 @@ std::vector<TensorType> cumulative(const Node& node) {
   return {make_type(accumulate_dtype(node, self.dtype), self.sizes)};
 }
 
-// _softmax/_log_softmax (half_to_float: a half input gives float32) and softmax.int (dtype).
+// _softmax/_log_softmax (half_to_float: a half input gives float32), softmax.int (dtype) and
+// logcumsumexp.
 std::vector<TensorType> softmax(const Node& node) {
   const TensorType& self = shape::tensor(node, "self");
   shape::normalize_dim(shape::int_arg(node, "dim"), self.rank());
@@ -105,7 +106,7 @@ std::vector<TensorType> softmax(const Node& node) {
   if (shape::has_arg(node, "dtype")) dtype = shape::dtype_arg(node, "dtype").value_or(dtype);
   if (shape::has_arg(node, "half_to_float") && shape::bool_arg(node, "half_to_float")) dtype = DType::Float32;
   if (!is_floating(dtype))
-    throw UserError("softmax needs a floating input, got " + std::string(dtype_name(dtype)));
+    throw UserError(short_op_name(node.target) + " needs a floating input, got " + std::string(dtype_name(dtype)));
   return {make_type(dtype, self.sizes)};
 }
 
