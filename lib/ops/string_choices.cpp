@@ -23,6 +23,9 @@ const std::vector<StringChoices>& table() {
        "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "},
       {"scatter_reduce.two", "reduce", {"sum", "prod", "mean", "amax", "amin"},
        "reduce argument must be either sum, prod, mean, amax or amin, got "},
+      {"scatter.reduce", "reduce", {"add", "multiply"}, "reduce argument must be either add or multiply, got "},
+      {"index_reduce", "reduce", {"prod", "mean", "amax", "amin"},
+       "index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got "},
       {"_assert_scalar", "assert_msg", {}, ""},  // a message, only ever printed (quoted)
   };
   return choices;

@@ -398,6 +398,39 @@ std::optional<Replacement> vector_norm(Rewriter& rw, Node& n) {
   return same(power(reduce("sum.dim_IntList", power(magnitude, ord)), 1.0 / ord));
 }
 
+// scatter(self, dim, index, src, reduce='add'|'multiply'): scatter_reduce.two with sum or prod,
+// self included.
+std::optional<Replacement> scatter_reduce_legacy(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  const std::string reduce = shape::arg(n, "reduce").s == "add" ? "sum" : "prod";
+  return same(e.one("scatter_reduce.two", {{"self", shape::arg(n, "self")}, {"dim", shape::arg(n, "dim")},
+                                           {"index", shape::arg(n, "index")}, {"src", shape::arg(n, "src")},
+                                           {"reduce", Arg::of_string(reduce)}, {"include_self", Arg::of_bool(true)}}));
+}
+
+// index_reduce(self, dim, index, source, reduce): scatter_reduce.two with the 1-d index
+// broadcast along source's other dims (0-d self and source count as one element).
+std::optional<Replacement> index_reduce(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* self = tensor_arg(n, "self");
+  Value* index = tensor_arg(n, "index");
+  Value* source = tensor_arg(n, "source");
+  if (index->type.rank() > 1) refuse(n, "index_reduce(): Index is supposed to be a vector");
+  Value* x = e.view(self, self->type.rank() == 0 ? std::vector<int64_t>{1} : self->type.sizes);
+  Value* src = e.view(source, source->type.rank() == 0 ? std::vector<int64_t>{1} : source->type.sizes);
+  const int64_t rank = x->type.rank(), dim = shape::normalize_dim(shape::int_arg(n, "dim"), rank);
+  const int64_t count = index->type.rank() == 0 ? 1 : index->type.sizes[0];
+  if (src->type.rank() != rank || src->type.sizes[static_cast<size_t>(dim)] != count)
+    refuse(n, "index_reduce(): source must have self's rank and as many elements along dim as index");
+  std::vector<int64_t> along(static_cast<size_t>(rank), 1);
+  along[static_cast<size_t>(dim)] = count;
+  Value* spread = e.expand(e.view(index, along), src->type.sizes);
+  Value* y = e.one("scatter_reduce.two", {{"self", Emit::T(x)}, {"dim", Arg::of_int(dim)}, {"index", Emit::T(spread)},
+                                          {"src", Emit::T(src)}, {"reduce", shape::arg(n, "reduce")},
+                                          {"include_self", shape::arg(n, "include_self")}});
+  return same(e.view(y, self->type.sizes));
+}
+
 using ReplaceFn = std::optional<Replacement> (*)(Rewriter&, Node&);
 
 const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() {
@@ -424,6 +457,8 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"silu"}, silu},
       {{"relu6"}, relu6},
       {{"linalg_vector_norm"}, vector_norm},
+      {{"scatter.reduce"}, scatter_reduce_legacy},
+      {{"index_reduce"}, index_reduce},
   };
   return table;
 }
