@@ -398,6 +398,18 @@ std::optional<Replacement> vector_norm(Rewriter& rw, Node& n) {
   return same(power(reduce("sum.dim_IntList", power(magnitude, ord)), 1.0 / ord));
 }
 
+// narrow_copy = a copy of slice(dim, start, start + length).
+std::optional<Replacement> narrow_copy(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = tensor_arg(n, "self");
+  const int64_t dim = shape::normalize_dim(shape::int_arg(n, "dim"), x->type.rank());
+  int64_t start = shape::int_arg(n, "start");
+  if (start < 0) start += x->type.sizes[static_cast<size_t>(dim)];
+  Value* part = e.one("slice.Tensor", {{"self", Emit::T(x)}, {"dim", Arg::of_int(dim)}, {"start", Arg::of_int(start)},
+                                       {"end", Arg::of_int(start + shape::int_arg(n, "length"))}});
+  return same(e.one("clone", {{"self", Emit::T(part)}}));
+}
+
 // scatter(self, dim, index, src, reduce='add'|'multiply'): scatter_reduce.two with sum or prod,
 // self included.
 std::optional<Replacement> scatter_reduce_legacy(Rewriter& rw, Node& n) {
@@ -451,12 +463,13 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"to.dtype", "to.dtype_layout", "to.device", "to.other"}, to_dtype},
       {{"dropout"}, dropout},
       {{"chunk", "split.Tensor"}, split_like},
-      {{"unbind.int"}, unbind},
+      {{"unbind.int", "unbind_copy.int"}, unbind},
       {{"hardswish"}, hardswish},
       {{"hardsigmoid"}, hardsigmoid},
       {{"silu"}, silu},
       {{"relu6"}, relu6},
       {{"linalg_vector_norm"}, vector_norm},
+      {{"narrow_copy"}, narrow_copy},
       {{"scatter.reduce"}, scatter_reduce_legacy},
       {{"index_reduce"}, index_reduce},
   };
