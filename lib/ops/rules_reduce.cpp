@@ -97,6 +97,14 @@ std::vector<TensorType> cumulative(const Node& node) {
   return {make_type(accumulate_dtype(node, self.dtype), self.sizes)};
 }
 
+// dist(self, other, p): a 0-d norm of the broadcast difference, in the promoted floating type.
+std::vector<TensorType> dist(const Node& node) {
+  const DType t = shape::result_type({&shape::arg(node, "self"), &shape::arg(node, "other")});
+  if (!is_floating(t)) throw UserError("dist needs floating inputs, got " + std::string(dtype_name(t)));
+  shape::broadcast_shapes(shape::tensor(node, "self").sizes, shape::tensor(node, "other").sizes);
+  return {make_type(t, {})};
+}
+
 // _softmax/_log_softmax (half_to_float: a half input gives float32), softmax.int (dtype) and
 // logcumsumexp.
 std::vector<TensorType> softmax(const Node& node) {

@@ -398,6 +398,33 @@ std::optional<Replacement> vector_norm(Rewriter& rw, Node& n) {
   return same(power(reduce("sum.dim_IntList", power(magnitude, ord)), 1.0 / ord));
 }
 
+// dist(a, b, p) = linalg_vector_norm(a - b, p) over every element (decomposed in turn).
+std::optional<Replacement> dist(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* diff = e.one("sub.Tensor", {{"self", shape::arg(n, "self")}, {"other", shape::arg(n, "other")}});
+  return same(e.one("linalg_vector_norm", {{"self", Emit::T(diff)}, {"ord", shape::arg(n, "p")}}));
+}
+
+// ldexp(x, e) = x * 2^e, as ATen computes it.
+std::optional<Replacement> ldexp(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* scale = e.one("pow.Scalar", {{"self", Arg::of_float(2.0)}, {"exponent", shape::arg(n, "other")}});
+  return same(e.one("mul.Tensor", {{"self", shape::arg(n, "self")}, {"other", Emit::T(scale)}}));
+}
+
+// angle of a real number: pi for negatives, 0 otherwise, NaN kept.
+std::optional<Replacement> angle(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = tensor_arg(n, "self");
+  const DType out = n.op->infer(n)[0].dtype;
+  if (x->type.dtype != out) x = e.one("_to_copy", {{"self", Emit::T(x)}, {"dtype", Arg::of_dtype(out)}});
+  auto constant = [&](double v) { return e.one("scalar_tensor", {{"s", Arg::of_float(v)}, {"dtype", Arg::of_dtype(out)}}); };
+  Value* negative = e.one("lt.Scalar", {{"self", Emit::T(x)}, {"other", Arg::of_int(0)}});
+  Value* angle = e.one("where.self", {{"condition", Emit::T(negative)}, {"self", Emit::T(constant(M_PI))}, {"other", Emit::T(constant(0))}});
+  Value* nan = e.one("isnan", {{"self", Emit::T(x)}});
+  return same(e.one("where.self", {{"condition", Emit::T(nan)}, {"self", Emit::T(x)}, {"other", Emit::T(angle)}}));
+}
+
 // narrow_copy = a copy of slice(dim, start, start + length).
 std::optional<Replacement> narrow_copy(Rewriter& rw, Node& n) {
   Emit e(rw, n);
@@ -469,6 +496,9 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"silu"}, silu},
       {{"relu6"}, relu6},
       {{"linalg_vector_norm"}, vector_norm},
+      {{"dist"}, dist},
+      {{"ldexp.Tensor"}, ldexp},
+      {{"angle"}, angle},
       {{"narrow_copy"}, narrow_copy},
       {{"scatter.reduce"}, scatter_reduce_legacy},
       {{"index_reduce"}, index_reduce},
