@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "foundry/ir/record.h"
 #include "foundry/sched/fusion.h"
@@ -104,18 +105,26 @@ std::string kernel_name(const Kernel& k, const std::set<const ir::LoopNode*>& in
   return name + "_" + std::to_string(index);
 }
 
-// Buffers written and read only inside one kernel, every read forwarded: never stored.
+// Buffers written and read only inside one kernel, every read forwarded: never stored. A reader
+// inlined here counts only if it is read nowhere else: an inlined node is recomputed in every
+// kernel that reads it, where its own reads must find the buffer in memory.
 void find_internal_buffers(Kernel& k, const Uses& uses, const std::set<const ir::Buffer*>& outputs,
                            const WalkReport& report) {
-  std::set<const ir::LoopNode*> inside(report.inlined.begin(), report.inlined.end());
-  for (const auto& m : k.members) inside.insert(m.node);
+  std::set<const ir::LoopNode*> members, inlined(report.inlined.begin(), report.inlined.end());
+  for (const auto& m : k.members) members.insert(m.node);
+  std::function<bool(const ir::Buffer*)> read_only_here = [&](const ir::Buffer* b) {
+    auto r = uses.readers.find(b);
+    if (r == uses.readers.end()) return true;
+    for (const auto* reader : r->second) {
+      if (members.count(reader)) continue;
+      if (!inlined.count(reader) || outputs.count(reader->output) || !read_only_here(reader->output)) return false;
+    }
+    return true;
+  };
   for (const auto& m : k.members) {
     const ir::Buffer* b = m.node->output;
     if (b->kind != ir::BufferKind::Computed || outputs.count(b) || report.materialized.count(b)) continue;
-    bool all_inside = true;
-    if (auto r = uses.readers.find(b); r != uses.readers.end())
-      for (const auto* reader : r->second) all_inside = all_inside && inside.count(reader);
-    if (all_inside) k.internal_buffers.insert(b);
+    if (read_only_here(b)) k.internal_buffers.insert(b);
   }
 }
 
