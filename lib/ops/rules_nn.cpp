@@ -263,4 +263,19 @@ std::vector<TensorType> batch_norm_no_training(const Node& node) {
   return {make_type(input.dtype, input.sizes), make_type(input.dtype, {0}), make_type(input.dtype, {0})};
 }
 
+// The functional forms of _native_batch_norm_legit and _batch_norm_with_update: the output, the
+// batch mean and 1/std ([0] when not training), (with_update: an empty uint8 reserve,) then the
+// updated running mean and variance.
+std::vector<TensorType> batch_norm_functional(const Node& node) {
+  std::vector<TensorType> types = batch_norm_no_training(node);
+  const TensorType& input = shape::tensor(node, "input");
+  const bool training = !shape::has_arg(node, "training") || shape::bool_arg(node, "training");
+  const TensorType channels = make_type(input.dtype, {input.sizes[1]});
+  if (training) types[1] = types[2] = channels;
+  if (!shape::has_arg(node, "training")) types.push_back(make_type(DType::UInt8, {0}));
+  types.push_back(channels);
+  types.push_back(channels);
+  return types;
+}
+
 }  // namespace foundry::rules

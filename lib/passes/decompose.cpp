@@ -170,6 +170,50 @@ std::optional<Replacement> batch_norm(Rewriter& rw, Node& n) {
                          {"input", "weight", "bias", "running_mean", "running_var", "momentum", "eps"}));
 }
 
+// Batch norm with batch statistics, as torch._decomp's native_batch_norm_helper: biased variance
+// and mean over every dim but 1, out = (x - mean) / sqrt(var + eps) * weight + bias; the running
+// statistics move by `momentum` towards the mean and the unbiased variance. Not training, the
+// functional form is the inference batch norm with the running statistics unchanged.
+std::optional<Replacement> batch_norm_functional(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = tensor_arg(n, "input");
+  Value* running_mean = tensor_arg(n, "running_mean");
+  Value* running_var = tensor_arg(n, "running_var");
+  const bool with_update = !shape::has_arg(n, "training");
+  if (!with_update && !shape::bool_arg(n, "training")) {
+    std::vector<Value*> outs = e.all("_native_batch_norm_legit_no_training",
+                                     {{"input", Emit::T(x)}, {"weight", shape::arg(n, "weight")}, {"bias", shape::arg(n, "bias")},
+                                      {"running_mean", Emit::T(running_mean)}, {"running_var", Emit::T(running_var)},
+                                      {"momentum", shape::arg(n, "momentum")}, {"eps", shape::arg(n, "eps")}});
+    return Replacement{{outs[0], outs[1], outs[2], running_mean, running_var}};
+  }
+  const int64_t rank = x->type.rank(), channels = x->type.sizes[1];
+  std::vector<int64_t> dims, per_channel(static_cast<size_t>(rank), 1);
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != 1) dims.push_back(d);
+  per_channel[1] = channels;
+  std::vector<Value*> var_mean = e.all("var_mean.correction", {{"self", Emit::T(x)}, {"dim", Arg::of_ints(dims)},
+                                                               {"correction", Arg::of_int(0)}, {"keepdim", Arg::of_bool(true)}});
+  auto binary = [&](const char* op, Value* a, Arg b) { return e.one(op, {{"self", Emit::T(a)}, {"other", b}}); };
+  Value* rstd = e.one("rsqrt", {{"self", Emit::T(binary("add.Scalar", var_mean[0], shape::arg(n, "eps")))}});
+  Value* y = binary("mul.Tensor", binary("sub.Tensor", x, Emit::T(var_mean[1])), Emit::T(rstd));
+  if (!shape::arg(n, "weight").is_none()) y = binary("mul.Tensor", y, Emit::T(e.view(tensor_arg(n, "weight"), per_channel)));
+  if (!shape::arg(n, "bias").is_none()) y = binary("add.Tensor", y, Emit::T(e.view(tensor_arg(n, "bias"), per_channel)));
+
+  const double momentum = shape::number_arg(n, "momentum");
+  const double count = static_cast<double>(x->type.numel()) / static_cast<double>(channels);
+  auto update = [&](Value* running, Value* batch, double batch_scale) {
+    Value* kept = binary("mul.Scalar", running, Arg::of_float(1 - momentum));
+    return binary("add.Tensor", kept, Emit::T(binary("mul.Scalar", e.view(batch, {channels}), Arg::of_float(momentum * batch_scale))));
+  };
+  std::vector<Value*> outs = {y, e.view(var_mean[1], {channels}), e.view(rstd, {channels})};
+  if (with_update)
+    outs.push_back(e.one("empty.memory_format", {{"size", Arg::of_ints({0})}, {"dtype", Arg::of_dtype(DType::UInt8)}}));
+  outs.push_back(update(running_mean, var_mean[1], 1));
+  outs.push_back(update(running_var, var_mean[0], count / (count - 1)));
+  return Replacement{outs};
+}
+
 std::optional<Replacement> layer_norm(Rewriter& rw, Node& n) {
   Emit e(rw, n);
   return same(e.forward("native_layer_norm", {"input", "normalized_shape", "weight", "bias", "eps"}));
@@ -478,6 +522,7 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"conv2d"}, conv2d},
       {{"batch_norm"}, batch_norm},
       {{"layer_norm"}, layer_norm},
+      {{"_native_batch_norm_legit_functional", "_batch_norm_with_update_functional"}, batch_norm_functional},
       {{"scaled_dot_product_attention"}, sdpa},
       {{"max_pool2d"}, max_pool2d},
       {{"adaptive_avg_pool2d"}, adaptive_avg_pool2d},
