@@ -289,6 +289,27 @@ TEST_CASE("lower reductions: logcumsumexp is stable and keeps infinities", "[low
   check_f32(run_op("logcumsumexp", {f32({3}, {0, kNaN, 0})}, {in("self", 0), i("dim", 0)})[0], {3}, {0, kNaN, kNaN});
 }
 
+TEST_CASE("lower reductions: searchsorted and bucketize count the elements below each value", "[lower][fast]") {
+  const NpyArray seq = f32({5}, {1, 3, 5, 7, 9}), values = f32({2, 3}, {0, 3, 6, 9, 10, 5});
+  auto sorted_search = [&](std::vector<A> extra, const std::vector<NpyArray>& inputs) {
+    std::vector<A> args = {in("sorted_sequence", 0), in("self", 1)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_op("searchsorted.Tensor", inputs, args)[0];
+  };
+  check_i64(sorted_search({}, {seq, values}), {2, 3}, {0, 1, 3, 4, 5, 2});
+  check_i64(sorted_search({A{"right", Arg::of_bool(true), -1, true}}, {seq, values}), {2, 3}, {0, 2, 3, 5, 5, 3});
+  check_i64(sorted_search({A{"side", Arg::of_string("right"), -1, true}}, {seq, values}), {2, 3}, {0, 2, 3, 5, 5, 3});
+  // One sorted row per row of values; `sorter` gives the order of an unsorted sequence.
+  const NpyArray rows = f32({2, 2}, {1, 2, 10, 20});
+  check_i64(sorted_search({}, {rows, f32({2, 2}, {1.5, 3, 5, 15})}), {2, 2}, {1, 2, 0, 1});
+  const NpyArray unsorted = f32({3}, {5, 1, 3});
+  check_i64(sorted_search({A{"sorter", Arg{}, 2, true}}, {unsorted, f32({2}, {2, 4}), i64({3}, {1, 2, 0})}), {2}, {1, 2});
+  auto buckets = run_op("bucketize.Tensor", {f32({3}, {1, 4, 9}), seq}, {in("self", 0), in("boundaries", 1),
+                                                                       A{"out_int32", Arg::of_bool(true), -1, true}});
+  REQUIRE(buckets[0].dtype == DType::Int32);
+  CHECK(std::vector<int32_t>(buckets[0].as<int32_t>(), buckets[0].as<int32_t>() + 3) == std::vector<int32_t>{0, 2, 4});
+}
+
 TEST_CASE("lower reductions: softmax and log_softmax", "[lower][fast]") {
   const NpyArray x23 = make_x23();
   double e1 = std::exp(1.0), e2 = std::exp(2.0), e3 = std::exp(3.0), s = e1 + e2 + e3;

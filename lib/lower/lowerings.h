@@ -53,6 +53,7 @@ LowerFn lower_extremum_with_index(bool is_max);  // max.dim/min.dim
 Outs lower_var(LoweringContext&, const Node&);   // var.correction, var_mean.correction
 LowerFn lower_scan(bool is_prod);                // cumsum/cumprod
 Outs lower_logcumsumexp(LoweringContext&, const Node&);
+Outs lower_searchsorted(LoweringContext&, const Node&);  // and bucketize
 LowerFn lower_softmax(bool is_log);              // _softmax/_log_softmax
 
 // norms.cpp

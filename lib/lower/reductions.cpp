@@ -6,6 +6,7 @@
 // normalization) is lazy pointwise math over the realized buffers.
 #include <cmath>
 #include <functional>
+#include <optional>
 
 #include "foundry/support/error.h"
 #include "lower/lowerings.h"
@@ -254,6 +255,33 @@ Outs lower_logcumsumexp(LoweringContext& ctx, const Node& node) {
     return ops.unary(UnaryOp::Exp, ops.sub(v, load_shift(ops, idx)));
   });
   return {map2(s, shift, out, out, [](Ops& ops, Val sum, Val c) { return ops.add(ops.unary(UnaryOp::Log, sum), c); })};
+}
+
+// searchsorted, bucketize: the count of sequence elements below each value (side 'right' /
+// right=True: not above it) over the sequence's last dim, which is the position a binary search
+// finds in a sorted sequence; `sorter` reads the sequence through that permutation.
+Outs lower_searchsorted(LoweringContext& ctx, const Node& node) {
+  const bool bucketize = node.has_arg("boundaries");
+  const Arg& seq_arg = node.arg(bucketize ? "boundaries" : "sorted_sequence");
+  bool right = bool_arg(node, "right");
+  if (!bucketize && !node.arg("side").is_none()) {
+    if (right && node.arg("side").s == "left") ctx.fail("side and right can't be set to opposites");
+    right = node.arg("side").s == "right";
+  }
+  DType compute = result_type(ctx, {&seq_arg, &node.arg("self")}), out = out_dtype(node);
+  TensorRef seq = cast(ctx.tensor(seq_arg), compute), values = cast(ctx.tensor(node.arg("self")), compute);
+  std::optional<TensorRef> sorter;
+  if (!bucketize && !node.arg("sorter").is_none()) sorter = ctx.tensor(node.arg("sorter"));
+  const size_t batch = seq.rank() - 1;
+  const Expr n = seq.sizes.back();
+  Loader load_seq = seq.load, load_value = values.load;
+  return {ctx.reduction(out, values.sizes, {n}, ReduceOp::Sum, [=](Ops& ops, const Index& idx, const Index& r) {
+    Index at(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(batch));
+    at.push_back(r[0]);
+    if (sorter) at.back() = ops.indirect(sorter->load(ops, at), n);
+    Val below = ops.binary(right ? BinaryOp::Le : BinaryOp::Lt, load_seq(ops, at), load_value(ops, idx));
+    return ops.cast(below, out);
+  })};
 }
 
 // _softmax, _log_softmax: m = max over dim, s = sum of exp(x - m); softmax = exp(x - m) / s,

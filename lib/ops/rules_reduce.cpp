@@ -1,4 +1,6 @@
 // Shape rules of reductions, scans and softmax.
+#include <algorithm>
+
 #include "foundry/ops/registry.h"
 #include "foundry/support/error.h"
 
@@ -95,6 +97,17 @@ std::vector<TensorType> cumulative(const Node& node) {
   const TensorType& self = shape::tensor(node, "self");
   shape::normalize_dim(shape::int_arg(node, "dim"), self.rank());
   return {make_type(accumulate_dtype(node, self.dtype), self.sizes)};
+}
+
+// searchsorted and bucketize: a position (int64, or int32 with out_int32) per value.
+std::vector<TensorType> searchsorted(const Node& node) {
+  const TensorType& values = shape::tensor(node, "self");
+  const TensorType& sorted = shape::tensor(node, shape::has_arg(node, "boundaries") ? "boundaries" : "sorted_sequence");
+  if (sorted.rank() == 0) throw UserError("searchsorted: the sorted sequence must have at least one dim");
+  if (sorted.rank() > 1 && (values.rank() != sorted.rank() ||
+                            !std::equal(sorted.sizes.begin(), sorted.sizes.end() - 1, values.sizes.begin())))
+    throw UserError("searchsorted: the sorted sequence and the values must agree in all dims but the last");
+  return {make_type(shape::bool_arg(node, "out_int32") ? DType::Int32 : DType::Int64, values.sizes)};
 }
 
 // dist(self, other, p): a 0-d norm of the broadcast difference, in the promoted floating type.
