@@ -514,6 +514,59 @@ std::optional<Replacement> index_reduce(Rewriter& rw, Node& n) {
   return same(e.view(y, self->type.sizes));
 }
 
+// addmv(self, mat, vec) = addmm with vec as a column and self as one ([n] or [1] -> [n, 1]).
+std::optional<Replacement> addmv(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* self = tensor_arg(n, "self");
+  Value* vec = tensor_arg(n, "vec");
+  const int64_t rows = n.op->infer(n)[0].sizes[0];
+  Value* column = e.view(self, {self->type.rank() == 0 ? 1 : self->type.sizes[0], 1});
+  Value* y = e.one("addmm", {{"self", Emit::T(column)}, {"mat1", shape::arg(n, "mat")},
+                             {"mat2", Emit::T(e.view(vec, {vec->type.sizes[0], 1}))},
+                             {"beta", shape::arg(n, "beta")}, {"alpha", shape::arg(n, "alpha")}});
+  return same(e.view(y, {rows}));
+}
+
+// addbmm(self, b1, b2) = addmm(self, b1 as [n, B*k], b2 as [B*k, m]): the batch sum of products
+// is one product over the batch and inner dims together.
+std::optional<Replacement> addbmm(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* a = tensor_arg(n, "batch1");
+  Value* b = tensor_arg(n, "batch2");
+  const auto& as = a->type.sizes;
+  const auto& bs = b->type.sizes;
+  Value* lhs = e.view(e.permute(a, {1, 0, 2}), {as[1], as[0] * as[2]});
+  Value* rhs = e.view(b, {bs[0] * bs[1], bs[2]});
+  return same(e.one("addmm", {{"self", shape::arg(n, "self")}, {"mat1", Emit::T(lhs)}, {"mat2", Emit::T(rhs)},
+                              {"beta", shape::arg(n, "beta")}, {"alpha", shape::arg(n, "alpha")}}));
+}
+
+// _cdist_forward(x1, x2, p): the p-norm over the last dim of x1[..., i, None, :] - x2[..., None, j, :].
+std::optional<Replacement> cdist(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* a = e.one("unsqueeze", {{"self", shape::arg(n, "x1")}, {"dim", Arg::of_int(-2)}});
+  Value* b = e.one("unsqueeze", {{"self", shape::arg(n, "x2")}, {"dim", Arg::of_int(-3)}});
+  Value* diff = e.one("sub.Tensor", {{"self", Emit::T(a)}, {"other", Emit::T(b)}});
+  return same(e.one("linalg_vector_norm", {{"self", Emit::T(diff)}, {"ord", shape::arg(n, "p")}, {"dim", Arg::of_ints({-1})}}));
+}
+
+// _trilinear: each input unsqueezed at its expand dims, the three multiplied, summed over sumdim.
+std::optional<Replacement> trilinear(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* product = nullptr;
+  for (const char* k : {"1", "2", "3"}) {
+    Value* v = tensor_arg(n, (std::string("i") + k).c_str());
+    std::vector<int64_t> dims = shape::ints_arg(n, std::string("expand") + k);
+    std::sort(dims.begin(), dims.end());  // positions in the result: inserted from the lowest
+    for (int64_t d : dims)
+      v = e.one("unsqueeze", {{"self", Emit::T(v)}, {"dim", Arg::of_int(d)}});
+    product = product ? e.one("mul.Tensor", {{"self", Emit::T(product)}, {"other", Emit::T(v)}}) : v;
+  }
+  std::vector<int64_t> sumdim = shape::ints_arg(n, "sumdim");
+  if (sumdim.empty()) return same(product);
+  return same(e.one("sum.dim_IntList", {{"self", Emit::T(product)}, {"dim", Arg::of_ints(sumdim)}}));
+}
+
 using ReplaceFn = std::optional<Replacement> (*)(Rewriter&, Node&);
 
 const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() {
@@ -547,6 +600,10 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"narrow_copy"}, narrow_copy},
       {{"scatter.reduce"}, scatter_reduce_legacy},
       {{"index_reduce"}, index_reduce},
+      {{"addmv"}, addmv},
+      {{"addbmm"}, addbmm},
+      {{"_cdist_forward"}, cdist},
+      {{"_trilinear"}, trilinear},
   };
   return table;
 }
