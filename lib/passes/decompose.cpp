@@ -567,6 +567,26 @@ std::optional<Replacement> trilinear(Rewriter& rw, Node& n) {
   return same(e.one("sum.dim_IntList", {{"self", Emit::T(product)}, {"dim", Arg::of_ints(sumdim)}}));
 }
 
+// as_strided_copy = a copy of the as_strided view.
+std::optional<Replacement> as_strided_copy(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* view = e.forward("as_strided", {"self", "size", "stride", "storage_offset"});
+  return same(e.one("clone", {{"self", Emit::T(view)}}));
+}
+
+// put(self, index, source, accumulate) = index_put on self and index flattened.
+std::optional<Replacement> put(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* self = tensor_arg(n, "self");
+  auto flat = [&](Value* v) { return e.view(v, {v->type.numel()}); };
+  Arg indices;
+  indices.kind = Arg::Kind::OptTensorList;
+  indices.tensors = {flat(tensor_arg(n, "index"))};
+  Value* y = e.one("index_put", {{"self", Emit::T(flat(self))}, {"indices", indices},
+                                 {"values", Emit::T(flat(tensor_arg(n, "source")))}, {"accumulate", shape::arg(n, "accumulate")}});
+  return same(e.view(y, self->type.sizes));
+}
+
 using ReplaceFn = std::optional<Replacement> (*)(Rewriter&, Node&);
 
 const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() {
@@ -604,6 +624,8 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"addbmm"}, addbmm},
       {{"_cdist_forward"}, cdist},
       {{"_trilinear"}, trilinear},
+      {{"as_strided_copy"}, as_strided_copy},
+      {{"put"}, put},
   };
   return table;
 }
