@@ -68,7 +68,8 @@ Outs lower_addmm(LoweringContext&, const Node&);
 Outs lower_convolution(LoweringContext&, const Node&);              // convolution, conv2d
 Outs lower_max_pool2d_with_indices(LoweringContext&, const Node&);  // also max_pool2d
 Outs lower_avg_pool2d(LoweringContext&, const Node&);
-Outs lower_adaptive_avg_pool2d(LoweringContext&, const Node&);      // _adaptive_avg_pool2d, adaptive_avg_pool2d
+Outs lower_adaptive_avg_pool2d(LoweringContext&, const Node&);
+Outs lower_adaptive_max_pool2d(LoweringContext&, const Node&);      // _adaptive_avg_pool2d, adaptive_avg_pool2d
 Outs lower_upsample_nearest2d(LoweringContext&, const Node&);
 Outs lower_upsample_bilinear2d(LoweringContext&, const Node&);
 

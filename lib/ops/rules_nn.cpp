@@ -271,6 +271,13 @@ std::vector<TensorType> adaptive_avg_pool2d(const Node& node) {
   return {make_type(self.dtype, sizes)};
 }
 
+// adaptive_max_pool2d: the pooled values and their int64 positions in the input plane.
+std::vector<TensorType> adaptive_max_pool2d(const Node& node) {
+  std::vector<TensorType> types = adaptive_avg_pool2d(node);
+  types.push_back(make_type(DType::Int64, types[0].sizes));
+  return types;
+}
+
 // upsample_*2d.vec: output_size if given, else floor(size * scale) per spatial dim.
 std::vector<TensorType> upsample2d(const Node& node) {
   const TensorType& input = shape::tensor(node, "input");
