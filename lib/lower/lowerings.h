@@ -93,6 +93,7 @@ Outs lower_scatter_add(LoweringContext&, const Node&);
 Outs lower_scatter_reduce(LoweringContext&, const Node&);  // scatter_reduce.two
 Outs lower_select_scatter(LoweringContext&, const Node&);
 Outs lower_slice_scatter(LoweringContext&, const Node&);
+Outs lower_diagonal_scatter(LoweringContext&, const Node&);
 
 // shape_ops.cpp
 Outs lower_cat(LoweringContext&, const Node&);
