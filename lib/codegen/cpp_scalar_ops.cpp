@@ -122,6 +122,7 @@ std::string unary_expr(UnaryOp op, Val xv) {
     case UnaryOp::LogicalNot: return "!(" + x + " != 0)";
     case UnaryOp::IsNan: return fl ? call("std::isnan") : "false";
     case UnaryOp::IsInf: return fl ? call("std::isinf") : "false";
+    case UnaryOp::SignBit: return fl ? call("std::signbit") : x + " < 0";
 #define FOUNDRY_SPECIAL_CASE(name, text) \
   case UnaryOp::name: return "static_cast<" + t + ">(" + call("foundry_rt::special::" #text) + ")";
     FOUNDRY_SPECIAL_UNARY_OPS(FOUNDRY_SPECIAL_CASE)

@@ -47,7 +47,7 @@ std::optional<std::string> vector_unary(UnaryOp op, DType t, const std::string& 
     case UnaryOp::Rsqrt: return "foundry_vec::splat(1.0f) / " + call("sqrt", x);
     case UnaryOp::Reciprocal: return "foundry_vec::splat(1.0f) / " + x;
     case UnaryOp::Round: return call("nearbyint", x);
-    case UnaryOp::BitwiseNot: case UnaryOp::LogicalNot: return std::nullopt;
+    case UnaryOp::BitwiseNot: case UnaryOp::LogicalNot: case UnaryOp::SignBit: return std::nullopt;
 #define FOUNDRY_SCALAR_ONLY(name, text) case UnaryOp::name:
       FOUNDRY_SPECIAL_UNARY_OPS(FOUNDRY_SCALAR_ONLY) return std::nullopt;  // no vector forms: scalar loops
 #undef FOUNDRY_SCALAR_ONLY

@@ -172,6 +172,7 @@ Elem eval_unary(UnaryOp op, DType t, const Elem& x) {
     case UnaryOp::LogicalNot: return {0, !truthy(t, x)};
     case UnaryOp::IsNan: return {0, is_floating(t) && std::isnan(x.f)};
     case UnaryOp::IsInf: return {0, is_floating(t) && std::isinf(x.f)};
+    case UnaryOp::SignBit: return {0, is_floating(t) ? std::signbit(x.f) : x.i < 0};  // -0.0 and -NaN too
     default: break;
   }
   if (is_floating(t)) return make(t, float_unary(op, x.f));

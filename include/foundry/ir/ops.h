@@ -52,7 +52,8 @@ struct Scalar {
   X(Tanh, tanh) X(Asinh, asinh) X(Acosh, acosh) X(Atanh, atanh) X(Erf, erf) X(Erfc, erfc)      \
   X(Sigmoid, sigmoid) X(Floor, floor) X(Ceil, ceil) X(Trunc, trunc) X(Round, round)            \
   X(Reciprocal, reciprocal) X(Sign, sign) X(BitwiseNot, bitwise_not)                           \
-  X(LogicalNot, logical_not) X(IsNan, isnan) X(IsInf, isinf) FOUNDRY_SPECIAL_UNARY_OPS(X)
+  X(LogicalNot, logical_not) X(IsNan, isnan) X(IsInf, isinf) X(SignBit, signbit)            \
+  FOUNDRY_SPECIAL_UNARY_OPS(X)
 
 // Binary ops take two operands of the same dtype. Comparisons and logical ops return bool.
 // Div is true division on floats, truncating on integers; FloorDiv and Mod follow Python
