@@ -310,6 +310,21 @@ TEST_CASE("lower reductions: searchsorted and bucketize count the elements below
   CHECK(std::vector<int32_t>(buckets[0].as<int32_t>(), buckets[0].as<int32_t>() + 3) == std::vector<int32_t>{0, 2, 4});
 }
 
+TEST_CASE("lower reductions: median is the lower median and nanmedian leaves NaN out", "[lower][fast]") {
+  // Rows: an even count (the lower of the middle two), a NaN, a tie, all NaN.
+  const NpyArray x = f32({4, 4}, {4, 1, 3, 2, 5, kNaN, 1, 3, 2, 7, 2, 9, kNaN, kNaN, kNaN, kNaN});
+  auto rows = run_op("nanmedian.dim", {x}, {in("self", 0), i("dim", 1)});
+  check_f32(rows[0], {4}, {2, 3, 2, kNaN});
+  const std::vector<int64_t> positions(rows[1].as<int64_t>(), rows[1].as<int64_t>() + 3);
+  CHECK(positions[0] == 3);
+  CHECK(positions[1] == 3);
+  CHECK((positions[2] == 0 || positions[2] == 2));  // either 2 of the tie
+  check_f32(run_op("median", {f32({2, 2}, {4, 1, 3, 2})}, {in("self", 0)})[0], {}, {2});
+  check_f32(run_op("median", {f32({3}, {1, kNaN, 3})}, {in("self", 0)})[0], {}, {kNaN});
+  check_f32(run_op("nanmedian", {f32({3}, {1, kNaN, 3})}, {in("self", 0)})[0], {}, {1});
+  check_f32(run_op("nanmedian", {f32({}, {5})}, {in("self", 0)})[0], {}, {5});
+}
+
 TEST_CASE("lower reductions: softmax and log_softmax", "[lower][fast]") {
   const NpyArray x23 = make_x23();
   double e1 = std::exp(1.0), e2 = std::exp(2.0), e3 = std::exp(3.0), s = e1 + e2 + e3;

@@ -178,6 +178,56 @@ LowerFn lower_extremum_with_index(bool is_max) {
   };
 }
 
+// median, nanmedian (every element) and nanmedian.dim (with the position along dim): the lower
+// median, the element of rank k = (n - 1) / 2, where an element's ranks run from the count of
+// smaller elements in its slice over as many as equal it. O(n^2) counting, which suits the small
+// slices these ops see. median is NaN when its slice holds a NaN; nanmedian leaves NaN out (n
+// counts the others) and is NaN when every element is.
+LowerFn lower_median(bool ignore_nan) {
+  return [ignore_nan](LoweringContext& ctx, const Node& node) -> Outs {
+    TensorRef x = ctx.tensor(node.arg("self"));
+    const DType t = x.dtype;
+    if (!is_floating(t)) ctx.fail("median of a " + std::string(dtype_name(t)) + " tensor is not supported");
+    ReducePlan p = node_plan(ctx, node, x);
+    Loader load = x.load;
+    auto count_in_slice = [&](BinaryOp cmp) {  // per element: how many of its slice compare so to it
+      return ctx.reduction(DType::Int64, x.sizes, p.ranges, ReduceOp::Sum, [=](Ops& ops, const Index& idx, const Index& r) {
+        Val other = load(ops, p.input_index(p.output_index(idx), r));
+        return ops.cast(ops.binary(cmp, other, load(ops, idx)), DType::Int64);
+      });
+    };
+    Loader smaller = count_in_slice(BinaryOp::Lt).load, equal = count_in_slice(BinaryOp::Eq).load;
+    Loader numbers = ctx.reduction(DType::Int64, p.out_sizes, p.ranges, ReduceOp::Sum,
+                                   [=](Ops& ops, const Index& idx, const Index& r) {
+                                     Val nan = ops.unary(UnaryOp::IsNan, load(ops, p.input_index(idx, r)));
+                                     return ops.cast(ops.unary(UnaryOp::LogicalNot, nan), DType::Int64);
+                                   }).load;
+    auto is_median = [=](Ops& ops, const Index& idx, const Index& r) {
+      Index in = p.input_index(idx, r);
+      Val k = ops.binary(BinaryOp::FloorDiv, ops.sub(numbers(ops, idx), ops.constant(1, DType::Int64)),
+                         ops.constant(2, DType::Int64));
+      Val first = smaller(ops, in), past = ops.add(first, equal(ops, in));
+      return ops.binary(BinaryOp::LogicalAnd, ops.binary(BinaryOp::Le, first, k), ops.binary(BinaryOp::Lt, k, past));
+    };
+    TensorRef value = ctx.reduction(t, p.out_sizes, p.ranges, ReduceOp::Max, [=](Ops& ops, const Index& idx, const Index& r) {
+      return ops.where(is_median(ops, idx, r), load(ops, p.input_index(idx, r)), ops.constant(-INFINITY, t));
+    });
+    const Expr all = p.count;
+    Outs outs = {map2(value, LoweringContext::pointwise(DType::Int64, p.out_sizes, numbers), t, t,
+                      [=](Ops& ops, Val v, Val n) {
+                        Val none = ops.binary(BinaryOp::Eq, n, ops.constant(0, t));
+                        Val nan_seen = ops.binary(BinaryOp::Lt, n, count_value(ops, all, t));
+                        return ops.where(ignore_nan ? none : nan_seen, ops.constant(NAN, t), v);
+                      })};
+    if (node.outputs.size() > 1)
+      outs.push_back(ctx.reduction(DType::Int64, p.out_sizes, p.ranges, ReduceOp::ArgMax,
+                                   [=](Ops& ops, const Index& idx, const Index& r) {
+                                     return ops.cast(is_median(ops, idx, r), DType::Int64);
+                                   }));
+    return outs;
+  };
+}
+
 // var.correction, var_mean.correction: two passes (mean, then the sum of squared deviations),
 // divided by max(count - correction, 0); correction defaults to 1.
 Outs lower_var(LoweringContext& ctx, const Node& node) {
