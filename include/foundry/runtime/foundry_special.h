@@ -298,10 +298,11 @@ inline double airy_ai(double x) {
 
 // ---- orthogonal polynomials (PyTorch: n is truncated to an integer; n < 0 gives 0, n 0 one) ----
 
-// The three-term recurrence p_k+1 = (alpha(k) x + beta(k)) p_k - gamma(k) p_k-1 from p0 = 1 and
-// p1, with an early stop once the value overflows.
+// p_n of a three-term recurrence p_k+1 = next(k, p_k, p_k-1) from p0 = 1 and p1, with an early
+// stop once the value overflows; 0 for a negative degree.
 template <typename Next>
 inline double recurrence(int64_t n, double p1, Next next) {
+  if (n < 0) return 0;
   if (n == 0) return 1;
   double prev = 1, cur = p1;
   for (int64_t k = 1; k < n && std::isfinite(cur); ++k) {
@@ -345,27 +346,19 @@ inline double shifted_chebyshev_v(double x, double n) { return chebyshev('V', 2 
 inline double shifted_chebyshev_w(double x, double n) { return chebyshev('W', 2 * x - 1, n); }
 
 inline double hermite_h(double x, double nf) {
-  const int64_t n = degree(nf);
-  if (n < 0) return 0;
-  return recurrence(n, 2 * x, [x](int64_t k, double p, double q) { return 2 * x * p - 2.0 * k * q; });
+  return recurrence(degree(nf), 2 * x, [x](int64_t k, double p, double q) { return 2 * x * p - 2.0 * k * q; });
 }
 inline double hermite_he(double x, double nf) {
-  const int64_t n = degree(nf);
-  if (n < 0) return 0;
-  return recurrence(n, x, [x](int64_t k, double p, double q) { return x * p - static_cast<double>(k) * q; });
+  return recurrence(degree(nf), x, [x](int64_t k, double p, double q) { return x * p - static_cast<double>(k) * q; });
 }
 inline double laguerre_l(double x, double nf) {
-  const int64_t n = degree(nf);
-  if (n < 0) return 0;
-  return recurrence(n, 1 - x, [x](int64_t k, double p, double q) {
+  return recurrence(degree(nf), 1 - x, [x](int64_t k, double p, double q) {
     const double kd = static_cast<double>(k);
     return ((2 * kd + 1 - x) * p - kd * q) / (kd + 1);
   });
 }
 inline double legendre_p(double x, double nf) {
-  const int64_t n = degree(nf);
-  if (n < 0) return 0;
-  return recurrence(n, x, [x](int64_t k, double p, double q) {
+  return recurrence(degree(nf), x, [x](int64_t k, double p, double q) {
     const double kd = static_cast<double>(k);
     return ((2 * kd + 1) * x * p - kd * q) / (kd + 1);
   });
