@@ -574,16 +574,49 @@ std::optional<Replacement> as_strided_copy(Rewriter& rw, Node& n) {
   return same(e.one("clone", {{"self", Emit::T(view)}}));
 }
 
-// put(self, index, source, accumulate) = index_put on self and index flattened.
-std::optional<Replacement> put(Rewriter& rw, Node& n) {
-  Emit e(rw, n);
-  Value* self = tensor_arg(n, "self");
-  auto flat = [&](Value* v) { return e.view(v, {v->type.numel()}); };
+Value* flatten(Emit& e, Value* v) { return e.view(v, {v->type.numel()}); }
+
+// index_put on self, index and values flattened, viewed back to self's shape.
+Value* put_flat(Emit& e, Value* self, Value* index, Value* values, const Arg& accumulate) {
   Arg indices;
   indices.kind = Arg::Kind::OptTensorList;
-  indices.tensors = {flat(tensor_arg(n, "index"))};
-  Value* y = e.one("index_put", {{"self", Emit::T(flat(self))}, {"indices", indices},
-                                 {"values", Emit::T(flat(tensor_arg(n, "source")))}, {"accumulate", shape::arg(n, "accumulate")}});
+  indices.tensors = {flatten(e, index)};
+  Value* y = e.one("index_put", {{"self", Emit::T(flatten(e, self))}, {"indices", indices},
+                                 {"values", Emit::T(flatten(e, values))}, {"accumulate", accumulate}});
+  return e.view(y, self->type.sizes);
+}
+
+// put(self, index, source, accumulate): index_put on the flattened self.
+std::optional<Replacement> put(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  return same(put_flat(e, tensor_arg(n, "self"), tensor_arg(n, "index"), tensor_arg(n, "source"), shape::arg(n, "accumulate")));
+}
+
+// as_strided_scatter: self (its elements in C order) with the positions its as_strided view reads
+// replaced by src; those positions are the same view of arange(numel).
+std::optional<Replacement> as_strided_scatter(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* self = tensor_arg(n, "self");
+  Value* positions = e.one("arange.start_step", {{"start", Arg::of_int(0)}, {"end", Arg::of_int(self->type.numel())},
+                                                 {"dtype", Arg::of_dtype(DType::Int64)}});
+  Value* read = e.one("as_strided", {{"self", Emit::T(positions)}, {"size", shape::arg(n, "size")},
+                                     {"stride", shape::arg(n, "stride")}, {"storage_offset", shape::arg(n, "storage_offset")}});
+  return same(put_flat(e, self, read, tensor_arg(n, "src"), Arg::of_bool(false)));
+}
+
+// masked_scatter: where the mask (broadcast to self) is set, the next element of source in C
+// order: its position is the count of set mask elements before this one.
+std::optional<Replacement> masked_scatter(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* self = tensor_arg(n, "self");
+  Value* source = tensor_arg(n, "source");
+  if (source->type.numel() == 0) return same(self);  // PyTorch needs the mask to be all false then
+  Value* mask = flatten(e, e.expand(tensor_arg(n, "mask"), self->type.sizes));
+  Value* count = e.one("cumsum", {{"self", Emit::T(mask)}, {"dim", Arg::of_int(0)}});
+  Value* before = e.one("sub.Tensor", {{"self", Emit::T(count)}, {"other", Arg::of_int(1)}});
+  Value* position = e.one("clamp", {{"self", Emit::T(before)}, {"min", Arg::of_int(0)}});  // unset ones read element 0
+  Value* taken = e.one("index_select", {{"self", Emit::T(flatten(e, source))}, {"dim", Arg::of_int(0)}, {"index", Emit::T(position)}});
+  Value* y = e.one("where.self", {{"condition", Emit::T(mask)}, {"self", Emit::T(taken)}, {"other", Emit::T(flatten(e, self))}});
   return same(e.view(y, self->type.sizes));
 }
 
@@ -626,6 +659,8 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"_trilinear"}, trilinear},
       {{"as_strided_copy"}, as_strided_copy},
       {{"put"}, put},
+      {{"as_strided_scatter"}, as_strided_scatter},
+      {{"masked_scatter"}, masked_scatter},
   };
   return table;
 }
