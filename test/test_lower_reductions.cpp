@@ -325,6 +325,15 @@ TEST_CASE("lower reductions: median is the lower median and nanmedian leaves NaN
   check_f32(run_op("nanmedian", {f32({}, {5})}, {in("self", 0)})[0], {}, {5});
 }
 
+TEST_CASE("lower reductions: histc over a given range and over the data's own", "[lower][fast]") {
+  const NpyArray x = f32({8}, {0, 1, 2, 3, 4, 5, kNaN, 10});
+  // [0, 5] in 5 bins: 5 is in the last bin, 10 and NaN are not counted.
+  check_f32(run_op("histc", {x}, {in("self", 0), i("bins", 5), f("min", 0), f("max", 5)})[0], {5}, {1, 1, 1, 1, 2});
+  // min == max: the data's range [1, 3]; one value: widened to [1, 3] around 2.
+  check_f32(run_op("histc", {f32({3}, {1, 2, 3})}, {in("self", 0), i("bins", 2)})[0], {2}, {1, 2});
+  check_f32(run_op("histc", {f32({2}, {2, 2})}, {in("self", 0), i("bins", 4)})[0], {4}, {0, 0, 2, 0});
+}
+
 TEST_CASE("lower reductions: softmax and log_softmax", "[lower][fast]") {
   const NpyArray x23 = make_x23();
   double e1 = std::exp(1.0), e2 = std::exp(2.0), e3 = std::exp(3.0), s = e1 + e2 + e3;

@@ -55,6 +55,7 @@ LowerFn lower_scan(bool is_prod);                // cumsum/cumprod
 Outs lower_logcumsumexp(LoweringContext&, const Node&);
 Outs lower_searchsorted(LoweringContext&, const Node&);  // and bucketize
 LowerFn lower_median(bool ignore_nan);  // median, nanmedian, nanmedian.dim
+Outs lower_histc(LoweringContext&, const Node&);
 LowerFn lower_softmax(bool is_log);              // _softmax/_log_softmax
 
 // norms.cpp

@@ -228,6 +228,42 @@ LowerFn lower_median(bool ignore_nan) {
   };
 }
 
+// histc: counts of the elements in `bins` equal bins over [min, max], the top edge in the last bin,
+// elements outside (and NaN) not counted. As ATen: min == max takes the data's own range, and a
+// range that is still one value is widened by 1 on each side; the bin is (x - min) / (max - min)
+// * bins, truncated.
+Outs lower_histc(LoweringContext& ctx, const Node& node) {
+  TensorRef x = ctx.tensor(node.arg("self"));
+  const DType t = out_dtype(node);
+  if (!is_floating(t)) ctx.fail("histc needs a floating input");
+  const int64_t bins = int_arg(node, "bins");
+  if (bins <= 0) ctx.fail("histc: bins must be > 0");
+  const double lo = float_arg(node, "min"), hi = float_arg(node, "max");
+  if (lo > hi) ctx.fail("histc: max must be larger than min");
+  std::optional<Loader> data_min, data_max;
+  if (lo == hi) {
+    ReducePlan all = reduce_dims(x.sizes, {}, false);
+    data_min = reduce(ctx, x, all, ReduceOp::Min, t, t).load;
+    data_max = reduce(ctx, x, all, ReduceOp::Max, t, t).load;
+  }
+  Loader load = x.load;
+  return {ctx.reduction(t, {Expr(bins)}, x.sizes, ReduceOp::Sum, [=](Ops& ops, const Index& idx, const Index& r) {
+    Val left = data_min ? (*data_min)(ops, {}) : ops.constant(lo, t);
+    Val right = data_max ? (*data_max)(ops, {}) : ops.constant(hi, t);
+    Val single = ops.binary(BinaryOp::Eq, left, right);
+    left = ops.where(single, ops.sub(left, ops.constant(1, t)), left);
+    right = ops.where(single, ops.add(right, ops.constant(1, t)), right);
+    Val v = ops.cast(load(ops, r), t);
+    Val scaled = ops.mul(ops.div(ops.sub(v, left), ops.sub(right, left)), ops.constant(static_cast<double>(bins), t));
+    Val bin = ops.to_dtype(ops.unary(UnaryOp::Trunc, scaled), DType::Int64);
+    Val last = ops.constant(bins - 1, DType::Int64);
+    bin = ops.binary(BinaryOp::Minimum, bin, last);  // x == max falls in the last bin
+    Val inside = ops.binary(BinaryOp::LogicalAnd, ops.binary(BinaryOp::Ge, v, left), ops.binary(BinaryOp::Le, v, right));
+    Val hit = ops.binary(BinaryOp::LogicalAnd, inside, ops.binary(BinaryOp::Eq, bin, ops.index_expr(idx[0], DType::Int64)));
+    return ops.cast(hit, t);
+  })};
+}
+
 // var.correction, var_mean.correction: two passes (mean, then the sum of squared deviations),
 // divided by max(count - correction, 0); correction defaults to 1.
 Outs lower_var(LoweringContext& ctx, const Node& node) {

@@ -110,6 +110,15 @@ std::vector<TensorType> searchsorted(const Node& node) {
   return {make_type(shape::bool_arg(node, "out_int32") ? DType::Int32 : DType::Int64, values.sizes)};
 }
 
+// histc: `bins` counts in self's floating dtype.
+std::vector<TensorType> histc(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  if (!is_floating(self.dtype)) throw UserError("histc needs a floating input, got " + std::string(dtype_name(self.dtype)));
+  const int64_t bins = shape::int_arg(node, "bins");
+  if (bins <= 0) throw UserError("histc: bins must be > 0, but got " + std::to_string(bins));
+  return {make_type(self.dtype, {bins})};
+}
+
 // dist(self, other, p): a 0-d norm of the broadcast difference, in the promoted floating type.
 std::vector<TensorType> dist(const Node& node) {
   const DType t = shape::result_type({&shape::arg(node, "self"), &shape::arg(node, "other")});
