@@ -271,6 +271,17 @@ std::vector<TensorType> adaptive_avg_pool2d(const Node& node) {
   return {make_type(self.dtype, sizes)};
 }
 
+// max_pool2d_with_indices_backward: the gradient of self, from grad_output and the indices of
+// the forward pooling (both of the pooled shape).
+std::vector<TensorType> max_pool2d_backward(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  const TensorType& grad = shape::tensor(node, "grad_output");
+  if (self.rank() != 3 && self.rank() != 4) throw UserError("max_pool2d_with_indices_backward: self must be 3-d or 4-d");
+  if (grad.sizes != shape::tensor(node, "indices").sizes || grad.rank() != self.rank())
+    throw UserError("max_pool2d_with_indices_backward: grad_output and indices must have the pooled shape");
+  return {make_type(self.dtype, self.sizes)};
+}
+
 // adaptive_max_pool2d: the pooled values and their int64 positions in the input plane.
 std::vector<TensorType> adaptive_max_pool2d(const Node& node) {
   std::vector<TensorType> types = adaptive_avg_pool2d(node);

@@ -620,6 +620,23 @@ std::optional<Replacement> masked_scatter(Rewriter& rw, Node& n) {
   return same(e.view(y, self->type.sizes));
 }
 
+// max_pool2d_with_indices_backward: each output's gradient added at the input position its index
+// names, plane by plane: a scatter_add into zeros, as ATen's kernel accumulates.
+std::optional<Replacement> max_pool2d_backward(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* self = tensor_arg(n, "self");
+  Value* grad = tensor_arg(n, "grad_output");
+  const auto& in = self->type.sizes;
+  const auto& out = grad->type.sizes;
+  const int64_t plane = in[in.size() - 2] * in.back(), pooled = out[out.size() - 2] * out.back();
+  const int64_t planes = plane == 0 ? 0 : self->type.numel() / plane;
+  Value* zeros = e.one("full_like", {{"self", Emit::T(self)}, {"fill_value", Arg::of_int(0)}});
+  Value* y = e.one("scatter_add", {{"self", Emit::T(e.view(zeros, {planes, plane}))}, {"dim", Arg::of_int(1)},
+                                   {"index", Emit::T(e.view(tensor_arg(n, "indices"), {planes, pooled}))},
+                                   {"src", Emit::T(e.view(grad, {planes, pooled}))}});
+  return same(e.view(y, in));
+}
+
 using ReplaceFn = std::optional<Replacement> (*)(Rewriter&, Node&);
 
 const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() {
@@ -631,6 +648,7 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"_native_batch_norm_legit_functional", "_batch_norm_with_update_functional"}, batch_norm_functional},
       {{"scaled_dot_product_attention"}, sdpa},
       {{"max_pool2d"}, max_pool2d},
+      {{"max_pool2d_with_indices_backward"}, max_pool2d_backward},
       {{"adaptive_avg_pool2d"}, adaptive_avg_pool2d},
       {{"flatten.using_ints", "unflatten.int", "reshape", "_unsafe_view", "view_copy", "view_as", "reshape_as"},
        reshape_like},
