@@ -152,6 +152,14 @@ std::vector<TensorType> cdist(const Node& node) {
   return {make_type(a.dtype, sizes)};
 }
 
+// _pdist_forward: the n (n - 1) / 2 distances between the rows of a 2-d input.
+std::vector<TensorType> pdist(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  if (self.rank() != 2) throw UserError("pdist only supports 2D tensors, got: " + std::to_string(self.rank()) + "D");
+  if (!is_floating(self.dtype)) throw UserError("pdist only supports floating-point dtypes");
+  return {make_type(self.dtype, {self.sizes[0] * (self.sizes[0] - 1) / 2})};
+}
+
 // _trilinear: each input with size-1 dims inserted at its expand dims (all reach one rank),
 // multiplied with broadcasting and summed over sumdim (which is dropped).
 std::vector<TensorType> trilinear(const Node& node) {

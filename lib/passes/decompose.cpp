@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <unordered_set>
@@ -550,6 +551,26 @@ std::optional<Replacement> cdist(Rewriter& rw, Node& n) {
   return same(e.one("linalg_vector_norm", {{"self", Emit::T(diff)}, {"ord", shape::arg(n, "p")}, {"dim", Arg::of_ints({-1})}}));
 }
 
+// _pdist_forward(x, p): the p-norm distances of the rows i < j of x, in that order: the full
+// distance matrix (as cdist) read at a constant list of its upper-triangle positions.
+std::optional<Replacement> pdist(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = tensor_arg(n, "self");
+  const int64_t rows = x->type.sizes[0];
+  std::vector<int64_t> pairs;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = i + 1; j < rows; ++j) pairs.push_back(i * rows + j);
+  std::vector<uint8_t> bytes(pairs.size() * sizeof(int64_t));
+  std::memcpy(bytes.data(), pairs.data(), bytes.size());
+  Value* where = rw.add_constant("pdist_pairs", shape::make_type(DType::Int64, {static_cast<int64_t>(pairs.size())}),
+                                 std::move(bytes));
+  Value* a = e.one("unsqueeze", {{"self", Emit::T(x)}, {"dim", Arg::of_int(1)}});
+  Value* b = e.one("unsqueeze", {{"self", Emit::T(x)}, {"dim", Arg::of_int(0)}});
+  Value* diff = e.one("sub.Tensor", {{"self", Emit::T(a)}, {"other", Emit::T(b)}});
+  Value* all = e.one("linalg_vector_norm", {{"self", Emit::T(diff)}, {"ord", shape::arg(n, "p")}, {"dim", Arg::of_ints({-1})}});
+  return same(e.one("index_select", {{"self", Emit::T(e.view(all, {rows * rows}))}, {"dim", Arg::of_int(0)}, {"index", Emit::T(where)}}));
+}
+
 // _trilinear: each input unsqueezed at its expand dims, the three multiplied, summed over sumdim.
 std::optional<Replacement> trilinear(Rewriter& rw, Node& n) {
   Emit e(rw, n);
@@ -674,6 +695,7 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"addmv"}, addmv},
       {{"addbmm"}, addbmm},
       {{"_cdist_forward"}, cdist},
+      {{"_pdist_forward"}, pdist},
       {{"_trilinear"}, trilinear},
       {{"as_strided_copy"}, as_strided_copy},
       {{"put"}, put},
