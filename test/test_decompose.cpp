@@ -345,6 +345,18 @@ TEST_CASE("decompose: training batch norm gives batch statistics and updates the
 
 TEST_CASE("decompose: what cannot be decomposed is an error naming the node", "[decompose][fast]") {
   {
+    Builder b;  // resize to more elements than there are: they would be uninitialized
+    Value* x = b.input("x", {2, 3});
+    b.output(b.op("resize", {pos(x), pos(Arg::of_ints({3, 3}))}));
+    try {
+      passes::decompose_training_ops(b.g);
+      FAIL("resize to more elements was accepted");
+    } catch (const UserError& e) {
+      CHECK(std::string(e.what()).find("aten.resize") != std::string::npos);
+      CHECK(std::string(e.what()).find("uninitialized") != std::string::npos);
+    }
+  }
+  {
     Builder b;
     Value* x = b.input("x", {2, 3});
     b.output(b.op("dropout", {pos(x), pos(Arg::of_float(0.5)), pos(Arg::of_bool(true))}));

@@ -160,6 +160,14 @@ std::vector<TensorType> select(const Node& node) {
   return {with_sizes(self, sizes)};
 }
 
+// resize: self's dtype at the new sizes (which must not be negative).
+std::vector<TensorType> resize(const Node& node) {
+  std::vector<int64_t> sizes = shape::ints_arg(node, "size");
+  for (int64_t s : sizes)
+    if (s < 0) throw UserError("resize: negative size " + std::to_string(s));
+  return {make_type(shape::tensor(node, "self").dtype, sizes)};
+}
+
 // narrow_copy: `length` elements from `start` (negative: counted from the end) along dim.
 std::vector<TensorType> narrow(const Node& node) {
   const TensorType& self = shape::tensor(node, "self");

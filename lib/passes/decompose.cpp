@@ -658,6 +658,22 @@ std::optional<Replacement> max_pool2d_backward(Rewriter& rw, Node& n) {
   return same(e.view(y, in));
 }
 
+// resize(self, size): self's first numel(size) elements in C order, viewed as `size` (a larger
+// size would leave elements uninitialized: refused).
+std::optional<Replacement> resize(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = tensor_arg(n, "self");
+  const std::vector<int64_t> sizes = n.op->infer(n)[0].sizes;
+  int64_t count = 1;
+  for (int64_t s : sizes) count *= s;
+  if (count > x->type.numel())
+    refuse(n, "resizing to more elements than the tensor has (" + std::to_string(count) + " > " +
+                  std::to_string(x->type.numel()) + ") leaves them uninitialized; not supported");
+  Value* kept = e.one("slice.Tensor", {{"self", Emit::T(flatten(e, x))}, {"dim", Arg::of_int(0)}, {"start", Arg::of_int(0)},
+                                       {"end", Arg::of_int(count)}});
+  return same(e.view(kept, sizes));
+}
+
 using ReplaceFn = std::optional<Replacement> (*)(Rewriter&, Node&);
 
 const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() {
@@ -698,6 +714,7 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"_pdist_forward"}, pdist},
       {{"_trilinear"}, trilinear},
       {{"as_strided_copy"}, as_strided_copy},
+      {{"resize"}, resize},
       {{"put"}, put},
       {{"as_strided_scatter"}, as_strided_scatter},
       {{"masked_scatter"}, masked_scatter},
