@@ -12,13 +12,18 @@
 
 namespace foundry::test {
 
-std::vector<std::string> tier1_samples() {
+namespace {
+std::vector<std::string> opinfo_list(const std::string& list_name) {
   std::vector<std::string> out;
-  std::ifstream in(corpus_dir() + "/opinfo/tier1.txt");
+  std::ifstream in(corpus_dir() + "/opinfo/" + list_name);
   for (std::string line; std::getline(in, line);)
     if (!line.empty()) out.push_back(corpus_dir() + "/opinfo/" + line);
   return out;
 }
+}  // namespace
+
+std::vector<std::string> tier1_samples() { return opinfo_list("tier1.txt"); }
+std::vector<std::string> other_samples() { return opinfo_list("other.txt"); }
 
 std::vector<std::string> sweep_subset(const std::vector<std::string>& samples) {
   const char* every_env = std::getenv("FOUNDRY_SWEEP_EVERY");

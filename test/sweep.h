@@ -11,6 +11,7 @@
 namespace foundry::test {
 
 std::vector<std::string> tier1_samples();               // opinfo/tier1.txt, in order
+std::vector<std::string> other_samples();               // opinfo/other.txt: outside tier 1, in order
 // `samples` itself, or every Nth of them when FOUNDRY_SWEEP_EVERY=N (N > 1): the sanitized CI run
 // takes a subset of the sweep. Says so on stderr, so a subset is never mistaken for the whole.
 std::vector<std::string> sweep_subset(const std::vector<std::string>& samples);

@@ -1,6 +1,6 @@
 // Compiled models against PyTorch's outputs: every corpus model through the foundryc command
-// line, and every tier-1 OpInfo sample compiled from its own archive. The samples' generated
-// sources are built in batches (one shared object per batch, each model under its own symbol
+// line, and every tier-1 OpInfo sample (and every supported one outside tier 1) compiled from its
+// own archive. The samples' generated sources are built in batches (one shared object per batch, each model under its own symbol
 // prefix) so that the sweep fits in CI; each sample is still loaded and checked on its own.
 #include <catch2/catch.hpp>
 
@@ -61,28 +61,11 @@ std::vector<std::string> batch_command(const Batch& batch, const std::string& ro
   return argv;
 }
 
-}  // namespace
-
-TEST_CASE("compiled corpus models match PyTorch", "[compiled][corpus]") {
-  if (!require_corpus()) return;
-  TempDir tmp("foundry_models_");
-  SweepResult r = run_sweep("compiled models", corpus_models(), {}, [&](const std::string& dir) {
-    std::string out = tmp / fs::path(dir).filename().string();
-    ProcResult p = run_foundryc({dir + "/model.pt2", "-o", out, "--cache-dir", tmp / "cache"});
-    if (p.exit_code != 0) return "foundryc failed: " + p.err;
-    LoadedModel model(out);
-    return compare_with_expected(model.run(read_npy_sequence(dir + "/inputs")), dir);
-  });
-  CHECK(r.unexpected_failures.empty());
-  CHECK(r.passed == 10);
-}
-
-TEST_CASE("compiled tier-1 OpInfo samples match PyTorch", "[compiled][corpus][sweep]") {
-  if (!require_corpus()) return;
-  std::vector<std::string> samples = tier1_samples();
-  REQUIRE(samples.size() == 1408);
-  samples = sweep_subset(samples);
-  auto known = known_failures("known_failures_compiled.txt");
+// Generates every sample's sources, builds them in batches of 100 (two compilers at a time: the
+// machine has two cores), then loads and checks each sample on its own. A sample whose sources
+// cannot be generated fails with that error.
+SweepResult compiled_sweep(const std::string& title, const std::vector<std::string>& samples,
+                           const std::map<std::string, std::string>& known) {
   TempDir tmp("foundry_sweep_");
 
   // Generate every sample's sources; a sample that fails here fails the sweep on its own.
@@ -120,16 +103,50 @@ TEST_CASE("compiled tier-1 OpInfo samples match PyTorch", "[compiled][corpus][sw
   for (const auto& batch : batches)
     for (const auto& [dir, name] : batch.members) name_of[dir] = name;
 
-  SweepResult r = run_sweep("compiled tier-1", samples, known, [&](const std::string& dir) -> std::string {
+  return run_sweep(title, samples, known, [&](const std::string& dir) -> std::string {
     if (generate_errors.count(dir)) return generate_errors[dir];
     if (batch_errors.count(dir)) return "batch compile failed";
     const std::string& name = name_of[dir];
     LoadedModel model(so_of[name], name, tmp / name);
     return compare_with_expected(model.run(read_npy_sequence(dir + "/inputs")), dir);
   });
+}
+
+}  // namespace
+
+TEST_CASE("compiled corpus models match PyTorch", "[compiled][corpus]") {
+  if (!require_corpus()) return;
+  TempDir tmp("foundry_models_");
+  SweepResult r = run_sweep("compiled models", corpus_models(), {}, [&](const std::string& dir) {
+    std::string out = tmp / fs::path(dir).filename().string();
+    ProcResult p = run_foundryc({dir + "/model.pt2", "-o", out, "--cache-dir", tmp / "cache"});
+    if (p.exit_code != 0) return "foundryc failed: " + p.err;
+    LoadedModel model(out);
+    return compare_with_expected(model.run(read_npy_sequence(dir + "/inputs")), dir);
+  });
+  CHECK(r.unexpected_failures.empty());
+  CHECK(r.passed == 10);
+}
+
+TEST_CASE("compiled tier-1 OpInfo samples match PyTorch", "[compiled][corpus][sweep]") {
+  if (!require_corpus()) return;
+  std::vector<std::string> samples = tier1_samples();
+  REQUIRE(samples.size() == 1408);
+  samples = sweep_subset(samples);
+  SweepResult r = compiled_sweep("compiled tier-1", samples, known_failures("known_failures_compiled.txt"));
   CHECK(r.unexpected_failures.empty());
   CHECK(r.unexpected_passes.empty());
   CHECK(r.passed * 100 >= 98 * static_cast<int>(samples.size()));
+}
+
+TEST_CASE("compiled non-tier-1 OpInfo samples match PyTorch", "[compiled][corpus][sweep]") {
+  if (!require_corpus()) return;
+  std::vector<std::string> samples = other_samples();
+  REQUIRE(samples.size() == 479);
+  samples = sweep_subset(samples);
+  SweepResult r = compiled_sweep("compiled other", samples, known_failures("known_failures_other.txt"));
+  CHECK(r.unexpected_failures.empty());
+  CHECK(r.unexpected_passes.empty());
 }
 
 }  // namespace foundry::test

@@ -302,7 +302,61 @@ TEST_CASE("decompose: conv2d, batch_norm, pooling and layer_norm match their cor
   }
 }
 
+TEST_CASE("decompose: training batch norm gives batch statistics and updates the running ones", "[decompose][fast]") {
+  Builder b;
+  Value* x = b.input("x", {2, 3, 2});
+  Value* w = b.weight("w", {3});
+  Value* bias = b.weight("b", {3});
+  Value* rm = b.weight("rm", {3}, {0.5f, -1.0f, 2.0f});
+  Value* rv = b.weight("rv", {3}, {1.0f, 2.0f, 0.25f});
+  const double momentum = 0.25, eps = 0.5;
+  Node* bn = b.node("_native_batch_norm_legit_functional",
+                    {pos(x), pos(w), pos(bias), pos(rm), pos(rv), pos(Arg::of_bool(true)), pos(Arg::of_float(momentum)),
+                     pos(Arg::of_float(eps))});
+  for (Value* o : bn->outputs) b.output(o);
+  auto inputs = make_inputs(b.g);
+  std::vector<float> xs = floats(inputs[0]), ws = weight_data(b.g, w), bs = weight_data(b.g, bias);
+
+  CHECK(passes::decompose_training_ops(b.g));
+  verify_graph(b.g);
+  require_lowerable(b.g);
+  auto out = evaluate(b.g, inputs);
+  REQUIRE(out.size() == 5);
+  std::vector<double> want_y(12), mean(3), rstd(3), new_rm(3), new_rv(3);
+  for (int c = 0; c < 3; ++c) {
+    std::vector<double> v;
+    for (int n = 0; n < 2; ++n)
+      for (int k = 0; k < 2; ++k) v.push_back(xs[(n * 3 + c) * 2 + k]);
+    double m = (v[0] + v[1] + v[2] + v[3]) / 4, var = 0;
+    for (double e : v) var += (e - m) * (e - m);
+    mean[c] = m;
+    rstd[c] = 1 / std::sqrt(var / 4 + eps);
+    new_rm[c] = (1 - momentum) * std::vector<double>{0.5, -1.0, 2.0}[c] + momentum * m;
+    new_rv[c] = (1 - momentum) * std::vector<double>{1.0, 2.0, 0.25}[c] + momentum * var / 3;  // unbiased
+    for (int n = 0; n < 2; ++n)
+      for (int k = 0; k < 2; ++k)
+        want_y[(n * 3 + c) * 2 + k] = (xs[(n * 3 + c) * 2 + k] - m) * rstd[c] * ws[c] + bs[c];
+  }
+  require_close(floats(out[0]), want_y);
+  require_close(floats(out[1]), mean);
+  require_close(floats(out[2]), rstd);
+  require_close(floats(out[3]), new_rm);
+  require_close(floats(out[4]), new_rv);
+}
+
 TEST_CASE("decompose: what cannot be decomposed is an error naming the node", "[decompose][fast]") {
+  {
+    Builder b;  // resize to more elements than there are: they would be uninitialized
+    Value* x = b.input("x", {2, 3});
+    b.output(b.op("resize", {pos(x), pos(Arg::of_ints({3, 3}))}));
+    try {
+      passes::decompose_training_ops(b.g);
+      FAIL("resize to more elements was accepted");
+    } catch (const UserError& e) {
+      CHECK(std::string(e.what()).find("aten.resize") != std::string::npos);
+      CHECK(std::string(e.what()).find("uninitialized") != std::string::npos);
+    }
+  }
   {
     Builder b;
     Value* x = b.input("x", {2, 3});

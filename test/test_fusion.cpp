@@ -145,6 +145,22 @@ TEST_CASE("fusion: a one-load producer with two readers that cannot share a kern
   check_compiled_against_evaluator(b2.g);
 }
 
+TEST_CASE("fusion: a reduction read through a node inlined into two kernels is stored", "[fusion][fast]") {
+  // Batch norm's pattern: mean = sum / n is inlined both into the kernel of the sum (which also
+  // writes the per-channel mean) and into the elementwise kernel (x - mean); the sum must then be
+  // stored for the second kernel, not kept in the first one's registers.
+  Builder b;
+  Value* x = b.input("x", {5, 5, 5});
+  Node* vm = b.node("var_mean.correction", {pos(x), pos(ints({0, 2})), named("correction", Arg::of_int(0)),
+                                            named("keepdim", Arg::of_bool(true))});
+  Value* rstd = b.op("rsqrt", {pos(b.op("add.Scalar", {pos(vm->outputs[0]), pos(Arg::of_float(0.5))}))});
+  Value* centered = b.op("sub.Tensor", {pos(x), pos(vm->outputs[1])});
+  b.output(b.op("mul.Tensor", {pos(centered), pos(rstd)}));
+  b.output(b.op("view", {pos(vm->outputs[1]), pos(ints({5}))}));
+  b.output(b.op("view", {pos(rstd), pos(ints({5}))}));
+  check_compiled_against_evaluator(b.g);
+}
+
 TEST_CASE("fusion: a long chain of single-use nodes is cut into kernels of at most max_kernel_nodes", "[fusion][fast]") {
   // Inlined producers run nested inside their reader's body: without a cut, a 200-node chain
   // would be one expression 200 deep (10,000 deep overflowed the stack under ASan).

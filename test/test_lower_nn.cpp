@@ -227,6 +227,23 @@ TEST_CASE("max_pool2d_with_indices: padding is skipped, NaN wins, -inf keeps the
   }
 }
 
+TEST_CASE("adaptive_max_pool2d: overlapping windows keep the first maximum and the last NaN", "[lower][fast]") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // A 3x3 plane pooled to 2x2: windows [0, 2) and [1, 3) along each dim, overlapping in the middle.
+  OneNodeGraph g;
+  foundry::Value* x = g.input(DType::Float32, {1, 3, 3});
+  g.node("adaptive_max_pool2d", {{"self", Arg::of_tensor(x)}, {"output_size", Arg::of_ints({2, 2})}},
+         {{DType::Float32, {1, 2, 2}}, {DType::Int64, {1, 2, 2}}});
+  auto out = g.run({npy_array<float>(DType::Float32, {1, 3, 3}, {1, 5, 2,
+                                                                  5, 0, nan,
+                                                                  3, nan, nan})});
+  std::vector<float> v = values_of<float>(out[0]);
+  CHECK(v[0] == 5);  // rows 0-1, cols 0-1: 5 at positions 1 and 3, the first wins
+  for (int k = 1; k < 4; ++k) CHECK(std::isnan(v[k]));
+  // rows 1-2, cols 1-2 hold NaN at 5, 7 and 8: the last wins.
+  CHECK(values_of<int64_t>(out[1]) == std::vector<int64_t>{1, 5, 7, 8});
+}
+
 TEST_CASE("integer matrix products lower to exact reductions", "[lower][fast]") {
   OneNodeGraph g;
   foundry::Value* a = g.input(DType::Int64, {2, 3});

@@ -272,6 +272,68 @@ TEST_CASE("lower reductions: cumsum and cumprod", "[lower][fast]") {
   check_i64(run_op("cumprod", {i32({3}, {-2, 3, 4})}, {in("self", 0), i("dim", 0)})[0], {3}, {-2, -6, -24});
 }
 
+TEST_CASE("lower reductions: logcumsumexp is stable and keeps infinities", "[lower][fast]") {
+  const NpyArray x23 = make_x23();
+  auto lse = [](std::vector<double> v) {
+    double s = 0;
+    for (double x : v) s += std::exp(x);
+    return std::log(s);
+  };
+  check_f32(run_op("logcumsumexp", {x23}, {in("self", 0), i("dim", 1)})[0], {2, 3},
+            {1, lse({1, 2}), lse({1, 2, 3}), 4, lse({4, 5}), lse({4, 5, 6})});
+  // No overflow at 1000; a leading -inf adds nothing; +inf stays +inf; NaN spreads forward.
+  check_f32(run_op("logcumsumexp", {f32({3}, {1000, 1000, 1000})}, {in("self", 0), i("dim", 0)})[0], {3},
+            {1000, 1000 + std::log(2.0), 1000 + std::log(3.0)});
+  check_f32(run_op("logcumsumexp", {f32({4}, {-kInf, -kInf, 0, kInf})}, {in("self", 0), i("dim", 0)})[0], {4},
+            {-kInf, -kInf, 0, kInf});
+  check_f32(run_op("logcumsumexp", {f32({3}, {0, kNaN, 0})}, {in("self", 0), i("dim", 0)})[0], {3}, {0, kNaN, kNaN});
+}
+
+TEST_CASE("lower reductions: searchsorted and bucketize count the elements below each value", "[lower][fast]") {
+  const NpyArray seq = f32({5}, {1, 3, 5, 7, 9}), values = f32({2, 3}, {0, 3, 6, 9, 10, 5});
+  auto sorted_search = [&](std::vector<A> extra, const std::vector<NpyArray>& inputs) {
+    std::vector<A> args = {in("sorted_sequence", 0), in("self", 1)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_op("searchsorted.Tensor", inputs, args)[0];
+  };
+  check_i64(sorted_search({}, {seq, values}), {2, 3}, {0, 1, 3, 4, 5, 2});
+  check_i64(sorted_search({A{"right", Arg::of_bool(true), -1, true}}, {seq, values}), {2, 3}, {0, 2, 3, 5, 5, 3});
+  check_i64(sorted_search({A{"side", Arg::of_string("right"), -1, true}}, {seq, values}), {2, 3}, {0, 2, 3, 5, 5, 3});
+  // One sorted row per row of values; `sorter` gives the order of an unsorted sequence.
+  const NpyArray rows = f32({2, 2}, {1, 2, 10, 20});
+  check_i64(sorted_search({}, {rows, f32({2, 2}, {1.5, 3, 5, 15})}), {2, 2}, {1, 2, 0, 1});
+  const NpyArray unsorted = f32({3}, {5, 1, 3});
+  check_i64(sorted_search({A{"sorter", Arg{}, 2, true}}, {unsorted, f32({2}, {2, 4}), i64({3}, {1, 2, 0})}), {2}, {1, 2});
+  auto buckets = run_op("bucketize.Tensor", {f32({3}, {1, 4, 9}), seq}, {in("self", 0), in("boundaries", 1),
+                                                                       A{"out_int32", Arg::of_bool(true), -1, true}});
+  REQUIRE(buckets[0].dtype == DType::Int32);
+  CHECK(std::vector<int32_t>(buckets[0].as<int32_t>(), buckets[0].as<int32_t>() + 3) == std::vector<int32_t>{0, 2, 4});
+}
+
+TEST_CASE("lower reductions: median is the lower median and nanmedian leaves NaN out", "[lower][fast]") {
+  // Rows: an even count (the lower of the middle two), a NaN, a tie, all NaN.
+  const NpyArray x = f32({4, 4}, {4, 1, 3, 2, 5, kNaN, 1, 3, 2, 7, 2, 9, kNaN, kNaN, kNaN, kNaN});
+  auto rows = run_op("nanmedian.dim", {x}, {in("self", 0), i("dim", 1)});
+  check_f32(rows[0], {4}, {2, 3, 2, kNaN});
+  const std::vector<int64_t> positions(rows[1].as<int64_t>(), rows[1].as<int64_t>() + 3);
+  CHECK(positions[0] == 3);
+  CHECK(positions[1] == 3);
+  CHECK((positions[2] == 0 || positions[2] == 2));  // either 2 of the tie
+  check_f32(run_op("median", {f32({2, 2}, {4, 1, 3, 2})}, {in("self", 0)})[0], {}, {2});
+  check_f32(run_op("median", {f32({3}, {1, kNaN, 3})}, {in("self", 0)})[0], {}, {kNaN});
+  check_f32(run_op("nanmedian", {f32({3}, {1, kNaN, 3})}, {in("self", 0)})[0], {}, {1});
+  check_f32(run_op("nanmedian", {f32({}, {5})}, {in("self", 0)})[0], {}, {5});
+}
+
+TEST_CASE("lower reductions: histc over a given range and over the data's own", "[lower][fast]") {
+  const NpyArray x = f32({8}, {0, 1, 2, 3, 4, 5, kNaN, 10});
+  // [0, 5] in 5 bins: 5 is in the last bin, 10 and NaN are not counted.
+  check_f32(run_op("histc", {x}, {in("self", 0), i("bins", 5), f("min", 0), f("max", 5)})[0], {5}, {1, 1, 1, 1, 2});
+  // min == max: the data's range [1, 3]; one value: widened to [1, 3] around 2.
+  check_f32(run_op("histc", {f32({3}, {1, 2, 3})}, {in("self", 0), i("bins", 2)})[0], {2}, {1, 2});
+  check_f32(run_op("histc", {f32({2}, {2, 2})}, {in("self", 0), i("bins", 4)})[0], {4}, {0, 0, 2, 0});
+}
+
 TEST_CASE("lower reductions: softmax and log_softmax", "[lower][fast]") {
   const NpyArray x23 = make_x23();
   double e1 = std::exp(1.0), e2 = std::exp(2.0), e3 = std::exp(3.0), s = e1 + e2 + e3;

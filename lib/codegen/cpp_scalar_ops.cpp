@@ -122,6 +122,11 @@ std::string unary_expr(UnaryOp op, Val xv) {
     case UnaryOp::LogicalNot: return "!(" + x + " != 0)";
     case UnaryOp::IsNan: return fl ? call("std::isnan") : "false";
     case UnaryOp::IsInf: return fl ? call("std::isinf") : "false";
+    case UnaryOp::SignBit: return fl ? call("std::signbit") : x + " < 0";
+#define FOUNDRY_SPECIAL_CASE(name, text) \
+  case UnaryOp::name: return "static_cast<" + t + ">(" + call("foundry_rt::special::" #text) + ")";
+    FOUNDRY_SPECIAL_UNARY_OPS(FOUNDRY_SPECIAL_CASE)
+#undef FOUNDRY_SPECIAL_CASE
   }
   throw InternalError("unknown unary op");
 }
@@ -157,6 +162,11 @@ std::string binary_expr(BinaryOp op, Val av, Val bv) {
     case BinaryOp::Eq: case BinaryOp::Ne: case BinaryOp::Lt: case BinaryOp::Le: case BinaryOp::Gt:
     case BinaryOp::Ge:
       return a + " " + infix_operator(op) + " " + b;
+    case BinaryOp::Nextafter: return call("std::nextafter");  // in the operands' own type
+#define FOUNDRY_SPECIAL_CASE(name, text) \
+  case BinaryOp::name: return "static_cast<" + t + ">(" + call("foundry_rt::special::" #text) + ")";
+    FOUNDRY_SPECIAL_BINARY_OPS(FOUNDRY_SPECIAL_CASE)
+#undef FOUNDRY_SPECIAL_CASE
   }
   throw InternalError("unknown binary op");
 }

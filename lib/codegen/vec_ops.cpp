@@ -47,7 +47,10 @@ std::optional<std::string> vector_unary(UnaryOp op, DType t, const std::string& 
     case UnaryOp::Rsqrt: return "foundry_vec::splat(1.0f) / " + call("sqrt", x);
     case UnaryOp::Reciprocal: return "foundry_vec::splat(1.0f) / " + x;
     case UnaryOp::Round: return call("nearbyint", x);
-    case UnaryOp::BitwiseNot: case UnaryOp::LogicalNot: return std::nullopt;
+    case UnaryOp::BitwiseNot: case UnaryOp::LogicalNot: case UnaryOp::SignBit: return std::nullopt;
+#define FOUNDRY_SCALAR_ONLY(name, text) case UnaryOp::name:
+      FOUNDRY_SPECIAL_UNARY_OPS(FOUNDRY_SCALAR_ONLY) return std::nullopt;  // no vector forms: scalar loops
+#undef FOUNDRY_SCALAR_ONLY
 #define FOUNDRY_SAME_NAME(name, text) case UnaryOp::name: return call(#text, x);
       FOUNDRY_SAME_NAME(Abs, abs) FOUNDRY_SAME_NAME(Exp, exp) FOUNDRY_SAME_NAME(Exp2, exp2)
       FOUNDRY_SAME_NAME(Expm1, expm1) FOUNDRY_SAME_NAME(Log, log) FOUNDRY_SAME_NAME(Log2, log2)

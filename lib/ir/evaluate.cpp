@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "foundry/runtime/foundry_kernel_support.h"
+#include "foundry/runtime/foundry_special.h"
 #include "foundry/support/error.h"
 
 namespace foundry::ir {
@@ -148,6 +149,9 @@ double float_unary(UnaryOp op, double x) {
     case UnaryOp::Round: return std::nearbyint(x);  // half to even
     case UnaryOp::Reciprocal: return 1.0 / x;
     case UnaryOp::Sign: return static_cast<double>((0 < x) - (x < 0));  // NaN: 0, as torch.sign
+#define FOUNDRY_SPECIAL_CASE(name, text) case UnaryOp::name: return foundry_rt::special::text(x);
+    FOUNDRY_SPECIAL_UNARY_OPS(FOUNDRY_SPECIAL_CASE)
+#undef FOUNDRY_SPECIAL_CASE
     default: throw InternalError("unary op " + std::string(op_name(op)) + " is not defined on floats");
   }
 }
@@ -168,6 +172,7 @@ Elem eval_unary(UnaryOp op, DType t, const Elem& x) {
     case UnaryOp::LogicalNot: return {0, !truthy(t, x)};
     case UnaryOp::IsNan: return {0, is_floating(t) && std::isnan(x.f)};
     case UnaryOp::IsInf: return {0, is_floating(t) && std::isinf(x.f)};
+    case UnaryOp::SignBit: return {0, is_floating(t) ? std::signbit(x.f) : x.i < 0};  // -0.0 and -NaN too
     default: break;
   }
   if (is_floating(t)) return make(t, float_unary(op, x.f));
@@ -191,6 +196,9 @@ double float_binary(BinaryOp op, double a, double b) {
     case BinaryOp::Minimum: return std::isnan(a) || std::isnan(b) ? std::nan("") : std::min(a, b);
     case BinaryOp::Fmax: return std::fmax(a, b);
     case BinaryOp::Fmin: return std::fmin(a, b);
+#define FOUNDRY_SPECIAL_CASE(name, text) case BinaryOp::name: return foundry_rt::special::text(a, b);
+    FOUNDRY_SPECIAL_BINARY_OPS(FOUNDRY_SPECIAL_CASE)
+#undef FOUNDRY_SPECIAL_CASE
     default: throw InternalError("binary op " + std::string(op_name(op)) + " is not defined on floats");
   }
 }
@@ -262,6 +270,9 @@ Elem eval_binary(BinaryOp op, DType t, const Elem& a, const Elem& b) {
       return {0, compare(op, t, a, b)};
     default: break;
   }
+  if (op == BinaryOp::Nextafter && t == DType::Float32)
+    return make(t, std::nextafter(static_cast<float>(a.f), static_cast<float>(b.f)));
+  if (op == BinaryOp::Nextafter && t == DType::Float64) return make(t, std::nextafter(a.f, b.f));
   if (is_floating(t)) return make(t, float_binary(op, a.f, b.f));
   return make_int(t, int_binary(op, a.i, b.i));
 }

@@ -68,7 +68,7 @@ bool returns_bool(BinaryOp op) {
 }
 
 bool returns_bool(UnaryOp op) {
-  return op == UnaryOp::LogicalNot || op == UnaryOp::IsNan || op == UnaryOp::IsInf;
+  return op == UnaryOp::LogicalNot || op == UnaryOp::IsNan || op == UnaryOp::IsInf || op == UnaryOp::SignBit;
 }
 
 DType reduce_result_dtype(ReduceOp op, DType input) {

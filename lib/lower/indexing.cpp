@@ -496,6 +496,29 @@ Outs lower_select_scatter(LoweringContext& ctx, const Node& node) {
   })};
 }
 
+Outs lower_diagonal_scatter(LoweringContext& ctx, const Node& node) {
+  // out = self, with out.diagonal(offset, dim1, dim2) = src, whose last dim runs along the diagonal.
+  TensorRef self = ctx.tensor(node.arg("self"));
+  DType dtype = out_dtype(node);
+  TensorRef src = cast(ctx.tensor(node.arg("src"), dtype), dtype);
+  int64_t rank = static_cast<int64_t>(self.rank());
+  int64_t offset = int_arg(node, "offset");
+  int64_t d1 = normalize_dim(int_arg(node, "dim1"), rank), d2 = normalize_dim(int_arg(node, "dim2"), rank);
+  TensorRef base = cast(self, dtype);
+  if (src.static_sizes().back() == 0) return {base};
+  Expr length = src.sizes.back();
+  Loader ls = base.load, lsrc = src.load;
+  return {LoweringContext::pointwise(dtype, self.sizes, [=](Ops& ops, const Index& idx) {
+    Val gap = ops.index_expr(idx[d2] - idx[d1], DType::Int64);
+    Val hit = ops.binary(BinaryOp::Eq, gap, ops.constant(offset, DType::Int64));
+    Index sidx;
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != d1 && d != d2) sidx.push_back(idx[d]);
+    sidx.push_back(clamp_index(offset >= 0 ? idx[d1] : idx[d2], length));  // masked off the diagonal
+    return ops.where(hit, lsrc(ops, sidx), ls(ops, idx));
+  })};
+}
+
 Outs lower_slice_scatter(LoweringContext& ctx, const Node& node) {
   // out = self, with out.slice(dim, start, end, step) = src.
   TensorRef self = ctx.tensor(node.arg("self"));

@@ -12,6 +12,8 @@ using Outs = std::vector<TensorRef>;
 LowerFn unary(ir::UnaryOp op);
 LowerFn binary(ir::BinaryOp op);  // also the .Scalar overloads; add/sub honour alpha
 Outs lower_div_mode(LoweringContext&, const Node&);
+Outs lower_polygamma(LoweringContext&, const Node&);
+Outs lower_round_decimals(LoweringContext&, const Node&);
 Outs lower_where(LoweringContext&, const Node&);
 Outs lower_clamp(LoweringContext&, const Node&);
 Outs lower_hardtanh(LoweringContext&, const Node&);
@@ -50,6 +52,10 @@ LowerFn lower_arg_extremum(bool is_max);         // argmax/argmin
 LowerFn lower_extremum_with_index(bool is_max);  // max.dim/min.dim
 Outs lower_var(LoweringContext&, const Node&);   // var.correction, var_mean.correction
 LowerFn lower_scan(bool is_prod);                // cumsum/cumprod
+Outs lower_logcumsumexp(LoweringContext&, const Node&);
+Outs lower_searchsorted(LoweringContext&, const Node&);  // and bucketize
+LowerFn lower_median(bool ignore_nan);  // median, nanmedian, nanmedian.dim
+Outs lower_histc(LoweringContext&, const Node&);
 LowerFn lower_softmax(bool is_log);              // _softmax/_log_softmax
 
 // sorting.cpp
@@ -69,7 +75,8 @@ Outs lower_addmm(LoweringContext&, const Node&);
 Outs lower_convolution(LoweringContext&, const Node&);              // convolution, conv2d
 Outs lower_max_pool2d_with_indices(LoweringContext&, const Node&);  // also max_pool2d
 Outs lower_avg_pool2d(LoweringContext&, const Node&);
-Outs lower_adaptive_avg_pool2d(LoweringContext&, const Node&);      // _adaptive_avg_pool2d, adaptive_avg_pool2d
+Outs lower_adaptive_avg_pool2d(LoweringContext&, const Node&);
+Outs lower_adaptive_max_pool2d(LoweringContext&, const Node&);      // _adaptive_avg_pool2d, adaptive_avg_pool2d
 Outs lower_upsample_nearest2d(LoweringContext&, const Node&);
 Outs lower_upsample_bilinear2d(LoweringContext&, const Node&);
 
@@ -99,6 +106,7 @@ Outs lower_scatter_add(LoweringContext&, const Node&);
 Outs lower_scatter_reduce(LoweringContext&, const Node&);  // scatter_reduce.two
 Outs lower_select_scatter(LoweringContext&, const Node&);
 Outs lower_slice_scatter(LoweringContext&, const Node&);
+Outs lower_diagonal_scatter(LoweringContext&, const Node&);
 
 // shape_ops.cpp
 Outs lower_cat(LoweringContext&, const Node&);

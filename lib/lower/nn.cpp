@@ -543,63 +543,118 @@ Outs lower_avg_pool2d(LoweringContext& ctx, const Node& node) {
   })};
 }
 
-Outs lower_adaptive_avg_pool2d(LoweringContext& ctx, const Node& node) {
-  TensorRef x = ctx.tensor(node.arg("self"));
-  if (x.rank() < 3) ctx.fail("adaptive_avg_pool2d expects a 3-d or 4-d input");
+namespace {
+
+// An adaptive pooling dim: the window of output o is [floor(o*in/out), ceil((o+1)*in/out)), at
+// most kmax long (uniform: every window that long, so no position needs masking).
+struct AdaptiveDim {
+  int64_t in, out, kmax;
+  bool uniform;
+  Expr start(const Expr& o) const { return ir::floordiv(o * in, out); }
+  Expr end(const Expr& o) const { return ir::floordiv((o + 1) * in + (out - 1), out); }
+};
+
+struct AdaptiveWindows {
+  std::vector<AdaptiveDim> dims;  // the two spatial dims
+  std::vector<int64_t> out;       // the output sizes
+  size_t lead = 0;                // dims before the spatial ones
+  // The input value at reduction position r of output idx's window; `outside` past its end.
+  Val value(Ops& ops, const Loader& load, const Index& idx, const Index& r, const ir::Scalar& outside) const {
+    Index src(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(lead));
+    std::optional<Val> valid;
+    for (size_t j = 0; j < 2; ++j) {
+      const AdaptiveDim& D = dims[j];
+      Expr i = D.start(idx[lead + j]) + r[j];
+      if (!D.uniform) {
+        valid = logical_and(ops, valid, ops.binary(BinaryOp::Lt, index_val(ops, i), index_val(ops, D.end(idx[lead + j]))));
+        i = ir::min(i, D.in - 1);
+      }
+      src.push_back(i);
+    }
+    Val v = load(ops, src);
+    return valid ? ops.where(*valid, v, ops.constant(outside)) : v;
+  }
+  std::vector<Expr> ranges() const { return {dims[0].kmax, dims[1].kmax}; }
+};
+
+AdaptiveWindows adaptive_windows(LoweringContext& ctx, const Node& node, const TensorRef& x, const char* op) {
+  if (x.rank() < 3) ctx.fail(std::string(op) + " expects a 3-d or 4-d input");
+  AdaptiveWindows w;
   std::vector<int64_t> in = static_sizes_of(ctx, x);
-  std::vector<int64_t> out = static_out_sizes(ctx, node);
-  DType dtype = out_dtype(node);
-  size_t lead = in.size() - 2;
-  // Window of output o along a dim: [floor(o*in/out), ceil((o+1)*in/out)).
-  struct Dim {
-    int64_t in, out, kmax;
-    bool uniform;
-    Expr start(const Expr& o) const { return ir::floordiv(o * in, out); }
-    Expr end(const Expr& o) const { return ir::floordiv((o + 1) * in + (out - 1), out); }
-  };
-  std::vector<Dim> dims;
+  w.out = static_out_sizes(ctx, node);
+  w.lead = in.size() - 2;
   for (size_t j = 0; j < 2; ++j) {
-    int64_t n = in[lead + j], m = out[lead + j];
-    if (m > 0 && n <= 0) ctx.fail("adaptive_avg_pool2d: empty input plane");
+    int64_t n = in[w.lead + j], m = w.out[w.lead + j];
+    if (m > 0 && n <= 0) ctx.fail(std::string(op) + ": empty input plane");
     int64_t kmax = 0, kmin = std::numeric_limits<int64_t>::max();
     for (int64_t o = 0; o < m; ++o) {
       int64_t s = (o * n) / m, e = ((o + 1) * n + m - 1) / m;
       kmax = std::max(kmax, e - s);
       kmin = std::min(kmin, e - s);
     }
-    dims.push_back(Dim{n, m, kmax, kmax == kmin});
+    w.dims.push_back(AdaptiveDim{n, m, kmax, kmax == kmin});
   }
-  TensorRef xc = cast(x, dtype);
-  Loader load = xc.load;
-  TensorRef sum = ctx.reduction(dtype, sizes_index(out), {dims[0].kmax, dims[1].kmax}, ReduceOp::Sum,
-      [=](Ops& ops, const Index& idx, const Index& r) {
-        Index src(idx.begin(), idx.begin() + lead);
-        std::optional<Val> valid;
-        for (size_t j = 0; j < 2; ++j) {
-          const Dim& D = dims[j];
-          Expr i = D.start(idx[lead + j]) + r[j];
-          if (!D.uniform) {
-            Val pos = index_val(ops, i);
-            Val end = index_val(ops, D.end(idx[lead + j]));
-            Val ok = ops.binary(BinaryOp::Lt, pos, end);
-            valid = logical_and(ops, valid, ok);
-            i = ir::min(i, D.in - 1);
-          }
-          src.push_back(i);
-        }
-        Val v = load(ops, src);
-        return valid ? ops.where(*valid, v, ops.constant(zero(dtype))) : v;
-      });
+  return w;
+}
+
+}  // namespace
+
+Outs lower_adaptive_avg_pool2d(LoweringContext& ctx, const Node& node) {
+  TensorRef x = ctx.tensor(node.arg("self"));
+  AdaptiveWindows w = adaptive_windows(ctx, node, x, "adaptive_avg_pool2d");
+  DType dtype = out_dtype(node);
+  Loader load = cast(x, dtype).load;
+  TensorRef sum = ctx.reduction(dtype, sizes_index(w.out), w.ranges(), ReduceOp::Sum,
+                                [=](Ops& ops, const Index& idx, const Index& r) {
+                                  return w.value(ops, load, idx, r, zero(dtype));
+                                });
   Loader ls = sum.load;
-  return {LoweringContext::pointwise(dtype, sizes_index(out), [=](Ops& ops, const Index& idx) {
+  return {LoweringContext::pointwise(dtype, sizes_index(w.out), [=](Ops& ops, const Index& idx) {
     // ATen: sum / kh / kw.
     Val v = ls(ops, idx);
     for (size_t j = 0; j < 2; ++j) {
-      const Dim& D = dims[j];
-      v = ops.div(v, ops.index_expr(D.end(idx[lead + j]) - D.start(idx[lead + j]), dtype));
+      const AdaptiveDim& D = w.dims[j];
+      v = ops.div(v, ops.index_expr(D.end(idx[w.lead + j]) - D.start(idx[w.lead + j]), dtype));
     }
     return v;
   })};
+}
+
+// adaptive_max_pool2d: the max over each adaptive window and its position in the input plane. As
+// ATen's loop (a value wins when greater than the best so far, or NaN): the first largest
+// element, but the last NaN when there is one.
+Outs lower_adaptive_max_pool2d(LoweringContext& ctx, const Node& node) {
+  TensorRef x = ctx.tensor(node.arg("self"));
+  AdaptiveWindows w = adaptive_windows(ctx, node, x, "adaptive_max_pool2d");
+  DType dtype = x.dtype;
+  Loader load = x.load;
+  auto window_value = [=](Ops& ops, const Index& idx, const Index& r) {
+    return w.value(ops, load, idx, r, lowest(dtype));
+  };
+  TensorRef first_max = ctx.reduction(DType::Int64, sizes_index(w.out), w.ranges(), ReduceOp::ArgMax, window_value);
+  std::optional<TensorRef> last_nan;  // the window position of the last NaN, -1 without one
+  if (is_floating(dtype))
+    last_nan = ctx.reduction(DType::Int64, sizes_index(w.out), w.ranges(), ReduceOp::Max,
+                             [=](Ops& ops, const Index& idx, const Index& r) {
+                               Val position = index_val(ops, r[0] * w.dims[1].kmax + r[1]);
+                               Val nan = ops.unary(UnaryOp::IsNan, window_value(ops, idx, r));
+                               return ops.where(nan, position, ops.constant(int_scalar(-1)));
+                             });
+  Loader lp = first_max.load;
+  std::optional<Loader> ln = last_nan ? std::optional<Loader>(last_nan->load) : std::nullopt;
+  TensorRef index = LoweringContext::pointwise(DType::Int64, sizes_index(w.out), [=](Ops& ops, const Index& idx) {
+    const AdaptiveDim &H = w.dims[0], &W = w.dims[1];
+    Val r = lp(ops, idx);
+    if (ln) {
+      Val n = (*ln)(ops, idx);
+      r = ops.where(ops.binary(BinaryOp::Ge, n, ops.constant(int_scalar(0))), n, r);
+    }
+    Val kw_n = ops.constant(int_scalar(W.kmax));
+    Val ih = ops.add(index_val(ops, H.start(idx[w.lead])), ops.binary(BinaryOp::FloorDiv, r, kw_n));
+    Val iw = ops.add(index_val(ops, W.start(idx[w.lead + 1])), ops.binary(BinaryOp::Mod, r, kw_n));
+    return ops.add(ops.mul(ih, ops.constant(int_scalar(W.in))), iw);
+  });
+  return {ctx.reduction(dtype, sizes_index(w.out), w.ranges(), ReduceOp::Max, window_value), index};
 }
 
 namespace {

@@ -13,17 +13,21 @@ namespace {
 
 bool is_comparison_or_logical(BinaryOp op) { return ir::returns_bool(op); }
 
-// The tensor operands of a binary op: "self"/"other" (or "exponent" for pow).
+// The tensor operands of a binary op: "self"/"other" ("exponent" for pow; "x"/"n" for the
+// orthogonal polynomials).
 std::pair<const Arg*, const Arg*> binary_operands(const Node& node) {
+  if (node.has_arg("n")) return {&node.arg("x"), &node.arg("n")};
   const char* second = node.has_arg("other") ? "other" : "exponent";
   return {&node.arg("self"), &node.arg(second)};
 }
+
+bool is_16_bit_float(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
 
 }  // namespace
 
 LowerFn unary(UnaryOp op) {
   return [op](LoweringContext& ctx, const Node& node) -> Outs {
-    TensorRef x = ctx.tensor(node.arg("self"));
+    TensorRef x = ctx.tensor(node.arg(node.has_arg("self") ? "self" : "x"));  // special_airy_ai(x)...
     DType out = out_dtype(node);
     // Predicates (isnan, logical_not) look at the input as it is; math runs in the result type.
     DType compute = ir::returns_bool(op) ? x.dtype : out;
@@ -35,6 +39,8 @@ LowerFn binary(BinaryOp op) {
   return [op](LoweringContext& ctx, const Node& node) -> Outs {
     auto [a_arg, b_arg] = binary_operands(node);
     DType out = out_dtype(node);
+    // Kernels compute 16-bit floats in float, where nextafter would step by a float's ulp.
+    if (op == BinaryOp::Nextafter && is_16_bit_float(out)) ctx.fail("nextafter of float16 or bfloat16 is not supported");
     DType compute = is_comparison_or_logical(op) ? result_type(ctx, {a_arg, b_arg}) : out;
     TensorRef a = ctx.tensor(*a_arg, compute), b = ctx.tensor(*b_arg, compute);
     bool has_alpha = node.has_arg("alpha") && !node.arg("alpha").is_none() && node.arg("alpha").as_double() != 1.0;
@@ -58,6 +64,32 @@ Outs lower_div_mode(LoweringContext& ctx, const Node& node) {
   return {map2(a, b, out, out, [fl](Ops& ops, Val x, Val y) {
     Val q = ops.div(x, y);
     return fl ? ops.unary(UnaryOp::Trunc, q) : q;
+  })};
+}
+
+// polygamma(n, x): digamma for n == 0, else the binary Polygamma with n as a constant.
+Outs lower_polygamma(LoweringContext& ctx, const Node& node) {
+  const int64_t n = int_arg(node, "n");
+  if (n < 0) ctx.fail("polygamma(n, x) does not support negative n (" + std::to_string(n) + ")");
+  DType out = out_dtype(node);
+  return {map1(ctx.tensor(node.arg("self"), out), out, out, [n, out](Ops& ops, Val x) {
+    if (n == 0) return ops.unary(UnaryOp::Digamma, x);
+    return ops.binary(BinaryOp::Polygamma, ops.constant(static_cast<double>(n), out), x);
+  })};
+}
+
+// round(x, decimals) as PyTorch's kernel: nearbyint(x * 10^d) / 10^d, or for d < 0
+// nearbyint(x / 10^-d) * 10^-d, with 10^|d| rounded to the tensor's type first.
+Outs lower_round_decimals(LoweringContext& ctx, const Node& node) {
+  DType out = out_dtype(node);
+  const int64_t decimals = int_arg(node, "decimals");
+  if (!is_floating(out)) ctx.fail("round with decimals needs a floating input");
+  const double scale = std::pow(10.0, static_cast<double>(std::llabs(decimals)));
+  return {map1(ctx.tensor(node.arg("self")), out, out, [=](Ops& ops, Val x) {
+    if (decimals == 0) return ops.unary(UnaryOp::Round, x);
+    Val s = ops.constant(scale, out);
+    if (decimals < 0) return ops.mul(ops.unary(UnaryOp::Round, ops.div(x, s)), s);
+    return ops.div(ops.unary(UnaryOp::Round, ops.mul(x, s)), s);
   })};
 }
 

@@ -4,6 +4,10 @@
 // Each reduction is one realized Reduction node over the reduced dims (reduce_dims maps output and
 // reduction indices back to the input's index); whatever follows it (mean's division, softmax's
 // normalization) is lazy pointwise math over the realized buffers.
+#include <cmath>
+#include <functional>
+#include <optional>
+
 #include "foundry/support/error.h"
 #include "lower/lowerings.h"
 #include "lower/util.h"
@@ -174,6 +178,92 @@ LowerFn lower_extremum_with_index(bool is_max) {
   };
 }
 
+// median, nanmedian (every element) and nanmedian.dim (with the position along dim): the lower
+// median, the element of rank k = (n - 1) / 2, where an element's ranks run from the count of
+// smaller elements in its slice over as many as equal it. O(n^2) counting, which suits the small
+// slices these ops see. median is NaN when its slice holds a NaN; nanmedian leaves NaN out (n
+// counts the others) and is NaN when every element is.
+LowerFn lower_median(bool ignore_nan) {
+  return [ignore_nan](LoweringContext& ctx, const Node& node) -> Outs {
+    TensorRef x = ctx.tensor(node.arg("self"));
+    const DType t = x.dtype;
+    if (!is_floating(t)) ctx.fail("median of a " + std::string(dtype_name(t)) + " tensor is not supported");
+    ReducePlan p = node_plan(ctx, node, x);
+    Loader load = x.load;
+    auto count_in_slice = [&](BinaryOp cmp) {  // per element: how many of its slice compare so to it
+      return ctx.reduction(DType::Int64, x.sizes, p.ranges, ReduceOp::Sum, [=](Ops& ops, const Index& idx, const Index& r) {
+        Val other = load(ops, p.input_index(p.output_index(idx), r));
+        return ops.cast(ops.binary(cmp, other, load(ops, idx)), DType::Int64);
+      });
+    };
+    Loader smaller = count_in_slice(BinaryOp::Lt).load, equal = count_in_slice(BinaryOp::Eq).load;
+    Loader numbers = ctx.reduction(DType::Int64, p.out_sizes, p.ranges, ReduceOp::Sum,
+                                   [=](Ops& ops, const Index& idx, const Index& r) {
+                                     Val nan = ops.unary(UnaryOp::IsNan, load(ops, p.input_index(idx, r)));
+                                     return ops.cast(ops.unary(UnaryOp::LogicalNot, nan), DType::Int64);
+                                   }).load;
+    auto is_median = [=](Ops& ops, const Index& idx, const Index& r) {
+      Index in = p.input_index(idx, r);
+      Val k = ops.binary(BinaryOp::FloorDiv, ops.sub(numbers(ops, idx), ops.constant(1, DType::Int64)),
+                         ops.constant(2, DType::Int64));
+      Val first = smaller(ops, in), past = ops.add(first, equal(ops, in));
+      return ops.binary(BinaryOp::LogicalAnd, ops.binary(BinaryOp::Le, first, k), ops.binary(BinaryOp::Lt, k, past));
+    };
+    TensorRef value = ctx.reduction(t, p.out_sizes, p.ranges, ReduceOp::Max, [=](Ops& ops, const Index& idx, const Index& r) {
+      return ops.where(is_median(ops, idx, r), load(ops, p.input_index(idx, r)), ops.constant(-INFINITY, t));
+    });
+    const Expr all = p.count;
+    Outs outs = {map2(value, LoweringContext::pointwise(DType::Int64, p.out_sizes, numbers), t, t,
+                      [=](Ops& ops, Val v, Val n) {
+                        Val none = ops.binary(BinaryOp::Eq, n, ops.constant(0, t));
+                        Val nan_seen = ops.binary(BinaryOp::Lt, n, count_value(ops, all, t));
+                        return ops.where(ignore_nan ? none : nan_seen, ops.constant(NAN, t), v);
+                      })};
+    if (node.outputs.size() > 1)
+      outs.push_back(ctx.reduction(DType::Int64, p.out_sizes, p.ranges, ReduceOp::ArgMax,
+                                   [=](Ops& ops, const Index& idx, const Index& r) {
+                                     return ops.cast(is_median(ops, idx, r), DType::Int64);
+                                   }));
+    return outs;
+  };
+}
+
+// histc: counts of the elements in `bins` equal bins over [min, max], the top edge in the last bin,
+// elements outside (and NaN) not counted. As ATen: min == max takes the data's own range, and a
+// range that is still one value is widened by 1 on each side; the bin is (x - min) / (max - min)
+// * bins, truncated.
+Outs lower_histc(LoweringContext& ctx, const Node& node) {
+  TensorRef x = ctx.tensor(node.arg("self"));
+  const DType t = out_dtype(node);
+  if (!is_floating(t)) ctx.fail("histc needs a floating input");
+  const int64_t bins = int_arg(node, "bins");
+  if (bins <= 0) ctx.fail("histc: bins must be > 0");
+  const double lo = float_arg(node, "min"), hi = float_arg(node, "max");
+  if (lo > hi) ctx.fail("histc: max must be larger than min");
+  std::optional<Loader> data_min, data_max;
+  if (lo == hi) {
+    ReducePlan all = reduce_dims(x.sizes, {}, false);
+    data_min = reduce(ctx, x, all, ReduceOp::Min, t, t).load;
+    data_max = reduce(ctx, x, all, ReduceOp::Max, t, t).load;
+  }
+  Loader load = x.load;
+  return {ctx.reduction(t, {Expr(bins)}, x.sizes, ReduceOp::Sum, [=](Ops& ops, const Index& idx, const Index& r) {
+    Val left = data_min ? (*data_min)(ops, {}) : ops.constant(lo, t);
+    Val right = data_max ? (*data_max)(ops, {}) : ops.constant(hi, t);
+    Val single = ops.binary(BinaryOp::Eq, left, right);
+    left = ops.where(single, ops.sub(left, ops.constant(1, t)), left);
+    right = ops.where(single, ops.add(right, ops.constant(1, t)), right);
+    Val v = ops.cast(load(ops, r), t);
+    Val scaled = ops.mul(ops.div(ops.sub(v, left), ops.sub(right, left)), ops.constant(static_cast<double>(bins), t));
+    Val bin = ops.to_dtype(ops.unary(UnaryOp::Trunc, scaled), DType::Int64);
+    Val last = ops.constant(bins - 1, DType::Int64);
+    bin = ops.binary(BinaryOp::Minimum, bin, last);  // x == max falls in the last bin
+    Val inside = ops.binary(BinaryOp::LogicalAnd, ops.binary(BinaryOp::Ge, v, left), ops.binary(BinaryOp::Le, v, right));
+    Val hit = ops.binary(BinaryOp::LogicalAnd, inside, ops.binary(BinaryOp::Eq, bin, ops.index_expr(idx[0], DType::Int64)));
+    return ops.cast(hit, t);
+  })};
+}
+
 // var.correction, var_mean.correction: two passes (mean, then the sum of squared deviations),
 // divided by max(count - correction, 0); correction defaults to 1.
 Outs lower_var(LoweringContext& ctx, const Node& node) {
@@ -202,33 +292,82 @@ Outs lower_var(LoweringContext& ctx, const Node& node) {
   return {var};
 }
 
-// cumsum, cumprod: out[..i..] = reduce over j of (j <= i ? x[..j..] : identity), in the output
-// dtype. A quadratic reduction, but one plain Reduction node the scheduler already understands.
+namespace {
+// out[..i..] = op over j <= i of value(x[..j..], out index), along `dim`, in the output dtype:
+// a quadratic reduction, but one plain Reduction node the scheduler already understands.
+using ScanValue = std::function<Val(Ops&, Val x_j, const Index& out_index)>;
+TensorRef prefix_scan(LoweringContext& ctx, const TensorRef& x, int64_t dim, DType out, ReduceOp op,
+                      double identity, ScanValue value) {
+  Loader load = x.load;
+  if (x.rank() == 0)
+    return ctx.reduction(out, {}, {}, op, [load, out, value](Ops& ops, const Index& idx, const Index&) {
+      return value(ops, ops.cast(load(ops, idx), out), idx);
+    });
+  return ctx.reduction(out, x.sizes, {x.sizes[dim]}, op, [=](Ops& ops, const Index& idx, const Index& ridx) {
+    Index src = idx;
+    src[dim] = ridx[0];  // always in range: only the result is masked
+    Val v = value(ops, ops.cast(load(ops, src), out), idx);
+    Val j = ops.index_expr(ridx[0], DType::Int64);
+    Val i = ops.index_expr(idx[dim], DType::Int64);
+    return ops.where(ops.binary(BinaryOp::Le, j, i), v, ops.constant(identity, out));
+  });
+}
+
+Val as_is(Ops&, Val v, const Index&) { return v; }
+}  // namespace
+
+// cumsum, cumprod: prefix sums and products.
 LowerFn lower_scan(bool is_prod) {
   return [is_prod](LoweringContext& ctx, const Node& node) -> Outs {
     TensorRef x = ctx.tensor(node.arg("self"));
-    DType out = out_dtype(node);
-    int64_t rank = static_cast<int64_t>(x.rank());
-    int64_t dim = normalize_dim(int_arg(node, "dim"), rank);
-    ReduceOp op = is_prod ? ReduceOp::Prod : ReduceOp::Sum;
-    Loader load = x.load;
-    if (rank == 0)
-      return {ctx.reduction(out, {}, {}, op, [load, out](Ops& ops, const Index& idx, const Index&) {
-        return ops.cast(load(ops, idx), out);
-      })};
-    Expr n = x.sizes[dim];
-    double identity = is_prod ? 1.0 : 0.0;
-    return {ctx.reduction(out, x.sizes, {n}, op, [load, out, dim, identity](Ops& ops, const Index& idx, const Index& ridx) {
-      Index src = idx;
-      src[dim] = ridx[0];  // always in range: only the result is masked
-      Val v = ops.cast(load(ops, src), out);
-      Val j = ops.index_expr(ridx[0], DType::Int64);
-      Val i = ops.index_expr(idx[dim], DType::Int64);
-      Val in_prefix = ops.binary(BinaryOp::Le, j, i);
-      Val id = ops.constant(identity, out);
-      return ops.where(in_prefix, v, id);
-    })};
+    int64_t dim = normalize_dim(int_arg(node, "dim"), static_cast<int64_t>(x.rank()));
+    return {prefix_scan(ctx, x, dim, out_dtype(node), is_prod ? ReduceOp::Prod : ReduceOp::Sum, is_prod ? 1.0 : 0.0,
+                        as_is)};
   };
+}
+
+// logcumsumexp: m = the prefix max, then m + log(prefix sum of exp(x - m)), with m taken as 0
+// where it is infinite (all -inf gives -inf, a +inf gives +inf, rather than inf - inf = NaN).
+Outs lower_logcumsumexp(LoweringContext& ctx, const Node& node) {
+  TensorRef x = ctx.tensor(node.arg("self"));
+  DType out = out_dtype(node);
+  int64_t dim = normalize_dim(int_arg(node, "dim"), static_cast<int64_t>(x.rank()));
+  TensorRef m = prefix_scan(ctx, x, dim, out, ReduceOp::Max, -INFINITY, as_is);
+  TensorRef shift = ctx.realize(map1(m, out, out, [out](Ops& ops, Val v) {
+    return ops.where(ops.unary(UnaryOp::IsInf, v), ops.constant(0, out), v);
+  }));
+  Loader load_shift = shift.load;
+  TensorRef s = prefix_scan(ctx, x, dim, out, ReduceOp::Sum, 0, [load_shift](Ops& ops, Val v, const Index& idx) {
+    return ops.unary(UnaryOp::Exp, ops.sub(v, load_shift(ops, idx)));
+  });
+  return {map2(s, shift, out, out, [](Ops& ops, Val sum, Val c) { return ops.add(ops.unary(UnaryOp::Log, sum), c); })};
+}
+
+// searchsorted, bucketize: the count of sequence elements below each value (side 'right' /
+// right=True: not above it) over the sequence's last dim, which is the position a binary search
+// finds in a sorted sequence; `sorter` reads the sequence through that permutation.
+Outs lower_searchsorted(LoweringContext& ctx, const Node& node) {
+  const bool bucketize = node.has_arg("boundaries");
+  const Arg& seq_arg = node.arg(bucketize ? "boundaries" : "sorted_sequence");
+  bool right = bool_arg(node, "right");
+  if (!bucketize && !node.arg("side").is_none()) {
+    if (right && node.arg("side").s == "left") ctx.fail("side and right can't be set to opposites");
+    right = node.arg("side").s == "right";
+  }
+  DType compute = result_type(ctx, {&seq_arg, &node.arg("self")}), out = out_dtype(node);
+  TensorRef seq = cast(ctx.tensor(seq_arg), compute), values = cast(ctx.tensor(node.arg("self")), compute);
+  std::optional<TensorRef> sorter;
+  if (!bucketize && !node.arg("sorter").is_none()) sorter = ctx.tensor(node.arg("sorter"));
+  const size_t batch = seq.rank() - 1;
+  const Expr n = seq.sizes.back();
+  Loader load_seq = seq.load, load_value = values.load;
+  return {ctx.reduction(out, values.sizes, {n}, ReduceOp::Sum, [=](Ops& ops, const Index& idx, const Index& r) {
+    Index at(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(batch));
+    at.push_back(r[0]);
+    if (sorter) at.back() = ops.indirect(sorter->load(ops, at), n);
+    Val below = ops.binary(right ? BinaryOp::Le : BinaryOp::Lt, load_seq(ops, at), load_value(ops, idx));
+    return ops.cast(below, out);
+  })};
 }
 
 // _softmax, _log_softmax: m = max over dim, s = sum of exp(x - m); softmax = exp(x - m) / s,

@@ -96,18 +96,60 @@ std::vector<TensorType> bmm(const Node& node) {
   return {make_type(a.dtype, {a.sizes[0], a.sizes[1], b.sizes[2]})};
 }
 
+// The result of self + (a product of `sizes`): self must broadcast to the product's shape.
+std::vector<TensorType> added_to_product(const TensorType& self, const TensorType& a, std::vector<int64_t> sizes,
+                                         const char* op) {
+  require_same_dtype(self, a, op);
+  if (shape::broadcast_shapes(self.sizes, sizes) != sizes)
+    throw UserError(std::string(op) + ": self " + format_sizes(self.sizes) + " does not broadcast to " + format_sizes(sizes));
+  return {make_type(a.dtype, std::move(sizes))};
+}
+
 std::vector<TensorType> addmm(const Node& node) {
-  const TensorType& self = shape::tensor(node, "self");
   const TensorType& a = shape::tensor(node, "mat1");
   const TensorType& b = shape::tensor(node, "mat2");
   require_rank(a, 2, "addmm: mat1");
   require_rank(b, 2, "addmm: mat2");
   require_inner_match(a.sizes[1], b.sizes[0], a, b);
   require_same_dtype(a, b, "addmm");
-  require_same_dtype(self, a, "addmm");
-  std::vector<int64_t> sizes = {a.sizes[0], b.sizes[1]};
-  if (shape::broadcast_shapes(self.sizes, sizes) != sizes)
-    throw UserError("addmm: self " + format_sizes(self.sizes) + " does not broadcast to " + format_sizes(sizes));
+  return added_to_product(shape::tensor(node, "self"), a, {a.sizes[0], b.sizes[1]}, "addmm");
+}
+
+std::vector<TensorType> addmv(const Node& node) {
+  const TensorType& a = shape::tensor(node, "mat");
+  const TensorType& v = shape::tensor(node, "vec");
+  require_rank(a, 2, "addmv: mat");
+  require_rank(v, 1, "addmv: vec");
+  require_inner_match(a.sizes[1], v.sizes[0], a, v);
+  require_same_dtype(a, v, "addmv");
+  return added_to_product(shape::tensor(node, "self"), a, {a.sizes[0]}, "addmv");
+}
+
+// addbmm: self + the sum over the batch of batch1[b] @ batch2[b].
+std::vector<TensorType> addbmm(const Node& node) {
+  const TensorType& a = shape::tensor(node, "batch1");
+  const TensorType& b = shape::tensor(node, "batch2");
+  require_rank(a, 3, "addbmm: batch1");
+  require_rank(b, 3, "addbmm: batch2");
+  if (a.sizes[0] != b.sizes[0]) throw UserError("addbmm: batch sizes differ");
+  require_inner_match(a.sizes[2], b.sizes[1], a, b);
+  require_same_dtype(a, b, "addbmm");
+  return added_to_product(shape::tensor(node, "self"), a, {a.sizes[1], b.sizes[2]}, "addbmm");
+}
+
+// _cdist_forward: x1 [..., P, M] and x2 [..., R, M] give the distances [..., P, R] (batch dims
+// broadcast).
+std::vector<TensorType> cdist(const Node& node) {
+  const TensorType& a = shape::tensor(node, "x1");
+  const TensorType& b = shape::tensor(node, "x2");
+  if (a.rank() < 2 || b.rank() < 2) throw UserError("cdist only supports at least 2D tensors");
+  if (a.sizes.back() != b.sizes.back()) throw UserError("X1 and X2 must have the same number of columns");
+  require_same_dtype(a, b, "cdist");
+  if (!is_floating(a.dtype)) throw UserError("cdist only supports floating-point dtypes");
+  std::vector<int64_t> sizes = shape::broadcast_shapes(std::vector<int64_t>(a.sizes.begin(), a.sizes.end() - 2),
+                                                       std::vector<int64_t>(b.sizes.begin(), b.sizes.end() - 2));
+  sizes.push_back(a.sizes[a.sizes.size() - 2]);
+  sizes.push_back(b.sizes[b.sizes.size() - 2]);
   return {make_type(a.dtype, sizes)};
 }
 
@@ -159,6 +201,37 @@ std::vector<TensorType> baddbmm(const Node& node) {
   if (shape::broadcast_shapes(self.sizes, sizes) != sizes)
     throw UserError("baddbmm: self " + format_sizes(self.sizes) + " does not broadcast to " + format_sizes(sizes));
   return {make_type(a.dtype, sizes)};
+}
+
+// _pdist_forward: the n (n - 1) / 2 distances between the rows of a 2-d input.
+std::vector<TensorType> pdist(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  if (self.rank() != 2) throw UserError("pdist only supports 2D tensors, got: " + std::to_string(self.rank()) + "D");
+  if (!is_floating(self.dtype)) throw UserError("pdist only supports floating-point dtypes");
+  return {make_type(self.dtype, {self.sizes[0] * (self.sizes[0] - 1) / 2})};
+}
+
+// _trilinear: each input with size-1 dims inserted at its expand dims (all reach one rank),
+// multiplied with broadcasting and summed over sumdim (which is dropped).
+std::vector<TensorType> trilinear(const Node& node) {
+  std::vector<int64_t> sizes;
+  for (const char* k : {"1", "2", "3"}) {
+    std::vector<int64_t> s = shape::tensor(node, std::string("i") + k).sizes;
+    std::vector<int64_t> dims = shape::ints_arg(node, std::string("expand") + k);
+    std::sort(dims.begin(), dims.end());
+    for (int64_t d : dims) {
+      if (d < 0 || d > static_cast<int64_t>(s.size())) throw UserError("_trilinear: expand dim out of range");
+      s.insert(s.begin() + d, 1);
+    }
+    if (!sizes.empty() && s.size() != sizes.size()) throw UserError("_trilinear: the expanded inputs differ in rank");
+    sizes = shape::broadcast_shapes(sizes, s);
+  }
+  std::vector<bool> summed(sizes.size(), false);
+  for (int64_t d : shape::ints_arg(node, "sumdim")) summed[static_cast<size_t>(shape::normalize_dim(d, static_cast<int64_t>(sizes.size())))] = true;
+  std::vector<int64_t> out;
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (!summed[d]) out.push_back(sizes[d]);
+  return {make_type(shape::tensor(node, "i1").dtype, out)};
 }
 
 // input [..., in] times weight [out, in]^T (a 1-d weight [in] drops the last dim).
@@ -263,6 +336,24 @@ std::vector<TensorType> adaptive_avg_pool1d(const Node& node) {
   std::vector<int64_t> sizes = self.sizes;
   sizes.back() = spatial_param(node, "output_size", 1, 0)[0];
   return {make_type(self.dtype, sizes)};
+}
+
+// max_pool2d_with_indices_backward: the gradient of self, from grad_output and the indices of
+// the forward pooling (both of the pooled shape).
+std::vector<TensorType> max_pool2d_backward(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  const TensorType& grad = shape::tensor(node, "grad_output");
+  if (self.rank() != 3 && self.rank() != 4) throw UserError("max_pool2d_with_indices_backward: self must be 3-d or 4-d");
+  if (grad.sizes != shape::tensor(node, "indices").sizes || grad.rank() != self.rank())
+    throw UserError("max_pool2d_with_indices_backward: grad_output and indices must have the pooled shape");
+  return {make_type(self.dtype, self.sizes)};
+}
+
+// adaptive_max_pool2d: the pooled values and their int64 positions in the input plane.
+std::vector<TensorType> adaptive_max_pool2d(const Node& node) {
+  std::vector<TensorType> types = adaptive_avg_pool2d(node);
+  types.push_back(make_type(DType::Int64, types[0].sizes));
+  return types;
 }
 
 // upsample_*2d.vec: output_size if given, else floor(size * scale) per spatial dim.
@@ -372,6 +463,21 @@ std::vector<TensorType> batch_norm_batch_stats(const Node& node) {
   const TensorType& input = batch_norm_input(node, {"weight", "bias"});
   TensorType stats = make_type(input.dtype, {input.sizes[1]});
   return {make_type(input.dtype, input.sizes), stats, stats};
+}
+
+// The functional forms of _native_batch_norm_legit and _batch_norm_with_update: the output, the
+// batch mean and 1/std ([0] when not training), (with_update: an empty uint8 reserve,) then the
+// updated running mean and variance.
+std::vector<TensorType> batch_norm_functional(const Node& node) {
+  std::vector<TensorType> types = batch_norm_no_training(node);
+  const TensorType& input = shape::tensor(node, "input");
+  const bool training = !shape::has_arg(node, "training") || shape::bool_arg(node, "training");
+  const TensorType channels = make_type(input.dtype, {input.sizes[1]});
+  if (training) types[1] = types[2] = channels;
+  if (!shape::has_arg(node, "training")) types.push_back(make_type(DType::UInt8, {0}));
+  types.push_back(channels);
+  types.push_back(channels);
+  return types;
 }
 
 }  // namespace foundry::rules

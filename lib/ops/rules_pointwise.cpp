@@ -12,10 +12,11 @@ const Arg& nth_arg(const Node& node, size_t index) {
   return node.args[index];
 }
 
+// The first tensor argument (polygamma's comes after its order n).
 const TensorType& first_tensor(const Node& node) {
-  const Arg& a = nth_arg(node, 0);
-  if (a.kind != Arg::Kind::Tensor || !a.tensor) throw UserError("the first argument must be a tensor");
-  return a.tensor->type;
+  for (const Arg& a : node.args)
+    if (a.kind == Arg::Kind::Tensor && a.tensor) return a.tensor->type;
+  throw UserError("the operator needs a tensor argument");
 }
 
 // Broadcast shape of every tensor among `operands` (numbers are 0-d and do not count).

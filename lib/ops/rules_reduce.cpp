@@ -1,4 +1,6 @@
 // Shape rules of reductions, scans and softmax.
+#include <algorithm>
+
 #include "foundry/ops/registry.h"
 #include "foundry/support/error.h"
 
@@ -49,11 +51,12 @@ std::vector<TensorType> reduce_sum(const Node& node) {
   return {make_type(accumulate_dtype(node, self.dtype), reduced_sizes(node, self))};
 }
 
+// mean and linalg_vector_norm: floating only, `dtype` if given.
 std::vector<TensorType> reduce_mean(const Node& node) {
   const TensorType& self = shape::tensor(node, "self");
   DType dtype = shape::dtype_arg(node, "dtype").value_or(self.dtype);
   if (!is_floating(dtype))
-    throw UserError("mean needs a floating input or dtype, got " + std::string(dtype_name(dtype)));
+    throw UserError(short_op_name(node.target) + " needs a floating input or dtype, got " + std::string(dtype_name(dtype)));
   return {make_type(dtype, reduced_sizes(node, self))};
 }
 
@@ -116,7 +119,36 @@ std::vector<TensorType> topk(const Node& node) {
   return {make_type(self.dtype, sizes), make_type(DType::Int64, sizes)};
 }
 
-// _softmax/_log_softmax (half_to_float: a half input gives float32) and softmax.int (dtype).
+// searchsorted and bucketize: a position (int64, or int32 with out_int32) per value.
+std::vector<TensorType> searchsorted(const Node& node) {
+  const TensorType& values = shape::tensor(node, "self");
+  const TensorType& sorted = shape::tensor(node, shape::has_arg(node, "boundaries") ? "boundaries" : "sorted_sequence");
+  if (sorted.rank() == 0) throw UserError("searchsorted: the sorted sequence must have at least one dim");
+  if (sorted.rank() > 1 && (values.rank() != sorted.rank() ||
+                            !std::equal(sorted.sizes.begin(), sorted.sizes.end() - 1, values.sizes.begin())))
+    throw UserError("searchsorted: the sorted sequence and the values must agree in all dims but the last");
+  return {make_type(shape::bool_arg(node, "out_int32") ? DType::Int32 : DType::Int64, values.sizes)};
+}
+
+// histc: `bins` counts in self's floating dtype.
+std::vector<TensorType> histc(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  if (!is_floating(self.dtype)) throw UserError("histc needs a floating input, got " + std::string(dtype_name(self.dtype)));
+  const int64_t bins = shape::int_arg(node, "bins");
+  if (bins <= 0) throw UserError("histc: bins must be > 0, but got " + std::to_string(bins));
+  return {make_type(self.dtype, {bins})};
+}
+
+// dist(self, other, p): a 0-d norm of the broadcast difference, in the promoted floating type.
+std::vector<TensorType> dist(const Node& node) {
+  const DType t = shape::result_type({&shape::arg(node, "self"), &shape::arg(node, "other")});
+  if (!is_floating(t)) throw UserError("dist needs floating inputs, got " + std::string(dtype_name(t)));
+  shape::broadcast_shapes(shape::tensor(node, "self").sizes, shape::tensor(node, "other").sizes);
+  return {make_type(t, {})};
+}
+
+// _softmax/_log_softmax (half_to_float: a half input gives float32), softmax.int (dtype) and
+// logcumsumexp.
 std::vector<TensorType> softmax(const Node& node) {
   const TensorType& self = shape::tensor(node, "self");
   shape::normalize_dim(shape::int_arg(node, "dim"), self.rank());
@@ -124,7 +156,7 @@ std::vector<TensorType> softmax(const Node& node) {
   if (shape::has_arg(node, "dtype")) dtype = shape::dtype_arg(node, "dtype").value_or(dtype);
   if (shape::has_arg(node, "half_to_float") && shape::bool_arg(node, "half_to_float")) dtype = DType::Float32;
   if (!is_floating(dtype))
-    throw UserError("softmax needs a floating input, got " + std::string(dtype_name(dtype)));
+    throw UserError(short_op_name(node.target) + " needs a floating input, got " + std::string(dtype_name(dtype)));
   return {make_type(dtype, self.sizes)};
 }
 

@@ -9,8 +9,11 @@
 
 namespace foundry::rules {
 
-// The parts select_scatter and slice_scatter replace: what select and slice give (rules_shape.cpp).
+// The parts select_scatter, diagonal_scatter, as_strided_scatter and slice_scatter replace: what
+// select, diagonal, as_strided and slice give (rules_shape.cpp).
 std::vector<TensorType> select(const Node& node);
+std::vector<TensorType> diagonal(const Node& node);
+std::vector<TensorType> as_strided(const Node& node);
 std::vector<TensorType> slice(const Node& node);
 
 namespace {
@@ -81,6 +84,19 @@ std::vector<TensorType> scatter_src(const Node& node) { return scatter_like(node
 std::vector<TensorType> scatter_value(const Node& node) { return scatter_like(node, "scatter", false); }
 std::vector<TensorType> scatter_add(const Node& node) { return scatter_like(node, "scatter_add", true); }
 std::vector<TensorType> scatter_reduce(const Node& node) { return scatter_like(node, "scatter_reduce", true); }
+
+std::vector<TensorType> as_strided_scatter(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  check_src_shape("as_strided_scatter", shape::tensor(node, "src"), as_strided(node).at(0).sizes);
+  return {make_type(self.dtype, self.sizes)};
+}
+
+std::vector<TensorType> diagonal_scatter(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  // The part replaced is what diagonal gives (its rule checks the dims).
+  check_src_shape("diagonal_scatter", shape::tensor(node, "src"), diagonal(node).at(0).sizes);
+  return {make_type(self.dtype, self.sizes)};
+}
 
 std::vector<TensorType> select_scatter(const Node& node) {
   const TensorType& self = shape::tensor(node, "self");

@@ -160,6 +160,30 @@ std::vector<TensorType> select(const Node& node) {
   return {with_sizes(self, sizes)};
 }
 
+// resize: self's dtype at the new sizes (which must not be negative).
+std::vector<TensorType> resize(const Node& node) {
+  std::vector<int64_t> sizes = shape::ints_arg(node, "size");
+  for (int64_t s : sizes)
+    if (s < 0) throw UserError("resize: negative size " + std::to_string(s));
+  return {make_type(shape::tensor(node, "self").dtype, sizes)};
+}
+
+// narrow_copy: `length` elements from `start` (negative: counted from the end) along dim.
+std::vector<TensorType> narrow(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  if (self.rank() == 0) throw UserError("narrow() cannot be applied to a 0-dim tensor.");
+  const int64_t dim = shape::normalize_dim(shape::int_arg(node, "dim"), self.rank());
+  const int64_t size = self.sizes[static_cast<size_t>(dim)], length = shape::int_arg(node, "length");
+  int64_t start = shape::int_arg(node, "start");
+  if (start < 0) start += size;
+  if (start < 0 || length < 0 || start > size - length)
+    throw UserError("narrow: start " + std::to_string(shape::int_arg(node, "start")) + " and length " +
+                    std::to_string(length) + " do not fit in a dimension of size " + std::to_string(size));
+  std::vector<int64_t> sizes = self.sizes;
+  sizes[static_cast<size_t>(dim)] = length;
+  return {make_type(self.dtype, sizes)};
+}
+
 std::vector<TensorType> slice(const Node& node) {
   const TensorType& self = shape::tensor(node, "self");
   if (self.rank() == 0) throw UserError("slice: cannot slice a 0-d tensor");

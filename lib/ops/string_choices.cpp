@@ -26,6 +26,10 @@ const std::vector<StringChoices>& table() {
       {"pad", "mode", {"constant", "reflect", "replicate", "circular"},
        "padding mode must be constant, reflect, replicate or circular, got "},
       {"einsum", "equation", {}, ""},  // parsed by the op's rule (einsum.h)
+      {"scatter.reduce", "reduce", {"add", "multiply"}, "reduce argument must be either add or multiply, got "},
+      {"index_reduce", "reduce", {"prod", "mean", "amax", "amin"},
+       "index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got "},
+      {"searchsorted.Tensor", "side", {"left", "right"}, "side can only be 'left' or 'right' but got "},
       {"_assert_scalar", "assert_msg", {}, ""},  // a message, only ever printed (quoted)
   };
   return choices;

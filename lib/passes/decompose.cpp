@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <memory>
@@ -226,6 +227,50 @@ std::optional<Replacement> instance_norm(Rewriter& rw, Node& n) {
                    {{"input", Emit::T(e.view(x, merged))}, {"weight", repeated("weight")}, {"bias", repeated("bias")},
                     {"training", Arg::of_bool(true)}, {"momentum", shape::arg(n, "momentum")}, {"eps", shape::arg(n, "eps")}});
   return same(e.view(y, sizes));
+}
+
+// Batch norm with batch statistics, as torch._decomp's native_batch_norm_helper: biased variance
+// and mean over every dim but 1, out = (x - mean) / sqrt(var + eps) * weight + bias; the running
+// statistics move by `momentum` towards the mean and the unbiased variance. Not training, the
+// functional form is the inference batch norm with the running statistics unchanged.
+std::optional<Replacement> batch_norm_functional(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = tensor_arg(n, "input");
+  Value* running_mean = tensor_arg(n, "running_mean");
+  Value* running_var = tensor_arg(n, "running_var");
+  const bool with_update = !shape::has_arg(n, "training");
+  if (!with_update && !shape::bool_arg(n, "training")) {
+    std::vector<Value*> outs = e.all("_native_batch_norm_legit_no_training",
+                                     {{"input", Emit::T(x)}, {"weight", shape::arg(n, "weight")}, {"bias", shape::arg(n, "bias")},
+                                      {"running_mean", Emit::T(running_mean)}, {"running_var", Emit::T(running_var)},
+                                      {"momentum", shape::arg(n, "momentum")}, {"eps", shape::arg(n, "eps")}});
+    return Replacement{{outs[0], outs[1], outs[2], running_mean, running_var}};
+  }
+  const int64_t rank = x->type.rank(), channels = x->type.sizes[1];
+  std::vector<int64_t> dims, per_channel(static_cast<size_t>(rank), 1);
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != 1) dims.push_back(d);
+  per_channel[1] = channels;
+  std::vector<Value*> var_mean = e.all("var_mean.correction", {{"self", Emit::T(x)}, {"dim", Arg::of_ints(dims)},
+                                                               {"correction", Arg::of_int(0)}, {"keepdim", Arg::of_bool(true)}});
+  auto binary = [&](const char* op, Value* a, Arg b) { return e.one(op, {{"self", Emit::T(a)}, {"other", b}}); };
+  Value* rstd = e.one("rsqrt", {{"self", Emit::T(binary("add.Scalar", var_mean[0], shape::arg(n, "eps")))}});
+  Value* y = binary("mul.Tensor", binary("sub.Tensor", x, Emit::T(var_mean[1])), Emit::T(rstd));
+  if (!shape::arg(n, "weight").is_none()) y = binary("mul.Tensor", y, Emit::T(e.view(tensor_arg(n, "weight"), per_channel)));
+  if (!shape::arg(n, "bias").is_none()) y = binary("add.Tensor", y, Emit::T(e.view(tensor_arg(n, "bias"), per_channel)));
+
+  const double momentum = shape::number_arg(n, "momentum");
+  const double count = static_cast<double>(x->type.numel()) / static_cast<double>(channels);
+  auto update = [&](Value* running, Value* batch, double batch_scale) {
+    Value* kept = binary("mul.Scalar", running, Arg::of_float(1 - momentum));
+    return binary("add.Tensor", kept, Emit::T(binary("mul.Scalar", e.view(batch, {channels}), Arg::of_float(momentum * batch_scale))));
+  };
+  std::vector<Value*> outs = {y, e.view(var_mean[1], {channels}), e.view(rstd, {channels})};
+  if (with_update)
+    outs.push_back(e.one("empty.memory_format", {{"size", Arg::of_ints({0})}, {"dtype", Arg::of_dtype(DType::UInt8)}}));
+  outs.push_back(update(running_mean, var_mean[1], 1));
+  outs.push_back(update(running_var, var_mean[0], count / (count - 1)));
+  return Replacement{outs};
 }
 
 std::optional<Replacement> layer_norm(Rewriter& rw, Node& n) {
@@ -779,6 +824,266 @@ std::optional<Replacement> masked_fill(Rewriter& rw, Node& n) {
   return same(e.one("where.self", {{"condition", shape::arg(n, "mask")}, {"self", Emit::T(value)}, {"other", Emit::T(self)}}));
 }
 
+// linalg_vector_norm as torch._refs.linalg.vector_norm: ord 0 counts the nonzeros, +-inf is the
+// amax/amin of |x|, any other ord is sum(|x|^ord)^(1/ord) (pow lowers ^2 and ^0.5 to a product
+// and a square root, as PyTorch's kernel computes them). `dim` None or [] reduces every dim.
+std::optional<Replacement> vector_norm(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = tensor_arg(n, "self");
+  const DType out = n.op->infer(n)[0].dtype;
+  const double ord = shape::number_arg(n, "ord");
+  const Arg& dim = shape::arg(n, "dim");
+  const Named where = {{"dim", dim.is_none() ? Arg::of_ints({}) : dim}, {"keepdim", shape::arg(n, "keepdim")}};
+  auto reduce = [&](const char* op, Value* v, Named extra = {}) {
+    Named args = {{"self", Emit::T(v)}};
+    args.insert(args.end(), where.begin(), where.end());
+    args.insert(args.end(), extra.begin(), extra.end());
+    return e.one(op, args);
+  };
+  if (ord == 0) {
+    Value* nonzero = e.one("ne.Scalar", {{"self", Emit::T(x)}, {"other", Arg::of_int(0)}});
+    return same(reduce("sum.dim_IntList", nonzero, {{"dtype", Arg::of_dtype(out)}}));
+  }
+  if (x->type.dtype != out) x = e.one("_to_copy", {{"self", Emit::T(x)}, {"dtype", Arg::of_dtype(out)}});
+  Value* magnitude = e.one("abs", {{"self", Emit::T(x)}});
+  if (std::isinf(ord)) return same(reduce(ord > 0 ? "amax" : "amin", magnitude));
+  auto power = [&](Value* v, double p) {
+    return p == 1 ? v : e.one("pow.Tensor_Scalar", {{"self", Emit::T(v)}, {"exponent", Arg::of_float(p)}});
+  };
+  return same(power(reduce("sum.dim_IntList", power(magnitude, ord)), 1.0 / ord));
+}
+
+// dist(a, b, p) = linalg_vector_norm(a - b, p) over every element (decomposed in turn).
+std::optional<Replacement> dist(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* diff = e.one("sub.Tensor", {{"self", shape::arg(n, "self")}, {"other", shape::arg(n, "other")}});
+  return same(e.one("linalg_vector_norm", {{"self", Emit::T(diff)}, {"ord", shape::arg(n, "p")}}));
+}
+
+// ldexp(x, e) = x * 2^e, as ATen computes it.
+std::optional<Replacement> ldexp(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* scale = e.one("pow.Scalar", {{"self", Arg::of_float(2.0)}, {"exponent", shape::arg(n, "other")}});
+  return same(e.one("mul.Tensor", {{"self", shape::arg(n, "self")}, {"other", Emit::T(scale)}}));
+}
+
+// angle of a real number: pi for negatives, 0 otherwise, NaN kept.
+std::optional<Replacement> angle(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = tensor_arg(n, "self");
+  const DType out = n.op->infer(n)[0].dtype;
+  if (x->type.dtype != out) x = e.one("_to_copy", {{"self", Emit::T(x)}, {"dtype", Arg::of_dtype(out)}});
+  auto constant = [&](double v) { return e.one("scalar_tensor", {{"s", Arg::of_float(v)}, {"dtype", Arg::of_dtype(out)}}); };
+  Value* negative = e.one("lt.Scalar", {{"self", Emit::T(x)}, {"other", Arg::of_int(0)}});
+  Value* angle = e.one("where.self", {{"condition", Emit::T(negative)}, {"self", Emit::T(constant(M_PI))}, {"other", Emit::T(constant(0))}});
+  Value* nan = e.one("isnan", {{"self", Emit::T(x)}});
+  return same(e.one("where.self", {{"condition", Emit::T(nan)}, {"self", Emit::T(x)}, {"other", Emit::T(angle)}}));
+}
+
+// narrow_copy = a copy of slice(dim, start, start + length).
+std::optional<Replacement> narrow_copy(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = tensor_arg(n, "self");
+  const int64_t dim = shape::normalize_dim(shape::int_arg(n, "dim"), x->type.rank());
+  int64_t start = shape::int_arg(n, "start");
+  if (start < 0) start += x->type.sizes[static_cast<size_t>(dim)];
+  Value* part = e.one("slice.Tensor", {{"self", Emit::T(x)}, {"dim", Arg::of_int(dim)}, {"start", Arg::of_int(start)},
+                                       {"end", Arg::of_int(start + shape::int_arg(n, "length"))}});
+  return same(e.one("clone", {{"self", Emit::T(part)}}));
+}
+
+// scatter(self, dim, index, src, reduce='add'|'multiply'): scatter_reduce.two with sum or prod,
+// self included.
+std::optional<Replacement> scatter_reduce_legacy(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  const std::string reduce = shape::arg(n, "reduce").s == "add" ? "sum" : "prod";
+  return same(e.one("scatter_reduce.two", {{"self", shape::arg(n, "self")}, {"dim", shape::arg(n, "dim")},
+                                           {"index", shape::arg(n, "index")}, {"src", shape::arg(n, "src")},
+                                           {"reduce", Arg::of_string(reduce)}, {"include_self", Arg::of_bool(true)}}));
+}
+
+// index_reduce(self, dim, index, source, reduce): scatter_reduce.two with the 1-d index
+// broadcast along source's other dims (0-d self and source count as one element).
+std::optional<Replacement> index_reduce(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* self = tensor_arg(n, "self");
+  Value* index = tensor_arg(n, "index");
+  Value* source = tensor_arg(n, "source");
+  if (index->type.rank() > 1) refuse(n, "index_reduce(): Index is supposed to be a vector");
+  Value* x = e.view(self, self->type.rank() == 0 ? std::vector<int64_t>{1} : self->type.sizes);
+  Value* src = e.view(source, source->type.rank() == 0 ? std::vector<int64_t>{1} : source->type.sizes);
+  const int64_t rank = x->type.rank(), dim = shape::normalize_dim(shape::int_arg(n, "dim"), rank);
+  const int64_t count = index->type.rank() == 0 ? 1 : index->type.sizes[0];
+  if (src->type.rank() != rank || src->type.sizes[static_cast<size_t>(dim)] != count)
+    refuse(n, "index_reduce(): source must have self's rank and as many elements along dim as index");
+  std::vector<int64_t> along(static_cast<size_t>(rank), 1);
+  along[static_cast<size_t>(dim)] = count;
+  Value* spread = e.expand(e.view(index, along), src->type.sizes);
+  Value* y = e.one("scatter_reduce.two", {{"self", Emit::T(x)}, {"dim", Arg::of_int(dim)}, {"index", Emit::T(spread)},
+                                          {"src", Emit::T(src)}, {"reduce", shape::arg(n, "reduce")},
+                                          {"include_self", shape::arg(n, "include_self")}});
+  return same(e.view(y, self->type.sizes));
+}
+
+// addmv(self, mat, vec) = addmm with vec as a column and self as one ([n] or [1] -> [n, 1]).
+std::optional<Replacement> addmv(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* self = tensor_arg(n, "self");
+  Value* vec = tensor_arg(n, "vec");
+  const int64_t rows = n.op->infer(n)[0].sizes[0];
+  Value* column = e.view(self, {self->type.rank() == 0 ? 1 : self->type.sizes[0], 1});
+  Value* y = e.one("addmm", {{"self", Emit::T(column)}, {"mat1", shape::arg(n, "mat")},
+                             {"mat2", Emit::T(e.view(vec, {vec->type.sizes[0], 1}))},
+                             {"beta", shape::arg(n, "beta")}, {"alpha", shape::arg(n, "alpha")}});
+  return same(e.view(y, {rows}));
+}
+
+// addbmm(self, b1, b2) = addmm(self, b1 as [n, B*k], b2 as [B*k, m]): the batch sum of products
+// is one product over the batch and inner dims together.
+std::optional<Replacement> addbmm(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* a = tensor_arg(n, "batch1");
+  Value* b = tensor_arg(n, "batch2");
+  const auto& as = a->type.sizes;
+  const auto& bs = b->type.sizes;
+  Value* lhs = e.view(e.permute(a, {1, 0, 2}), {as[1], as[0] * as[2]});
+  Value* rhs = e.view(b, {bs[0] * bs[1], bs[2]});
+  return same(e.one("addmm", {{"self", shape::arg(n, "self")}, {"mat1", Emit::T(lhs)}, {"mat2", Emit::T(rhs)},
+                              {"beta", shape::arg(n, "beta")}, {"alpha", shape::arg(n, "alpha")}}));
+}
+
+// _cdist_forward(x1, x2, p): the p-norm over the last dim of x1[..., i, None, :] - x2[..., None, j, :].
+std::optional<Replacement> cdist(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* a = e.one("unsqueeze", {{"self", shape::arg(n, "x1")}, {"dim", Arg::of_int(-2)}});
+  Value* b = e.one("unsqueeze", {{"self", shape::arg(n, "x2")}, {"dim", Arg::of_int(-3)}});
+  Value* diff = e.one("sub.Tensor", {{"self", Emit::T(a)}, {"other", Emit::T(b)}});
+  return same(e.one("linalg_vector_norm", {{"self", Emit::T(diff)}, {"ord", shape::arg(n, "p")}, {"dim", Arg::of_ints({-1})}}));
+}
+
+// _pdist_forward(x, p): the p-norm distances of the rows i < j of x, in that order: the full
+// distance matrix (as cdist) read at a constant list of its upper-triangle positions.
+std::optional<Replacement> pdist(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = tensor_arg(n, "self");
+  const int64_t rows = x->type.sizes[0];
+  std::vector<int64_t> pairs;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = i + 1; j < rows; ++j) pairs.push_back(i * rows + j);
+  std::vector<uint8_t> bytes(pairs.size() * sizeof(int64_t));
+  std::memcpy(bytes.data(), pairs.data(), bytes.size());
+  Value* where = rw.add_constant("pdist_pairs", shape::make_type(DType::Int64, {static_cast<int64_t>(pairs.size())}),
+                                 std::move(bytes));
+  Value* a = e.one("unsqueeze", {{"self", Emit::T(x)}, {"dim", Arg::of_int(1)}});
+  Value* b = e.one("unsqueeze", {{"self", Emit::T(x)}, {"dim", Arg::of_int(0)}});
+  Value* diff = e.one("sub.Tensor", {{"self", Emit::T(a)}, {"other", Emit::T(b)}});
+  Value* all = e.one("linalg_vector_norm", {{"self", Emit::T(diff)}, {"ord", shape::arg(n, "p")}, {"dim", Arg::of_ints({-1})}});
+  return same(e.one("index_select", {{"self", Emit::T(e.view(all, {rows * rows}))}, {"dim", Arg::of_int(0)}, {"index", Emit::T(where)}}));
+}
+
+// _trilinear: each input unsqueezed at its expand dims, the three multiplied, summed over sumdim.
+std::optional<Replacement> trilinear(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* product = nullptr;
+  for (const char* k : {"1", "2", "3"}) {
+    Value* v = tensor_arg(n, (std::string("i") + k).c_str());
+    std::vector<int64_t> dims = shape::ints_arg(n, std::string("expand") + k);
+    std::sort(dims.begin(), dims.end());  // positions in the result: inserted from the lowest
+    for (int64_t d : dims)
+      v = e.one("unsqueeze", {{"self", Emit::T(v)}, {"dim", Arg::of_int(d)}});
+    product = product ? e.one("mul.Tensor", {{"self", Emit::T(product)}, {"other", Emit::T(v)}}) : v;
+  }
+  std::vector<int64_t> sumdim = shape::ints_arg(n, "sumdim");
+  if (sumdim.empty()) return same(product);
+  return same(e.one("sum.dim_IntList", {{"self", Emit::T(product)}, {"dim", Arg::of_ints(sumdim)}}));
+}
+
+// as_strided_copy = a copy of the as_strided view.
+std::optional<Replacement> as_strided_copy(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* view = e.forward("as_strided", {"self", "size", "stride", "storage_offset"});
+  return same(e.one("clone", {{"self", Emit::T(view)}}));
+}
+
+Value* flatten(Emit& e, Value* v) { return e.view(v, {v->type.numel()}); }
+
+// index_put on self, index and values flattened, viewed back to self's shape.
+Value* put_flat(Emit& e, Value* self, Value* index, Value* values, const Arg& accumulate) {
+  Arg indices;
+  indices.kind = Arg::Kind::OptTensorList;
+  indices.tensors = {flatten(e, index)};
+  Value* y = e.one("index_put", {{"self", Emit::T(flatten(e, self))}, {"indices", indices},
+                                 {"values", Emit::T(flatten(e, values))}, {"accumulate", accumulate}});
+  return e.view(y, self->type.sizes);
+}
+
+// put(self, index, source, accumulate): index_put on the flattened self.
+std::optional<Replacement> put(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  return same(put_flat(e, tensor_arg(n, "self"), tensor_arg(n, "index"), tensor_arg(n, "source"), shape::arg(n, "accumulate")));
+}
+
+// as_strided_scatter: self (its elements in C order) with the positions its as_strided view reads
+// replaced by src; those positions are the same view of arange(numel).
+std::optional<Replacement> as_strided_scatter(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* self = tensor_arg(n, "self");
+  Value* positions = e.one("arange.start_step", {{"start", Arg::of_int(0)}, {"end", Arg::of_int(self->type.numel())},
+                                                 {"dtype", Arg::of_dtype(DType::Int64)}});
+  Value* read = e.one("as_strided", {{"self", Emit::T(positions)}, {"size", shape::arg(n, "size")},
+                                     {"stride", shape::arg(n, "stride")}, {"storage_offset", shape::arg(n, "storage_offset")}});
+  return same(put_flat(e, self, read, tensor_arg(n, "src"), Arg::of_bool(false)));
+}
+
+// masked_scatter: where the mask (broadcast to self) is set, the next element of source in C
+// order: its position is the count of set mask elements before this one.
+std::optional<Replacement> masked_scatter(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* self = tensor_arg(n, "self");
+  Value* source = tensor_arg(n, "source");
+  if (source->type.numel() == 0) return same(self);  // PyTorch needs the mask to be all false then
+  Value* mask = flatten(e, e.expand(tensor_arg(n, "mask"), self->type.sizes));
+  Value* count = e.one("cumsum", {{"self", Emit::T(mask)}, {"dim", Arg::of_int(0)}});
+  Value* before = e.one("sub.Tensor", {{"self", Emit::T(count)}, {"other", Arg::of_int(1)}});
+  Value* position = e.one("clamp", {{"self", Emit::T(before)}, {"min", Arg::of_int(0)}});  // unset ones read element 0
+  Value* taken = e.one("index_select", {{"self", Emit::T(flatten(e, source))}, {"dim", Arg::of_int(0)}, {"index", Emit::T(position)}});
+  Value* y = e.one("where.self", {{"condition", Emit::T(mask)}, {"self", Emit::T(taken)}, {"other", Emit::T(flatten(e, self))}});
+  return same(e.view(y, self->type.sizes));
+}
+
+// max_pool2d_with_indices_backward: each output's gradient added at the input position its index
+// names, plane by plane: a scatter_add into zeros, as ATen's kernel accumulates.
+std::optional<Replacement> max_pool2d_backward(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* self = tensor_arg(n, "self");
+  Value* grad = tensor_arg(n, "grad_output");
+  const auto& in = self->type.sizes;
+  const auto& out = grad->type.sizes;
+  const int64_t plane = in[in.size() - 2] * in.back(), pooled = out[out.size() - 2] * out.back();
+  const int64_t planes = plane == 0 ? 0 : self->type.numel() / plane;
+  Value* zeros = e.one("full_like", {{"self", Emit::T(self)}, {"fill_value", Arg::of_int(0)}});
+  Value* y = e.one("scatter_add", {{"self", Emit::T(e.view(zeros, {planes, plane}))}, {"dim", Arg::of_int(1)},
+                                   {"index", Emit::T(e.view(tensor_arg(n, "indices"), {planes, pooled}))},
+                                   {"src", Emit::T(e.view(grad, {planes, pooled}))}});
+  return same(e.view(y, in));
+}
+
+// resize(self, size): self's first numel(size) elements in C order, viewed as `size` (a larger
+// size would leave elements uninitialized: refused).
+std::optional<Replacement> resize(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = tensor_arg(n, "self");
+  const std::vector<int64_t> sizes = n.op->infer(n)[0].sizes;
+  int64_t count = 1;
+  for (int64_t s : sizes) count *= s;
+  if (count > x->type.numel())
+    refuse(n, "resizing to more elements than the tensor has (" + std::to_string(count) + " > " +
+                  std::to_string(x->type.numel()) + ") leaves them uninitialized; not supported");
+  Value* kept = e.one("slice.Tensor", {{"self", Emit::T(flatten(e, x))}, {"dim", Arg::of_int(0)}, {"start", Arg::of_int(0)},
+                                       {"end", Arg::of_int(count)}});
+  return same(e.view(kept, sizes));
+}
+
 using ReplaceFn = std::optional<Replacement> (*)(Rewriter&, Node&);
 
 const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() {
@@ -793,8 +1098,10 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"embedding_bag", "embedding_bag.padding_idx"}, embedding_bag},
       {{"group_norm"}, group_norm},
       {{"_weight_norm"}, weight_norm},
+      {{"_native_batch_norm_legit_functional", "_batch_norm_with_update_functional"}, batch_norm_functional},
       {{"scaled_dot_product_attention"}, sdpa},
       {{"max_pool2d"}, max_pool2d},
+      {{"max_pool2d_with_indices_backward"}, max_pool2d_backward},
       {{"adaptive_avg_pool2d"}, adaptive_avg_pool2d},
       {{"adaptive_avg_pool1d"}, adaptive_avg_pool1d},
       {{"flatten.using_ints", "unflatten.int", "reshape", "_unsafe_view", "view_copy", "view_as", "reshape_as"},
@@ -806,7 +1113,7 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"to.dtype", "to.dtype_layout", "to.device", "to.other", "type_as"}, to_dtype},
       {{"dropout"}, dropout},
       {{"chunk", "split.Tensor"}, split_like},
-      {{"unbind.int"}, unbind},
+      {{"unbind.int", "unbind_copy.int"}, unbind},
       {{"hardswish"}, hardswish},
       {{"hardsigmoid"}, hardsigmoid},
       {{"silu"}, silu},
@@ -828,6 +1135,23 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"masked_fill.Scalar", "masked_fill.Tensor"}, masked_fill},
       {{"baddbmm"}, baddbmm},
       {{"einsum"}, einsum},
+      {{"linalg_vector_norm"}, vector_norm},
+      {{"dist"}, dist},
+      {{"ldexp.Tensor"}, ldexp},
+      {{"angle"}, angle},
+      {{"narrow_copy"}, narrow_copy},
+      {{"scatter.reduce"}, scatter_reduce_legacy},
+      {{"index_reduce"}, index_reduce},
+      {{"addmv"}, addmv},
+      {{"addbmm"}, addbmm},
+      {{"_cdist_forward"}, cdist},
+      {{"_pdist_forward"}, pdist},
+      {{"_trilinear"}, trilinear},
+      {{"as_strided_copy"}, as_strided_copy},
+      {{"resize"}, resize},
+      {{"put"}, put},
+      {{"as_strided_scatter"}, as_strided_scatter},
+      {{"masked_scatter"}, masked_scatter},
   };
   return table;
 }

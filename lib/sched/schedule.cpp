@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "foundry/ir/record.h"
 #include "foundry/sched/fusion.h"

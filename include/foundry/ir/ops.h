@@ -27,6 +27,24 @@ struct Scalar {
   double as_double() const { return is_floating(dtype) ? f : static_cast<double>(i); }
 };
 
+// Special functions: `text` is also the name of their scalar implementation in
+// foundry_rt::special (runtime/foundry_special.h), which the evaluator and the kernels call.
+#define FOUNDRY_SPECIAL_UNARY_OPS(X)                                                           \
+  X(Lgamma, lgamma) X(Digamma, digamma) X(Erfinv, erfinv) X(Erfcx, erfcx) X(Ndtri, ndtri)      \
+  X(BesselJ0, bessel_j0) X(BesselJ1, bessel_j1) X(BesselY0, bessel_y0) X(BesselY1, bessel_y1)  \
+  X(BesselI0, bessel_i0) X(BesselI0e, bessel_i0e) X(BesselI1, bessel_i1)                       \
+  X(BesselI1e, bessel_i1e) X(BesselK0, bessel_k0) X(BesselK0e, bessel_k0e)                     \
+  X(BesselK1, bessel_k1) X(BesselK1e, bessel_k1e) X(SphericalBesselJ0, spherical_bessel_j0)    \
+  X(AiryAi, airy_ai)
+// Polygamma(n, x); the polynomials take (x, n), n truncated to an integer as in PyTorch.
+#define FOUNDRY_SPECIAL_BINARY_OPS(X)                                                          \
+  X(Polygamma, polygamma) X(Zeta, zeta) X(Igamma, igamma) X(Igammac, igammac)                  \
+  X(ChebyshevT, chebyshev_t) X(ChebyshevU, chebyshev_u) X(ChebyshevV, chebyshev_v)             \
+  X(ChebyshevW, chebyshev_w) X(ShiftedChebyshevT, shifted_chebyshev_t)                         \
+  X(ShiftedChebyshevU, shifted_chebyshev_u) X(ShiftedChebyshevV, shifted_chebyshev_v)          \
+  X(ShiftedChebyshevW, shifted_chebyshev_w) X(HermiteH, hermite_h) X(HermiteHe, hermite_he)    \
+  X(LaguerreL, laguerre_l) X(LegendreP, legendre_p)
+
 #define FOUNDRY_UNARY_OPS(X)                                                                   \
   X(Neg, neg) X(Abs, abs) X(Exp, exp) X(Exp2, exp2) X(Expm1, expm1) X(Log, log) X(Log2, log2) \
   X(Log10, log10) X(Log1p, log1p) X(Sqrt, sqrt) X(Rsqrt, rsqrt) X(Sin, sin) X(Cos, cos)        \
@@ -34,18 +52,20 @@ struct Scalar {
   X(Tanh, tanh) X(Asinh, asinh) X(Acosh, acosh) X(Atanh, atanh) X(Erf, erf) X(Erfc, erfc)      \
   X(Sigmoid, sigmoid) X(Floor, floor) X(Ceil, ceil) X(Trunc, trunc) X(Round, round)            \
   X(Reciprocal, reciprocal) X(Sign, sign) X(BitwiseNot, bitwise_not)                           \
-  X(LogicalNot, logical_not) X(IsNan, isnan) X(IsInf, isinf)
+  X(LogicalNot, logical_not) X(IsNan, isnan) X(IsInf, isinf) X(SignBit, signbit)            \
+  FOUNDRY_SPECIAL_UNARY_OPS(X)
 
 // Binary ops take two operands of the same dtype. Comparisons and logical ops return bool.
 // Div is true division on floats, truncating on integers; FloorDiv and Mod follow Python
 // (PyTorch's floor_divide and remainder); Fmod follows C. Maximum/Minimum propagate NaN.
+// Nextafter steps in the operands' own precision (float for float32).
 #define FOUNDRY_BINARY_OPS(X)                                                                  \
   X(Add, add) X(Sub, sub) X(Mul, mul) X(Div, div) X(FloorDiv, floordiv) X(Mod, mod)            \
   X(Fmod, fmod) X(Pow, pow) X(Atan2, atan2) X(Hypot, hypot) X(Copysign, copysign)              \
   X(Maximum, maximum) X(Minimum, minimum) X(Fmax, fmax) X(Fmin, fmin) X(BitAnd, bitwise_and)   \
   X(BitOr, bitwise_or) X(BitXor, bitwise_xor) X(LogicalAnd, logical_and)                       \
   X(LogicalOr, logical_or) X(LogicalXor, logical_xor) X(Eq, eq) X(Ne, ne) X(Lt, lt) X(Le, le)   \
-  X(Gt, gt) X(Ge, ge)
+  X(Gt, gt) X(Ge, ge) X(Nextafter, nextafter) FOUNDRY_SPECIAL_BINARY_OPS(X)
 
 #define FOUNDRY_ENUM_ENTRY(name, text) name,
 enum class UnaryOp { FOUNDRY_UNARY_OPS(FOUNDRY_ENUM_ENTRY) };
