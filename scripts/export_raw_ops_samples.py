@@ -112,6 +112,14 @@ def case_roll():
     return Fn(lambda m, x: (torch.roll(x, 2, 1), torch.roll(x, (-1, 7), (0, -1)), torch.roll(x, 4))), (randn(3, 5),)
 
 
+def case_shuffle_triangle():
+    # pixel_shuffle / pixel_unshuffle by 2 (with a leading batch dim of 2), triu and tril with
+    # diagonals above and below, swapaxes and swapdims (maxvit, super-resolution heads, masks)
+    return Fn(lambda m, x, z: (torch.nn.functional.pixel_shuffle(x, 2), torch.nn.functional.pixel_unshuffle(x, 2),
+                               torch.triu(z, 1), torch.tril(z, -1), torch.triu(z[0]), torch.swapaxes(z, 0, 2),
+                               z.swapdims(1, 2))), (randn(2, 8, 4, 6), randn(2, 5, 7))
+
+
 def case_group_norm():
     # GroupNorm of a 4-d and a 3-d input (wav2vec2's feature extractor), affine with random
     # parameters, and without them
@@ -248,6 +256,7 @@ CASES = {
     "diff": case_diff,
     "pad": case_pad,
     "roll": case_roll,
+    "shuffle_triangle": case_shuffle_triangle,
     "group_norm": case_group_norm,
     "weight_norm": case_weight_norm,
     "einsum": case_einsum,

@@ -74,12 +74,32 @@ std::vector<TensorType> permute(const Node& node) {
   return {with_sizes(self, sizes)};
 }
 
+// transpose.int, swapdims (dim0, dim1) and swapaxes (axis0, axis1).
 std::vector<TensorType> transpose(const Node& node) {
   const TensorType& self = shape::tensor(node, "self");
-  int64_t dim0 = normalize_dim(shape::int_arg(node, "dim0"), self.rank());
-  int64_t dim1 = normalize_dim(shape::int_arg(node, "dim1"), self.rank());
+  const bool axes = shape::has_arg(node, "axis0");
+  int64_t dim0 = normalize_dim(shape::int_arg(node, axes ? "axis0" : "dim0"), self.rank());
+  int64_t dim1 = normalize_dim(shape::int_arg(node, axes ? "axis1" : "dim1"), self.rank());
   std::vector<int64_t> sizes = self.sizes;
   if (self.rank() > 0) std::swap(sizes[dim0], sizes[dim1]);  // a 0-d tensor transposes to itself
+  return {with_sizes(self, sizes)};
+}
+
+// pixel_shuffle (r = upscale_factor): [*, C*r*r, H, W] -> [*, C, H*r, W*r]; pixel_unshuffle
+// (r = downscale_factor) the other way.
+std::vector<TensorType> pixel_shuffle(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  const bool up = shape::has_arg(node, "upscale_factor");
+  const int64_t r = shape::int_arg(node, up ? "upscale_factor" : "downscale_factor");
+  const std::string op = up ? "pixel_shuffle" : "pixel_unshuffle";
+  if (self.rank() < 3) throw UserError(op + " expects an input of at least 3 dims, got " + format_sizes(self.sizes));
+  if (r <= 0) throw UserError(op + ": the factor must be positive, got " + std::to_string(r));
+  std::vector<int64_t> sizes = self.sizes;
+  const size_t c = sizes.size() - 3;
+  if (up ? sizes[c] % (r * r) != 0 : sizes[c + 1] % r != 0 || sizes[c + 2] % r != 0)
+    throw UserError(op + ": " + format_sizes(self.sizes) + " does not divide by the factor " + std::to_string(r));
+  sizes[c] = up ? sizes[c] / (r * r) : sizes[c] * r * r;
+  for (size_t d : {c + 1, c + 2}) sizes[d] = up ? sizes[d] * r : sizes[d] / r;
   return {with_sizes(self, sizes)};
 }
 

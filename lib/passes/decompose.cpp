@@ -422,8 +422,9 @@ std::optional<Replacement> transpose(Rewriter& rw, Node& n) {
   if (rank == 0) return same(x);
   std::vector<int64_t> dims(static_cast<size_t>(rank));
   for (int64_t i = 0; i < rank; ++i) dims[static_cast<size_t>(i)] = i;
-  std::swap(dims[static_cast<size_t>(shape::normalize_dim(shape::int_arg(n, "dim0"), rank))],
-            dims[static_cast<size_t>(shape::normalize_dim(shape::int_arg(n, "dim1"), rank))]);
+  const bool axes = shape::has_arg(n, "axis0");  // swapaxes
+  std::swap(dims[static_cast<size_t>(shape::normalize_dim(shape::int_arg(n, axes ? "axis0" : "dim0"), rank))],
+            dims[static_cast<size_t>(shape::normalize_dim(shape::int_arg(n, axes ? "axis1" : "dim1"), rank))]);
   return same(e.permute(x, dims));
 }
 
@@ -813,6 +814,45 @@ std::optional<Replacement> roll(Rewriter& rw, Node& n) {
   return same(e.view(y, x->type.sizes));
 }
 
+// triu / tril: self where column - row >= diagonal (triu) or <= diagonal (tril), else 0, over
+// the last two dims.
+std::optional<Replacement> triangle(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = tensor_arg(n, "self");
+  const std::vector<int64_t>& s = x->type.sizes;
+  if (s.size() < 2) refuse(n, "triu/tril expect a tensor of at least 2 dims");
+  Value* rows = e.view(positions(e, 0, s[s.size() - 2]), {s[s.size() - 2], 1});
+  Value* offset = e.one("sub.Tensor", {{"self", Emit::T(positions(e, 0, s.back()))}, {"other", Emit::T(rows)}});
+  const char* keep = n.target == "triu" ? "ge.Scalar" : "le.Scalar";
+  Value* mask = e.one(keep, {{"self", Emit::T(offset)}, {"other", shape::arg(n, "diagonal")}});
+  return same(e.one("where.self", {{"condition", Emit::T(mask)}, {"self", Emit::T(x)}, {"other", Arg::of_int(0)}}));
+}
+
+// pixel_shuffle: [*, C*r*r, H, W] viewed [*, C, r, r, H, W], permuted to [*, C, H, r, W, r],
+// viewed [*, C, H*r, W*r]; pixel_unshuffle the inverse, as torch._refs does.
+std::optional<Replacement> pixel_shuffle(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = tensor_arg(n, "self");
+  const bool up = n.target == "pixel_shuffle";
+  const int64_t r = shape::int_arg(n, up ? "upscale_factor" : "downscale_factor");
+  const std::vector<int64_t> out = n.op->infer(n)[0].sizes;
+  const std::vector<int64_t>& small = up ? x->type.sizes : out;  // [*, C*r*r, H, W]
+  std::vector<int64_t> split(small.begin(), small.end() - 3);
+  const size_t b = split.size();
+  const int64_t c = small[b] / (r * r), h = small[b + 1], w = small[b + 2];
+  std::vector<int64_t> perm;
+  for (size_t i = 0; i < b; ++i) perm.push_back(static_cast<int64_t>(i));
+  const auto at = [&](int64_t k) { return static_cast<int64_t>(b) + k; };
+  if (up) {
+    split.insert(split.end(), {c, r, r, h, w});  // C, r1, r2, H, W -> C, H, r1, W, r2
+    perm.insert(perm.end(), {at(0), at(3), at(1), at(4), at(2)});
+  } else {
+    split.insert(split.end(), {c, h, r, w, r});  // C, H, r1, W, r2 -> C, r1, r2, H, W
+    perm.insert(perm.end(), {at(0), at(2), at(4), at(1), at(3)});
+  }
+  return same(e.view(e.permute(e.view(x, split), perm), out));
+}
+
 // masked_fill: where(mask, value, self), the value (a number or a 0-d tensor) in self's dtype.
 std::optional<Replacement> masked_fill(Rewriter& rw, Node& n) {
   Emit e(rw, n);
@@ -1107,7 +1147,7 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"flatten.using_ints", "unflatten.int", "reshape", "_unsafe_view", "view_copy", "view_as", "reshape_as"},
        reshape_like},
       {{"contiguous"}, contiguous},
-      {{"transpose.int"}, transpose},
+      {{"transpose.int", "swapaxes", "swapdims"}, transpose},
       {{"squeeze.dim"}, squeeze_dim},
       {{"softmax.int"}, softmax_int},
       {{"to.dtype", "to.dtype_layout", "to.device", "to.other", "type_as"}, to_dtype},
@@ -1130,6 +1170,8 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"diff"}, diff},
       {{"pad"}, pad},
       {{"roll"}, roll},
+      {{"triu", "tril"}, triangle},
+      {{"pixel_shuffle", "pixel_unshuffle"}, pixel_shuffle},
       {{"min.other", "max.other"}, min_max_other},
       {{"where.ScalarOther", "where.ScalarSelf", "where.Scalar"}, where_scalar},
       {{"masked_fill.Scalar", "masked_fill.Tensor"}, masked_fill},
