@@ -81,6 +81,16 @@ def case_conv1d():
     return Fn(lambda m, x: (m.conv(x), m.plain(x[0])), conv=conv, plain=plain), (randn(2, 4, 11),)
 
 
+def case_conv_padding_modes():
+    # padding="same" with an even kernel (the odd unit of padding on the right), with dilation,
+    # in 2-d with a kernel even in one dim; padding="valid" with a stride
+    c1 = torch.nn.Conv1d(3, 4, 4, padding="same")
+    c2 = torch.nn.Conv1d(3, 2, 3, padding="same", dilation=2, bias=False)
+    c3 = torch.nn.Conv2d(3, 2, (2, 3), padding="same")
+    c4 = torch.nn.Conv1d(3, 2, 3, padding="valid", stride=2)
+    return Fn(lambda m, x, y: (m.c1(x), m.c2(x), m.c3(y), m.c4(x)), c1=c1, c2=c2, c3=c3, c4=c4), (randn(2, 3, 9), randn(1, 3, 5, 6))
+
+
 def case_where_min_max():
     # torch.min/max of two tensors (min.other, max.other: NaN propagates), torch.where with a
     # scalar in either place or both (an int scalar with a float tensor gives float)
@@ -252,6 +262,7 @@ CASES = {
     "matmul": case_matmul,
     "baddbmm": case_baddbmm,
     "conv1d": case_conv1d,
+    "conv_padding_modes": case_conv_padding_modes,
     "where_min_max": case_where_min_max,
     "diff": case_diff,
     "pad": case_pad,

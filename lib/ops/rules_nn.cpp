@@ -308,6 +308,30 @@ std::vector<TensorType> convolution(const Node& node) {
   return {make_type(input.dtype, sizes)};
 }
 
+// conv1d.padding, conv2d.padding: "valid" is no padding; "same" keeps the spatial sizes (stride 1
+// only, as in ATen), padding dilation * (kernel - 1) in all, the odd one on the right.
+std::vector<TensorType> convolution_padding_mode(const Node& node) {
+  const TensorType& input = shape::tensor(node, "input");
+  const TensorType& weight = shape::tensor(node, "weight");
+  const std::string& mode = node.arg("padding").s;
+  if (weight.rank() < 3 || (input.rank() != weight.rank() && input.rank() != weight.rank() - 1))
+    throw UserError("convolution: input " + format_sizes(input.sizes) + " does not match weight " + format_sizes(weight.sizes));
+  const size_t spatial = weight.rank() - 2;
+  const std::vector<int64_t> stride = spatial_param(node, "stride", spatial, 1);
+  const std::vector<int64_t> dilation = spatial_param(node, "dilation", spatial, 1);
+  std::vector<int64_t> sizes = input.sizes;
+  const size_t first = sizes.size() - spatial;
+  for (size_t i = 0; i < spatial; ++i) {
+    if (stride[i] < 1 || dilation[i] < 1) throw UserError("convolution: stride and dilation must be positive");
+    if (mode == "same" && stride[i] != 1) throw UserError("padding='same' is not supported for strided convolutions");
+    const int64_t extent = dilation[i] * (weight.sizes[2 + i] - 1) + 1;
+    if (mode == "valid") sizes[first + i] = (sizes[first + i] - extent) / stride[i] + 1;
+    if (sizes[first + i] < 1) throw UserError("convolution: the kernel is larger than the input " + format_sizes(input.sizes));
+  }
+  sizes[first - 1] = weight.sizes[0];
+  return {make_type(input.dtype, sizes)};
+}
+
 // max_pool2d (values) and max_pool2d_with_indices (values, int64 indices).
 std::vector<TensorType> max_pool2d(const Node& node) {
   const TensorType& self = shape::tensor(node, "self");

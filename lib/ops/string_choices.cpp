@@ -26,6 +26,8 @@ const std::vector<StringChoices>& table() {
       {"pad", "mode", {"constant", "reflect", "replicate", "circular"},
        "padding mode must be constant, reflect, replicate or circular, got "},
       {"einsum", "equation", {}, ""},  // parsed by the op's rule (einsum.h)
+      {"conv1d.padding", "padding", {"valid", "same"}, "Invalid padding string: "},
+      {"conv2d.padding", "padding", {"valid", "same"}, "Invalid padding string: "},
       {"scatter.reduce", "reduce", {"add", "multiply"}, "reduce argument must be either add or multiply, got "},
       {"index_reduce", "reduce", {"prod", "mean", "amax", "amin"},
        "index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got "},

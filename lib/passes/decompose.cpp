@@ -168,6 +168,26 @@ std::vector<int64_t> spatial_list(const Node& n, const char* name, size_t spatia
   return v;
 }
 
+// The convolution's padding per spatial dim: the ints given, or for padding="same" half of
+// dilation * (kernel - 1) (its odd unit added on the right, to x, as ATen's _convolution_mode
+// does) and for "valid" none.
+std::vector<int64_t> conv_padding(Emit& e, const Node& n, Value*& x, const Value* w, size_t spatial) {
+  const Arg& padding = shape::arg(n, "padding");
+  if (padding.kind != Arg::Kind::String) return spatial_list(n, "padding", spatial);
+  std::vector<int64_t> symmetric(spatial, 0), extra;  // extra: constant_pad_nd's list, last dim first
+  if (padding.s == "same") {
+    const std::vector<int64_t> dilation = spatial_list(n, "dilation", spatial);
+    for (size_t i = spatial; i-- > 0;) {
+      const int64_t total = dilation[i] * (w->type.sizes[2 + i] - 1);
+      symmetric[i] = total / 2;
+      extra.insert(extra.end(), {0, total % 2});
+    }
+  }
+  if (std::any_of(extra.begin(), extra.end(), [](int64_t p) { return p != 0; }))
+    x = e.one("constant_pad_nd", {{"self", Emit::T(x)}, {"pad", Arg::of_ints(extra)}, {"value", Arg::of_int(0)}});
+  return symmetric;
+}
+
 // conv1d and conv2d -> convolution (an unbatched input gets a batch dim of 1 around it).
 std::optional<Replacement> conv_nd(Rewriter& rw, Node& n) {
   Emit e(rw, n);
@@ -177,11 +197,12 @@ std::optional<Replacement> conv_nd(Rewriter& rw, Node& n) {
   const size_t spatial = static_cast<size_t>(w->type.rank() - 2);
   const bool unbatched = x->type.rank() == w->type.rank() - 1;
   if (unbatched) x = e.one("unsqueeze", {{"self", Emit::T(x)}, {"dim", Arg::of_int(0)}});
+  const std::vector<int64_t> padding = conv_padding(e, n, x, w, spatial);
   Value* y = e.one("convolution", {{"input", Emit::T(x)},
                                    {"weight", Emit::T(w)},
                                    {"bias", shape::arg(n, "bias")},
                                    {"stride", Arg::of_ints(spatial_list(n, "stride", spatial))},
-                                   {"padding", Arg::of_ints(spatial_list(n, "padding", spatial))},
+                                   {"padding", Arg::of_ints(padding)},
                                    {"dilation", Arg::of_ints(spatial_list(n, "dilation", spatial))},
                                    {"transposed", Arg::of_bool(false)},
                                    {"output_padding", Arg::of_ints(std::vector<int64_t>(spatial, 0))},
@@ -1129,7 +1150,7 @@ using ReplaceFn = std::optional<Replacement> (*)(Rewriter&, Node&);
 const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() {
   static const std::vector<std::pair<std::vector<std::string>, ReplaceFn>> table = {
       {{"linear"}, linear},
-      {{"conv1d", "conv2d"}, conv_nd},
+      {{"conv1d", "conv2d", "conv1d.padding", "conv2d.padding"}, conv_nd},
       {{"batch_norm"}, batch_norm},
       {{"layer_norm"}, layer_norm},
       {{"instance_norm"}, instance_norm},
