@@ -19,6 +19,7 @@
 #include "foundry/runtime/loaded_model.h"
 #include "foundry/runtime/sample.h"
 #include "foundry/support/error.h"
+#include "command_line.h"
 
 namespace {
 
@@ -128,11 +129,7 @@ nlohmann::json comparison_json(const foundry::Comparison& c, const foundry::NpyA
   return j;
 }
 
-int usage_error(const std::string& msg) {
-  std::fprintf(stderr, "foundry-run: error: %s\n", foundry::printable_message(msg).c_str());
-  std::fprintf(stderr, "Run with --help for more information.\n");
-  return 2;
-}
+int usage_error(const std::string& msg) { return foundry::cli::usage_error("foundry-run", msg); }
 
 void set_thread_count(int threads) {
   if (threads > FOUNDRY_MAX_THREADS) {
@@ -259,23 +256,13 @@ int main(int argc, char** argv) {
   app.add_option("--seed", opt.seed, "seed of the random inputs made without --inputs (default 0)");
   app.add_flag("--json", opt.json, "print one JSON object instead of text");
   app.set_version_flag("--version", std::string("foundry-run ") + FOUNDRY_VERSION);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    return usage_error(e.what());
-  }
+  if (std::optional<int> exit_code = foundry::cli::parse(app, argc, argv, "foundry-run")) return *exit_code;
   if (!opt.expected.empty() && opt.inputs.empty())
     return usage_error("--expected needs --inputs: random inputs have no expected outputs");
   try {
     return run(opt);
   } catch (const foundry::UserError& e) {
-    std::fprintf(stderr, "foundry-run: error: %s\n", foundry::printable_message(e.what()).c_str());
+    foundry::cli::print_error("foundry-run", e.what());
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "foundry-run: internal error (this is a foundryc bug): %s\n",

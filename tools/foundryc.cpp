@@ -26,19 +26,14 @@
 #include "foundry/runtime/sample.h"
 #include "foundry/support/error.h"
 #include "foundry/support/interrupt.h"
+#include "command_line.h"
 
 namespace {
 
 // Messages are one line, with the input's text made harmless (see printable_message).
-void print_error(const std::string& msg) {
-  std::cerr << "foundryc: error: " << foundry::printable_message(msg) << std::endl;
-}
+void print_error(const std::string& msg) { foundry::cli::print_error("foundryc", msg); }
 
-int usage_error(const std::string& msg) {
-  print_error(msg);
-  std::cerr << "Run with --help for more information." << std::endl;
-  return 2;
-}
+int usage_error(const std::string& msg) { return foundry::cli::usage_error("foundryc", msg); }
 
 // Log lines name nodes, values and files of the archive: made printable as error messages are
 // (with more room: -v lists a kernel's nodes).
@@ -231,17 +226,7 @@ int main(int argc, char** argv) {
                  "also write a Make/Ninja depfile: OUTDIR/model.so (or manifest.json) and the input files it depends on");
   app.set_version_flag("--version", std::string("foundryc ") + FOUNDRY_VERSION);
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    return usage_error(e.what());
-  }
+  if (std::optional<int> exit_code = foundry::cli::parse(app, argc, argv, "foundryc")) return *exit_code;
 
   Progress progress(quiet);
   try {
