@@ -130,6 +130,21 @@ def case_shuffle_triangle():
                                z.swapdims(1, 2))), (randn(2, 8, 4, 6), randn(2, 5, 7))
 
 
+def case_recurrent():
+    # nn.LSTM (2 layers, bidirectional, batch first, initial states given), nn.GRU (1 layer,
+    # zero initial state), an LSTM without biases on an unbatched sequence
+    lstm = torch.nn.LSTM(4, 5, num_layers=2, bidirectional=True, batch_first=True)
+    gru = torch.nn.GRU(4, 3)
+    plain = torch.nn.LSTM(4, 2, bias=False)
+
+    def fn(m, x, h0, c0, s):
+        y, (h, c) = m.lstm(x, (h0, c0))
+        g, gh = m.gru(s)
+        p, (ph, pc) = m.plain(s[:, 0])
+        return y, h, c, g, gh, p, ph, pc
+    return Fn(fn, lstm=lstm, gru=gru, plain=plain), (randn(2, 6, 4), randn(4, 2, 5), randn(4, 2, 5), randn(5, 3, 4))
+
+
 def case_group_norm():
     # GroupNorm of a 4-d and a 3-d input (wav2vec2's feature extractor), affine with random
     # parameters, and without them
@@ -267,6 +282,7 @@ CASES = {
     "diff": case_diff,
     "pad": case_pad,
     "roll": case_roll,
+    "recurrent": case_recurrent,
     "shuffle_triangle": case_shuffle_triangle,
     "group_norm": case_group_norm,
     "weight_norm": case_weight_norm,

@@ -308,6 +308,28 @@ std::vector<TensorType> convolution(const Node& node) {
   return {make_type(input.dtype, sizes)};
 }
 
+// lstm.input, gru.input: the output [T, B, D*H] ([B, T, D*H] batch first, [T, D*H] unbatched),
+// then the last hidden state (and for the LSTM the last cell state) of hx's shape [L*D, B, H].
+std::vector<TensorType> recurrent(const Node& node) {
+  const TensorType& input = shape::tensor(node, "input");
+  const Arg& hx = shape::arg(node, "hx");
+  const bool lstm = hx.kind == Arg::Kind::TensorList;
+  if (lstm && (hx.tensors.size() != 2 || !hx.tensors[0] || !hx.tensors[1]))
+    throw UserError("lstm: hx must hold h0 and c0");
+  const TensorType& h0 = lstm ? hx.tensors[0]->type : shape::tensor(node, "hx");
+  const int64_t directions = shape::bool_arg(node, "bidirectional") ? 2 : 1;
+  const int64_t layers = shape::int_arg(node, "num_layers");
+  if (input.rank() != 2 && input.rank() != 3) throw UserError("rnn: input must be 2-d or 3-d, got " + format_sizes(input.sizes));
+  if (h0.rank() != input.rank() || h0.sizes[0] != layers * directions)
+    throw UserError("rnn: hx " + format_sizes(h0.sizes) + " does not fit " + std::to_string(layers) + " layers of " +
+                    std::to_string(directions) + " directions");
+  std::vector<int64_t> out = input.sizes;
+  out.back() = directions * h0.sizes.back();
+  std::vector<TensorType> types = {make_type(input.dtype, out), make_type(h0.dtype, h0.sizes)};
+  if (lstm) types.push_back(hx.tensors[1]->type);
+  return types;
+}
+
 // conv1d.padding, conv2d.padding: "valid" is no padding; "same" keeps the spatial sizes (stride 1
 // only, as in ATen), padding dilation * (kernel - 1) in all, the odd one on the right.
 std::vector<TensorType> convolution_padding_mode(const Node& node) {

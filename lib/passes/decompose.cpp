@@ -874,6 +874,117 @@ std::optional<Replacement> pixel_shuffle(Rewriter& rw, Node& n) {
   return same(e.view(e.permute(e.view(x, split), perm), out));
 }
 
+// ---- recurrent layers ----
+
+// One direction of one layer's weights (params lists, per layer and direction, w_ih, w_hh and
+// with biases b_ih, b_hh: PyTorch's _flat_weights order).
+struct RecurrentWeights {
+  Value *w_ih, *w_hh, *b_ih = nullptr, *b_hh = nullptr;
+};
+
+// x [N, K] @ w^T (+ b).
+Value* affine(Emit& e, Value* x, Value* w, Value* b) {
+  Value* wt = e.permute(w, {1, 0});
+  if (!b) return e.one("mm", {{"self", Emit::T(x)}, {"mat2", Emit::T(wt)}});
+  return e.one("addmm", {{"self", Emit::T(b)}, {"mat1", Emit::T(x)}, {"mat2", Emit::T(wt)}});
+}
+
+Value* gate(Emit& e, Value* gates, int64_t k, int64_t h) { return slice_along(e, gates, 1, k * h, (k + 1) * h); }
+Value* pointwise(Emit& e, const char* op, Value* a, Value* b) {
+  return e.one(op, {{"self", Emit::T(a)}, {"other", Emit::T(b)}});
+}
+Value* unary(Emit& e, const char* op, Value* a) { return e.one(op, {{"self", Emit::T(a)}}); }
+
+// One time step, as ATen's LSTMCell / GRUCell: the input's gate values xg [B, G*H] (computed for
+// every step at once), the state h (and c) [B, H] updated in place.
+void lstm_step(Emit& e, Value* xg, const RecurrentWeights& w, Value*& h, Value*& c) {
+  const int64_t hs = h->type.sizes[1];
+  Value* g = pointwise(e, "add.Tensor", xg, affine(e, h, w.w_hh, w.b_hh));
+  Value* i = unary(e, "sigmoid", gate(e, g, 0, hs));
+  Value* f = unary(e, "sigmoid", gate(e, g, 1, hs));
+  Value* cand = unary(e, "tanh", gate(e, g, 2, hs));
+  Value* o = unary(e, "sigmoid", gate(e, g, 3, hs));
+  c = pointwise(e, "add.Tensor", pointwise(e, "mul.Tensor", f, c), pointwise(e, "mul.Tensor", i, cand));
+  h = pointwise(e, "mul.Tensor", o, unary(e, "tanh", c));
+}
+
+void gru_step(Emit& e, Value* xg, const RecurrentWeights& w, Value*& h) {
+  const int64_t hs = h->type.sizes[1];
+  Value* hg = affine(e, h, w.w_hh, w.b_hh);
+  Value* r = unary(e, "sigmoid", pointwise(e, "add.Tensor", gate(e, xg, 0, hs), gate(e, hg, 0, hs)));
+  Value* z = unary(e, "sigmoid", pointwise(e, "add.Tensor", gate(e, xg, 1, hs), gate(e, hg, 1, hs)));
+  Value* n = unary(e, "tanh", pointwise(e, "add.Tensor", gate(e, xg, 2, hs), pointwise(e, "mul.Tensor", r, gate(e, hg, 2, hs))));
+  h = pointwise(e, "add.Tensor", n, pointwise(e, "mul.Tensor", z, pointwise(e, "sub.Tensor", h, n)));  // (1-z)n + zh
+}
+
+// One direction over x [T, B, I]: the outputs [T, B, H]; h (and c, for an LSTM) end as the last state.
+Value* recurrent_direction(Emit& e, Value* x, const RecurrentWeights& w, bool reverse, Value*& h, Value*& c) {
+  const int64_t steps = x->type.sizes[0], batch = x->type.sizes[1];
+  Value* xg = affine(e, e.view(x, {steps * batch, x->type.sizes[2]}), w.w_ih, w.b_ih);
+  xg = e.view(xg, {steps, batch, xg->type.sizes[1]});
+  std::vector<Value*> outs(static_cast<size_t>(steps));
+  for (int64_t k = 0; k < steps; ++k) {
+    const int64_t t = reverse ? steps - 1 - k : k;
+    Value* xt = e.one("select.int", {{"self", Emit::T(xg)}, {"dim", Arg::of_int(0)}, {"index", Arg::of_int(t)}});
+    if (c) lstm_step(e, xt, w, h, c);
+    else gru_step(e, xt, w, h);
+    outs[static_cast<size_t>(t)] = e.one("unsqueeze", {{"self", Emit::T(h)}, {"dim", Arg::of_int(0)}});
+  }
+  return e.one("cat", {{"tensors", Emit::Ts(outs)}, {"dim", Arg::of_int(0)}});
+}
+
+// lstm.input, gru.input: each layer and direction unrolled over the time steps (layers feed the
+// next the directions' outputs side by side); dropout between layers only in training, refused.
+std::optional<Replacement> recurrent(Rewriter& rw, Node& n) {
+  const bool lstm = n.target == "lstm.input";
+  if (shape::bool_arg(n, "train") && shape::number_arg(n, "dropout") != 0.0)
+    refuse(n, "dropout between recurrent layers in training mode is not supported (export after model.eval())");
+  Emit e(rw, n);
+  const Arg& hx = shape::arg(n, "hx");
+  Value* h0 = lstm ? hx.tensors[0] : hx.tensor;
+  Value* c0 = lstm ? hx.tensors[1] : nullptr;
+  const std::vector<Value*>& params = shape::arg(n, "params").tensors;
+  const bool biases = shape::bool_arg(n, "has_biases"), batch_first = shape::bool_arg(n, "batch_first");
+  const int64_t layers = shape::int_arg(n, "num_layers"), dirs = shape::bool_arg(n, "bidirectional") ? 2 : 1;
+  const size_t per = biases ? 4 : 2;
+  if (params.size() != per * static_cast<size_t>(layers * dirs))
+    refuse(n, "expected " + std::to_string(per * static_cast<size_t>(layers * dirs)) +
+                  " weight tensors (a projection, proj_size > 0, is not supported)");
+  Value* x = tensor_arg(n, "input");
+  const bool unbatched = x->type.rank() == 2;
+  if (unbatched) {
+    x = e.one("unsqueeze", {{"self", Emit::T(x)}, {"dim", Arg::of_int(1)}});
+    h0 = e.one("unsqueeze", {{"self", Emit::T(h0)}, {"dim", Arg::of_int(1)}});
+    if (c0) c0 = e.one("unsqueeze", {{"self", Emit::T(c0)}, {"dim", Arg::of_int(1)}});
+  } else if (batch_first) {
+    x = e.permute(x, {1, 0, 2});
+  }
+  std::vector<Value*> hs, cs;
+  for (int64_t layer = 0; layer < layers; ++layer) {
+    std::vector<Value*> outs;
+    for (int64_t d = 0; d < dirs; ++d) {
+      const int64_t k = layer * dirs + d;
+      const size_t at = per * static_cast<size_t>(k);
+      RecurrentWeights w{params[at], params[at + 1], biases ? params[at + 2] : nullptr, biases ? params[at + 3] : nullptr};
+      auto initial = [&](Value* s) { return s ? e.one("select.int", {{"self", Emit::T(s)}, {"dim", Arg::of_int(0)}, {"index", Arg::of_int(k)}}) : nullptr; };
+      Value* h = initial(h0);
+      Value* c = initial(c0);
+      outs.push_back(recurrent_direction(e, x, w, d == 1, h, c));
+      hs.push_back(e.one("unsqueeze", {{"self", Emit::T(h)}, {"dim", Arg::of_int(0)}}));
+      if (c) cs.push_back(e.one("unsqueeze", {{"self", Emit::T(c)}, {"dim", Arg::of_int(0)}}));
+    }
+    x = outs.size() == 1 ? outs[0] : e.one("cat", {{"tensors", Emit::Ts(outs)}, {"dim", Arg::of_int(2)}});
+  }
+  auto finish = [&](Value* v) {  // back to the caller's layout
+    if (unbatched) return e.one("squeeze.dims", {{"self", Emit::T(v)}, {"dim", Arg::of_ints({1})}});
+    return v;
+  };
+  Replacement r{{finish(batch_first && !unbatched ? e.permute(x, {1, 0, 2}) : x),
+                 finish(e.one("cat", {{"tensors", Emit::Ts(hs)}, {"dim", Arg::of_int(0)}}))}};
+  if (lstm) r.outputs.push_back(finish(e.one("cat", {{"tensors", Emit::Ts(cs)}, {"dim", Arg::of_int(0)}})));
+  return r;
+}
+
 // masked_fill: where(mask, value, self), the value (a number or a 0-d tensor) in self's dtype.
 std::optional<Replacement> masked_fill(Rewriter& rw, Node& n) {
   Emit e(rw, n);
@@ -1193,6 +1304,7 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"roll"}, roll},
       {{"triu", "tril"}, triangle},
       {{"pixel_shuffle", "pixel_unshuffle"}, pixel_shuffle},
+      {{"lstm.input", "gru.input"}, recurrent},
       {{"min.other", "max.other"}, min_max_other},
       {{"where.ScalarOther", "where.ScalarSelf", "where.Scalar"}, where_scalar},
       {{"masked_fill.Scalar", "masked_fill.Tensor"}, masked_fill},
