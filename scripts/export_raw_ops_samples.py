@@ -124,10 +124,11 @@ def case_roll():
 
 def case_shuffle_triangle():
     # pixel_shuffle / pixel_unshuffle by 2 (with a leading batch dim of 2), triu and tril with
-    # diagonals above and below, swapaxes and swapdims (maxvit, super-resolution heads, masks)
+    # diagonals above and below (and of a bool mask), swapaxes and swapdims (maxvit,
+    # super-resolution heads, attention masks)
     return Fn(lambda m, x, z: (torch.nn.functional.pixel_shuffle(x, 2), torch.nn.functional.pixel_unshuffle(x, 2),
                                torch.triu(z, 1), torch.tril(z, -1), torch.triu(z[0]), torch.swapaxes(z, 0, 2),
-                               z.swapdims(1, 2))), (randn(2, 8, 4, 6), randn(2, 5, 7))
+                               z.swapdims(1, 2), torch.tril(z > 0))), (randn(2, 8, 4, 6), randn(2, 5, 7))
 
 
 def case_recurrent():

@@ -846,7 +846,8 @@ std::optional<Replacement> triangle(Rewriter& rw, Node& n) {
   Value* offset = e.one("sub.Tensor", {{"self", Emit::T(positions(e, 0, s.back()))}, {"other", Emit::T(rows)}});
   const char* keep = n.target == "triu" ? "ge.Scalar" : "le.Scalar";
   Value* mask = e.one(keep, {{"self", Emit::T(offset)}, {"other", shape::arg(n, "diagonal")}});
-  return same(e.one("where.self", {{"condition", Emit::T(mask)}, {"self", Emit::T(x)}, {"other", Arg::of_int(0)}}));
+  Value* zero = e.one("scalar_tensor", {{"s", Arg::of_int(0)}, {"dtype", Arg::of_dtype(x->type.dtype)}});  // bool stays bool
+  return same(e.one("where.self", {{"condition", Emit::T(mask)}, {"self", Emit::T(x)}, {"other", Emit::T(zero)}}));
 }
 
 // pixel_shuffle: [*, C*r*r, H, W] viewed [*, C, r, r, H, W], permuted to [*, C, H, r, W, r],
