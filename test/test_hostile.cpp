@@ -722,7 +722,7 @@ TEST_CASE("hostile: weights with hostile names compile, run right and keep disti
     if (!std::regex_match(line, m, pointer)) continue;
     INFO(line.substr(0, 200));
     CHECK(std::regex_match(m[1].str(), plain));
-    CHECK(m[1].length() <= foundry::ir::kMaxWeightIdentifier + 8);  // and a suffix _N
+    CHECK(static_cast<size_t>(m[1].length()) <= foundry::ir::kMaxWeightIdentifier + 8);  // and a suffix _N
     CHECK(m[2].length() <= 120);  // the 5,000-character name is cut in the comment too
     ids.insert(m[1]);
   }
