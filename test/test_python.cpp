@@ -332,7 +332,7 @@ TEST_CASE("python: bfloat16 inputs as uint16 bits or ml_dtypes arrays, outputs a
 // the loader torch tensors (float32, float64 refused, bfloat16 against torch's own arithmetic).
 TEST_CASE("python: torch tensors as inputs (skipped without torch)", "[deploy][fast]") {
   if (run_process(python({"-c", "import torch"}), 120).exit_code != 0) {
-    WARN("skipped: torch is not importable, test/python/check_torch_inputs.py did not run");
+    WARN("SKIPPED: torch is not importable, test/python/check_torch_inputs.py did not run");
     return;
   }
   TempDir tmp("foundry_python_");
