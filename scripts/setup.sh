@@ -33,6 +33,7 @@ packages=(
   libcli11-dev libspdlog-dev nlohmann-json3-dev catch2 libzip-dev zlib1g-dev libxxhash-dev
   libdnnl-dev libsleef-dev libopenblas-dev
   python3 python3-numpy zip unzip
+  ccache  # the compiler-launcher test (--cxx-launcher ccache)
 )
 
 log="$(mktemp "${TMPDIR:-/tmp}/foundry-setup.XXXXXX")"

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <chrono>
 #include <thread>
 
 #include "foundry/runtime/compare.h"
@@ -147,8 +148,9 @@ TEST_CASE("build: a damaged or swapped cache entry is a miss, said with -v, neve
   const std::string cache = tmp / "cache";
   compile_and_check("pointwise", tmp / "first", cache);
   auto entry = entry_files(cache);
-  REQUIRE(entry.count(".so") == 1);
-  const std::string so = entry[".so"];
+  REQUIRE(entry.size() == 1);  // one file per entry: the model.so and its record
+  REQUIRE(entry.count(".entry") == 1);
+  const std::string so = entry[".entry"];
 
   SECTION("truncated") {
     fs::resize_file(so, fs::file_size(so) / 2);
@@ -176,6 +178,49 @@ TEST_CASE("build: a damaged or swapped cache entry is a miss, said with -v, neve
   CHECK_THAT(err, Catch::Contains("cache entry") && Catch::Contains("ignored"));
   // The rebuilt entry replaced the damaged one: the next compile is a hit.
   CHECK_THAT(compile_and_check("pointwise", tmp / "third", cache), Catch::Contains("cache hit"));
+}
+
+TEST_CASE("build: temporaries of writers killed long ago are removed, those of running writers kept", "[build][cache][fast]") {
+  TempDir tmp;
+  const std::string cache = tmp / "cache";
+  compile_and_check("pointwise", tmp / "a", cache);
+  const fs::path entry = entry_files(cache).at(".entry");
+  // What a writer on another machine leaves while it writes, or when it was killed.
+  const fs::path abandoned = entry.string() + ".tmp.otherhost.4242.7";
+  const fs::path in_progress = entry.string() + ".tmp.otherhost.4243.8";
+  write_file(abandoned, "half an entry");
+  write_file(in_progress, "half an entry");
+  fs::last_write_time(abandoned, fs::file_time_type::clock::now() - std::chrono::hours(2));
+  // Neither is an entry; the next store removes only the abandoned one.
+  CHECK_THAT(run_foundryc({"--cache-stats", "--cache-dir", cache}).out, Catch::Contains(": 1 entries"));
+  compile_and_check("mlp", tmp / "b", cache);
+  CHECK_FALSE(fs::exists(abandoned));
+  CHECK(fs::exists(in_progress));
+  CHECK_THAT(compile_and_check("pointwise", tmp / "c", cache), Catch::Contains("cache hit"));
+}
+
+TEST_CASE("build: a shared cache keys -march=native code by the CPU it was built for", "[build][cache][fast]") {
+  TempDir tmp;
+  // A compiler that sees the CPU named by $FAKE_CPU: its -march=native macros differ with it.
+  const std::string cxx = tmp / "cxx.sh";
+  std::ofstream(cxx) << "#!/bin/sh\n"
+                     << "case \"$*\" in *-march=native*-dM*) g++ \"$@\"; echo \"#define FAKE_CPU_$FAKE_CPU 1\"; exit ;; esac\n"
+                     << "exec g++ \"$@\"\n";
+  chmod(cxx.c_str(), 0755);
+  auto compile = [&](const std::string& cpu, const std::string& out, const std::string& target = "--target=native") {
+    ProcResult r = run_process({"env", "FAKE_CPU=" + cpu, foundryc_exe(), samples_dir() + "/pointwise/model.pt2", "-o",
+                                tmp / out, "--cache-dir", tmp / "cache", "--cxx", cxx, "-v", target});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    return r.err.find("cache hit") != std::string::npos;
+  };
+  CHECK_FALSE(compile("skylake", "a"));
+  CHECK_FALSE(compile("zen4", "b"));  // same sources and flags, another CPU: another entry
+  CHECK(compile("skylake", "c"));
+  CHECK(compile("zen4", "d"));
+  // A named target compiles for that instruction set on any CPU: one entry for all.
+  CHECK_FALSE(compile("skylake", "e", "--target=avx2"));
+  CHECK(compile("zen4", "f", "--target=avx2"));
 }
 
 TEST_CASE("build: the cache keeps under its size limit by evicting the least recently used", "[build][cache][fast]") {

@@ -191,6 +191,9 @@ int main(int argc, char** argv) {
   app.add_option("--name", name, "C symbol prefix of the model's API (default: from the input file name)");
   app.add_flag("--no-fusion", no_fusion, "one kernel per IR node, nothing inlined (for differential testing)");
   app.add_option("--cxx", cxx, "C++ compiler for model.so (default: $CXX, else g++, else clang++)");
+  std::string cxx_launcher;
+  app.add_option("--cxx-launcher", cxx_launcher,
+                 "run each compile as PROGRAM COMPILER ARGS..., e.g. ccache or sccache (default: $FOUNDRY_CXX_LAUNCHER)");
   app.add_option("--cache-dir", cache_dir, "compile cache folder (default: $XDG_CACHE_HOME/foundry, else ~/.cache/foundry)");
   app.add_flag("--no-cache", no_cache, "neither read nor write the compile cache");
   std::string cache_max_size;
@@ -250,6 +253,7 @@ int main(int argc, char** argv) {
     opts.name = name;
     opts.fusion = !no_fusion;
     opts.cxx = cxx;
+    opts.cxx_launcher = cxx_launcher;
     opts.cache_dir = cache_dir;
     opts.threads = threads;
     opts.vectorize = !no_simd;

@@ -3,12 +3,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <optional>
+#include <random>
 #include <sstream>
 
 #include "foundry/build/compile.h"
@@ -19,8 +21,11 @@ namespace fs = std::filesystem;
 namespace foundry::build {
 namespace {
 
-constexpr const char* kRecordSuffix = ".entry";
-constexpr const char* kRecordHeader = "foundry-cache-entry 1";
+constexpr const char* kEntrySuffix = ".entry";
+constexpr const char* kEntryHeader = "foundry-cache-entry 2";
+constexpr const char* kTempMark = ".tmp.";
+// A temporary file this old belongs to a writer that was killed (a write takes milliseconds).
+constexpr auto kStaleTemp = std::chrono::hours(1);
 
 // A file's whole contents, or false when it is not a regular file that can be read.
 bool read_regular_file(const fs::path& p, std::string& bytes) {
@@ -34,41 +39,57 @@ bool read_regular_file(const fs::path& p, std::string& bytes) {
   return true;
 }
 
-// Writes `bytes` to `to` through a temporary file and a rename, so that no reader sees half of it.
-bool write_atomically(const fs::path& to, const std::string& bytes) {
+// A temporary name beside `to` that no other writer uses, on this machine or another one sharing
+// the folder: host name, process and a random number.
+fs::path temporary_name(const fs::path& to) {
+  static std::atomic<uint64_t> counter{std::random_device{}()};
+  char host[64] = "host";
+  gethostname(host, sizeof host - 1);
   fs::path tmp = to;
-  tmp += ".tmp." + std::to_string(::getpid());
+  tmp += std::string(kTempMark) + host + "." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  return tmp;
+}
+
+}  // namespace
+
+bool write_file_atomically(const std::string& to, const std::string& bytes) {
+  const fs::path tmp = temporary_name(to);
+  std::error_code ec;
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.flush();
     if (!out) {
-      std::error_code ec;
       fs::remove(tmp, ec);
       return false;
     }
   }
-  std::error_code ec;
-  fs::rename(tmp, to, ec);
+  fs::rename(tmp, to, ec);  // atomic, on NFS too: readers see the old file or the new one
   if (ec) fs::remove(tmp, ec);
   return !ec;
 }
+
+namespace {
 
 bool is_key(const std::string& s) {
   return s.size() == 32 && std::all_of(s.begin(), s.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
 }
 
-// The cache's own files: KEY.so, KEY.a, KEY.entry (and their temporaries) in DIR/xx/.
+// What the cache folder holds: each entry (KEY.entry, and any other file named after its key,
+// such as the separate KEY.so of an older foundryc), and the temporaries of writers killed long ago.
 struct EntryFiles {
   std::vector<fs::path> files;
   uint64_t bytes = 0;
-  fs::file_time_type newest{};      // of any of its files
-  std::optional<fs::file_time_type> record_time;
-  // When it was last used: its record's modification time (a hit refreshes it), else its newest file's.
-  fs::file_time_type last_used() const { return record_time ? *record_time : newest; }
+  fs::file_time_type last_used{};  // its entry file's modification time (a hit refreshes it)
+};
+struct CacheListing {
+  std::map<std::string, EntryFiles> entries;
+  std::vector<fs::path> stale_temporaries;
 };
 
-std::map<std::string, EntryFiles> list_entries(const fs::path& dir) {
-  std::map<std::string, EntryFiles> entries;
+CacheListing list_cache(const fs::path& dir) {
+  CacheListing listing;
+  const auto stale_before = fs::file_time_type::clock::now() - kStaleTemp;
   std::error_code ec;
   for (const auto& sub : fs::directory_iterator(dir, ec)) {
     std::string shard = sub.path().filename().string();
@@ -77,23 +98,84 @@ std::map<std::string, EntryFiles> list_entries(const fs::path& dir) {
       std::string name = f.path().filename().string();
       std::string key = name.substr(0, name.find('.'));
       if (!is_key(key) || key.compare(0, 2, shard) != 0 || name.size() == key.size()) continue;
-      EntryFiles& e = entries[key];
+      std::error_code file_ec;
+      fs::file_time_type t = fs::last_write_time(f.path(), file_ec);
+      if (file_ec) continue;  // removed meanwhile by another process
+      if (name.find(kTempMark) != std::string::npos) {
+        // Another writer's file in progress: not part of any entry; removed once clearly abandoned.
+        if (t < stale_before) listing.stale_temporaries.push_back(f.path());
+        continue;
+      }
+      EntryFiles& e = listing.entries[key];
       e.files.push_back(f.path());
-      std::error_code size_ec;
-      uintmax_t size = f.is_regular_file(size_ec) ? f.file_size(size_ec) : 0;
-      if (!size_ec) e.bytes += size;
-      fs::file_time_type t = fs::last_write_time(f.path(), size_ec);
-      if (size_ec) continue;
-      e.newest = std::max(e.newest, t);
-      if (name == key + kRecordSuffix) e.record_time = t;
+      uintmax_t size = f.is_regular_file(file_ec) ? f.file_size(file_ec) : 0;
+      if (!file_ec) e.bytes += size;
+      if (name == key + kEntrySuffix || e.last_used == fs::file_time_type{}) e.last_used = t;
     }
   }
-  return entries;
+  return listing;
 }
 
-void remove_files(const EntryFiles& e) {
+void remove_files(const std::vector<fs::path>& files) {
   std::error_code ec;
-  for (const auto& f : e.files) fs::remove_all(f, ec);
+  for (const auto& f : files) fs::remove_all(f, ec);
+}
+
+// The entry's file: a header naming its key and each product's suffix, size and hash, an empty
+// line, then the products' bytes one after another.
+std::string entry_bytes(const std::string& key, const std::vector<std::pair<std::string, std::string>>& payloads) {
+  std::string header = std::string(kEntryHeader) + "\nkey " + key + "\n";
+  std::string body;
+  for (const auto& [suffix, bytes] : payloads) {
+    header += suffix + " " + std::to_string(bytes.size()) + " " + hash_hex({bytes}) + "\n";
+    body += bytes;
+  }
+  return header + "\n" + body;
+}
+
+// The products of an entry file, each checked against its recorded size and hash; `why` says
+// what does not match.
+std::map<std::string, std::string> parse_entry(const std::string& key, const std::string& file, std::string& why) {
+  std::istringstream lines(file);
+  std::string header, key_line;
+  std::getline(lines, header);
+  std::getline(lines, key_line);
+  if (header != kEntryHeader) {
+    why = "it is not an entry of this foundryc's format";
+    return {};
+  }
+  if (key_line != "key " + key) {
+    why = "it is another key's entry";
+    return {};
+  }
+  std::vector<std::tuple<std::string, uint64_t, std::string>> recorded;
+  for (std::string line; std::getline(lines, line) && !line.empty();) {
+    std::istringstream fields(line);
+    std::string suffix, hash;
+    uint64_t size = 0;
+    if (!(fields >> suffix >> size >> hash)) {
+      why = "its header is damaged";
+      return {};
+    }
+    recorded.emplace_back(suffix, size, hash);
+  }
+  size_t at = lines.eof() ? file.size() : static_cast<size_t>(lines.tellg());
+  std::map<std::string, std::string> products;
+  for (const auto& [suffix, size, hash] : recorded) {
+    if (size > file.size() - at) {
+      why = "it is shorter than recorded";
+      return {};
+    }
+    std::string bytes = file.substr(at, size);
+    at += size;
+    if (hash_hex({bytes}) != hash) {
+      why = "its " + suffix + " file has other contents than recorded";
+      return {};
+    }
+    products[suffix] = std::move(bytes);
+  }
+  if (at != file.size()) why = "it is longer than recorded";
+  return products;
 }
 
 }  // namespace
@@ -121,87 +203,71 @@ uint64_t default_cache_limit() {
 
 CompileCache::CompileCache(std::string dir, uint64_t limit) : dir_(std::move(dir)), limit_(limit) {}
 
+fs::path CompileCache::entry_path(const std::string& key) const {
+  return fs::path(dir_) / key.substr(0, 2) / (key + kEntrySuffix);
+}
+
 bool CompileCache::fetch(const std::string& key, const Products& products, std::string& why) {
   why.clear();
-  const fs::path shard = fs::path(dir_) / key.substr(0, 2);
-  const fs::path record_path = shard / (key + kRecordSuffix);
-  std::string record;
+  const fs::path path = entry_path(key);
+  std::string file;
   std::error_code ec;
-  if (!read_regular_file(record_path, record)) {
-    if (!fs::exists(fs::symlink_status(record_path, ec))) {
-      for (const auto& [file, suffix] : products)
-        if (fs::exists(fs::symlink_status(shard / (key + suffix), ec))) why = "it has no record of its contents";
-      return false;
-    }
-    why = "its record is not a readable file";
+  if (!read_regular_file(path, file)) {
+    if (!fs::exists(fs::symlink_status(path, ec))) return false;  // no entry: a plain miss
+    why = "it is not a readable file";
   }
-  // The record: its header, the key, then "SUFFIX SIZE HASH" for each file.
-  std::map<std::string, std::pair<uint64_t, std::string>> expected;
-  std::istringstream lines(record);
-  std::string header, key_line;
-  std::getline(lines, header);
-  std::getline(lines, key_line);
-  for (std::string suffix, hash; why.empty() && lines >> suffix;) {
-    uint64_t size = 0;
-    if (!(lines >> size >> hash)) why = "its record is damaged";
-    expected[suffix] = {size, hash};
-  }
-  if (why.empty() && (header != kRecordHeader || key_line != "key " + key)) why = "its record is for another entry";
-  std::vector<std::string> contents;
-  for (const auto& [file, suffix] : products) {
-    if (!why.empty()) break;
-    auto it = expected.find(suffix);
-    std::string bytes;
-    if (it == expected.end()) why = "it has no " + suffix + " file";
-    else if (!read_regular_file(shard / (key + suffix), bytes)) why = "its " + suffix + " file is missing or not a file";
-    else if (bytes.size() != it->second.first) why = "its " + suffix + " file has another size than recorded";
-    else if (hash_hex({bytes}) != it->second.second) why = "its " + suffix + " file has other contents than recorded";
-    contents.push_back(std::move(bytes));
-  }
+  std::map<std::string, std::string> stored;
+  if (why.empty()) stored = parse_entry(key, file, why);
   if (!why.empty()) {
-    why = "cache entry " + (shard / key).string() + " ignored: " + why;
-    remove_files(list_entries(dir_)[key]);
+    why = "cache entry " + path.string() + " ignored: " + why;
+    remove_files(list_cache(dir_).entries[key].files);  // damaged: rebuilt and stored again
     return false;
   }
+  for (const auto& [to, suffix] : products)
+    if (!stored.count(suffix)) return false;  // a whole entry without this product: a miss, then replaced
   // The checked bytes are the ones written: a file swapped after the check is never used.
-  for (size_t i = 0; i < products.size(); ++i)
-    if (!write_atomically(products[i].first, contents[i]))
-      throw UserError("cannot write " + products[i].first);
-  fs::last_write_time(record_path, fs::file_time_type::clock::now(), ec);  // used now
+  for (const auto& [to, suffix] : products)
+    if (!write_file_atomically(to, stored[suffix])) throw UserError("cannot write " + to);
+  fs::last_write_time(path, fs::file_time_type::clock::now(), ec);  // used now
   return true;
 }
 
 void CompileCache::store(const std::string& key, const Products& products) {
-  const fs::path shard = fs::path(dir_) / key.substr(0, 2);
-  std::error_code ec;
-  fs::create_directories(shard, ec);
-  std::string record = std::string(kRecordHeader) + "\nkey " + key + "\n";
-  for (const auto& [file, suffix] : products) {
+  std::vector<std::pair<std::string, std::string>> payloads;
+  for (const auto& [from, suffix] : products) {
     std::string bytes;
-    if (!read_regular_file(file, bytes) || !write_atomically(shard / (key + suffix), bytes)) return;
-    record += suffix + " " + std::to_string(bytes.size()) + " " + hash_hex({bytes}) + "\n";
+    if (!read_regular_file(from, bytes)) return;
+    payloads.emplace_back(suffix, std::move(bytes));
   }
-  // The record last: an entry without one is never used.
-  if (!write_atomically(shard / (key + kRecordSuffix), record)) return;
+  const fs::path path = entry_path(key);
+  std::error_code ec;
+  fs::create_directories(path.parent_path(), ec);
+  // One file, one rename: a reader on any machine sees the whole entry or none. Concurrent
+  // writers of one key each rename a whole entry; the last one stays.
+  if (!write_file_atomically(path.string(), entry_bytes(key, payloads))) return;
+  evict_to_limit(key);
+}
 
-  std::map<std::string, EntryFiles> entries = list_entries(dir_);
+void CompileCache::evict_to_limit(const std::string& keep) {
+  CacheListing listing = list_cache(dir_);
+  remove_files(listing.stale_temporaries);
   uint64_t total = 0;
   std::vector<std::pair<fs::file_time_type, std::string>> by_age;
-  for (const auto& [k, e] : entries) {
+  for (const auto& [k, e] : listing.entries) {
     total += e.bytes;
-    if (k != key) by_age.push_back({e.last_used(), k});
+    if (k != keep) by_age.push_back({e.last_used, k});
   }
   std::sort(by_age.begin(), by_age.end());
   for (const auto& [time, k] : by_age) {
     if (total <= limit_) break;
-    remove_files(entries[k]);
-    total -= entries[k].bytes;
+    remove_files(listing.entries[k].files);
+    total -= listing.entries[k].bytes;
   }
 }
 
 CacheStats CompileCache::stats() const {
   CacheStats s;
-  for (const auto& [key, e] : list_entries(dir_)) {
+  for (const auto& [key, e] : list_cache(dir_).entries) {
     ++s.entries;
     s.bytes += e.bytes;
   }
@@ -211,11 +277,13 @@ CacheStats CompileCache::stats() const {
 CacheStats CompileCache::clear() {
   CacheStats s;
   std::error_code ec;
-  for (const auto& [key, e] : list_entries(dir_)) {
+  CacheListing listing = list_cache(dir_);
+  for (const auto& [key, e] : listing.entries) {
     ++s.entries;
     s.bytes += e.bytes;
-    remove_files(e);
+    remove_files(e.files);
   }
+  remove_files(listing.stale_temporaries);
   for (const auto& sub : fs::directory_iterator(dir_, ec))
     if (sub.path().filename().string().size() == 2 && fs::is_empty(sub.path(), ec)) fs::remove(sub.path(), ec);
   return s;

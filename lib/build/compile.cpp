@@ -39,15 +39,23 @@ bool on_path(const std::string& program) {
   return false;
 }
 
-std::string compiler_identity(const std::string& cxx) {
+// The first line of `cxx --version`, and for -march=native the macros the compiler defines for
+// this CPU (its instruction sets), so that a cache shared by machines with other CPUs never
+// hands one of them code it cannot run.
+std::string compiler_identity(const std::string& cxx, const std::string& target) {
   static std::mutex mu;
   static std::map<std::string, std::string> cache;
   std::lock_guard<std::mutex> lock(mu);
-  auto it = cache.find(cxx);
+  const std::string id = cxx + "\n" + target;
+  auto it = cache.find(id);
   if (it != cache.end()) return it->second;
   ProcessResult r = run_program({cxx, "--version"});
-  std::string first = r.output.substr(0, r.output.find('\n'));
-  return cache[cxx] = first;
+  std::string identity = r.output.substr(0, r.output.find('\n'));
+  if (target.empty() || target == "native") {
+    ProcessResult cpu = run_program({cxx, "-march=native", "-E", "-dM", "-x", "c++", "/dev/null"});
+    identity += "\nnative: " + hash_hex({cpu.output});
+  }
+  return cache[id] = identity;
 }
 
 std::vector<std::string> compile_flags(const CompileOptions& options) {
@@ -134,7 +142,7 @@ std::string find_compiler(const std::string& requested) {
     if (!on_path(env))
       throw UserError("the C++ compiler '" + std::string(env) + "' ($CXX) was not found" +
                       (std::string(env).find(' ') != std::string::npos
-                           ? " (foundryc runs one program: put a compiler launcher and its compiler in a script)"
+                           ? " (it is one program: give a launcher such as ccache with --cxx-launcher)"
                            : ""));
     return env;
   }
@@ -143,6 +151,21 @@ std::string find_compiler(const std::string& requested) {
   if (on_path("g++")) return "g++";
   if (on_path("clang++")) return "clang++";
   throw UserError("no C++ compiler found (tried $CXX, g++, clang++); install g++ or pass --cxx");
+}
+
+std::string find_launcher(const std::string& requested) {
+  std::string launcher = requested, from = "--cxx-launcher";
+  if (launcher.empty()) {
+    const char* env = std::getenv("FOUNDRY_CXX_LAUNCHER");
+    launcher = env ? env : "";
+    from = "$FOUNDRY_CXX_LAUNCHER";
+  }
+  if (launcher.empty()) return "";
+  if (!on_path(launcher))
+    throw UserError("the compiler launcher '" + launcher + "' (" + from + ") was not found" +
+                    (launcher.find(' ') != std::string::npos ? " (it is one program, such as ccache or sccache)" : ""));
+  // It runs in the output folder: a relative path to it must not change meaning.
+  return launcher.find('/') != std::string::npos ? fs::absolute(launcher).string() : launcher;
 }
 
 std::vector<std::string> model_link_flags(bool uses_dnnl) {
@@ -163,6 +186,7 @@ CompileResult compile_model(const std::string& dir, const CompileOptions& option
   result.compiler = find_compiler(options.cxx);
   // It runs in the output folder: a relative path to it must not change meaning.
   if (result.compiler.find('/') != std::string::npos) result.compiler = fs::absolute(result.compiler).string();
+  result.launcher = find_launcher(options.cxx_launcher);
   result.flags = compile_flags(options);
   fs::path out = fs::path(dir);
   std::vector<std::string> sources;
@@ -170,7 +194,11 @@ CompileResult compile_model(const std::string& dir, const CompileOptions& option
     if (fs::exists(out / f)) sources.push_back(f);
   bool uses_dnnl = fs::exists(out / "externs.cpp");
 
-  std::vector<std::string> key_parts = {FOUNDRY_VERSION, result.compiler, compiler_identity(result.compiler)};
+  // The key (README: "The compile cache"): foundryc's version, the compiler (as named, its
+  // version, and for -march=native this CPU's instruction sets), the flags (with -march), and
+  // every generated source by name and content (a function of the input and the options).
+  // Not the launcher: ccache or sccache gives the compiler's own output.
+  std::vector<std::string> key_parts = {FOUNDRY_VERSION, result.compiler, compiler_identity(result.compiler, options.target)};
   key_parts.insert(key_parts.end(), result.flags.begin(), result.flags.end());
   std::vector<fs::path> inputs;
   for (const auto& entry : fs::directory_iterator(out))
@@ -198,6 +226,7 @@ CompileResult compile_model(const std::string& dir, const CompileOptions& option
   std::vector<std::vector<std::string>> compiles;
   for (const auto& src : sources) {
     std::vector<std::string> argv = {result.compiler};
+    if (!result.launcher.empty()) argv.insert(argv.begin(), result.launcher);
     argv.insert(argv.end(), result.flags.begin(), result.flags.end());
     argv.insert(argv.end(), {"-c", src, "-o", src + ".o"});
     compiles.push_back(argv);

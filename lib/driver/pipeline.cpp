@@ -313,6 +313,7 @@ void run_codegen(const PipelineOptions& opts, PipelineState& state, const StageC
 void run_build(const PipelineOptions& opts, PipelineState& state, const StageContext& ctx) {
   build::CompileOptions options;
   options.cxx = opts.cxx;
+  options.cxx_launcher = opts.cxx_launcher;
   options.cache_dir = opts.cache_dir;
   options.use_cache = opts.use_cache;
   options.cache_limit = opts.cache_limit;
@@ -325,6 +326,7 @@ void run_build(const PipelineOptions& opts, PipelineState& state, const StageCon
   state.cache_hit = r.cache_hit;
   nlohmann::json m = manifest(opts, state);
   m["compiler"] = r.compiler;
+  if (!r.launcher.empty()) m["compiler_launcher"] = r.launcher;
   m["compile_flags"] = r.flags;
   m["hash"] = r.key;
   if (opts.emit_static) m["link_flags"] = r.link_flags;  // what a program linking libmodel.a adds

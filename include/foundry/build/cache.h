@@ -1,14 +1,21 @@
 // The compile cache: model.so and libmodel.a kept under the hash of the sources and flags they
-// were built from, so that compiling the same model again does not run the compiler. Nothing in
-// it is trusted: each entry has a record (KEY.entry) of its key and of each file's size and
+// were built from (compile.h: the key), so that compiling the same model again does not run the
+// compiler. Nothing in it is trusted: an entry records its key and each product's size and
 // content hash, checked on every read; an entry that does not match, whatever the reason
 // (truncated, swapped with another's, not a file), is a miss and is rebuilt. The cache keeps
-// under a size limit by removing the entries used least recently (a hit refreshes the record's
+// under a size limit by removing the entries used least recently (a hit refreshes the entry's
 // modification time).
 //
-// Layout: DIR/<first two hex digits of KEY>/KEY.so, KEY.a, KEY.entry.
+// The folder may be shared by processes and machines at once (NFS-like storage: rename is
+// atomic, locks may not be), so nothing takes a lock: an entry is one file, written under a
+// temporary name unique to its host and process and renamed into place, so a reader sees a
+// whole entry or none, and a killed writer leaves only a temporary (removed an hour later).
+//
+// Layout: DIR/<first two hex digits of KEY>/KEY.entry: a text header ("foundry-cache-entry 2",
+// "key KEY", then "SUFFIX SIZE XXH128" per product, an empty line) and the products' bytes.
 #pragma once
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,6 +31,10 @@ struct CacheStats {
   size_t entries = 0;
   uint64_t bytes = 0;  // every file of every entry
 };
+
+// Writes `bytes` to `to` through a temporary file beside it (named after this host and process)
+// and a rename, so that no reader, in this process or another, sees half of it. False on failure.
+bool write_file_atomically(const std::string& to, const std::string& bytes);
 
 class CompileCache {
  public:
@@ -48,6 +59,11 @@ class CompileCache {
   uint64_t limit() const { return limit_; }
 
  private:
+  std::filesystem::path entry_path(const std::string& key) const;
+  // Removes least recently used entries, never `keep`, until the cache fits its limit, and
+  // temporaries abandoned by killed writers.
+  void evict_to_limit(const std::string& keep);
+
   std::string dir_;
   uint64_t limit_;
 };

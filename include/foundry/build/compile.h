@@ -12,6 +12,9 @@ namespace foundry::build {
 
 struct CompileOptions {
   std::string cxx;        // --cxx; empty: $CXX, then g++, then clang++
+  // --cxx-launcher: each compile runs as LAUNCHER COMPILER ARGS... (ccache, sccache), as CMake's
+  // CMAKE_CXX_COMPILER_LAUNCHER; empty: $FOUNDRY_CXX_LAUNCHER, else none. Not the link.
+  std::string cxx_launcher;
   std::string cache_dir;  // empty: $XDG_CACHE_HOME/foundry or ~/.cache/foundry
   bool use_cache = true;
   uint64_t cache_limit = 0;       // bytes the cache may hold; 0: default_cache_limit()
@@ -28,6 +31,7 @@ struct CompileResult {
   std::string cache_note;  // why a cache entry that was there was not used ("" when none was)
   std::string key;       // the content hash (hex)
   std::string compiler;  // the compiler that was (or would have been) run
+  std::string launcher;  // the compiler launcher, or empty
   std::vector<std::string> flags;
   // What a program linking libmodel.a adds to its link line (model.so records these itself).
   std::vector<std::string> link_flags;
@@ -43,6 +47,9 @@ std::vector<std::string> model_link_flags(bool uses_dnnl);
 
 // The compiler to use and its identity (first line of `--version`), for the cache key.
 std::string find_compiler(const std::string& requested);
+// The compiler launcher: `requested`, else $FOUNDRY_CXX_LAUNCHER, else none (""); throws
+// UserError when it is not found.
+std::string find_launcher(const std::string& requested);
 std::string default_cache_dir();
 
 // Content hash helpers (xxHash XXH3-128), hex encoded.

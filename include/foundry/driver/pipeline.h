@@ -32,6 +32,7 @@ struct PipelineOptions {
   std::string name;                 // C symbol prefix; empty: from the input file's stem
   bool fusion = true;               // --no-fusion: one kernel per IR node
   std::string cxx;                  // C++ compiler; empty: $CXX, g++, clang++
+  std::string cxx_launcher;         // runs each compile (ccache, sccache); empty: $FOUNDRY_CXX_LAUNCHER
   std::string cache_dir;            // empty: ~/.cache/foundry
   bool use_cache = true;
   uint64_t cache_limit = 0;         // --cache-max-size; 0: FOUNDRY_CACHE_MAX_SIZE or 2 GiB
