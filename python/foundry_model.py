@@ -226,6 +226,23 @@ def _input_array(k, info, a):
     return a
 
 
+def _default_openmp_wait():
+    """libgomp spins about 300,000 times in a barrier before it sleeps; on a machine whose cores
+    other processes hold, a run then takes 10 to 1000 times longer (README: "Threads on a busy
+    machine"), and 10,000 spins keep an idle machine's speed. libgomp reads the setting once, when
+    it is loaded: this helps only when the model is the first to load it (not after torch), and
+    only when the user chose no wait policy."""
+    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
+        return
+    try:
+        with open("/proc/self/maps") as maps:
+            if "libgomp" in maps.read():
+                return  # already started: too late, and the process's own choice
+    except OSError:
+        pass
+    os.environ["GOMP_SPINCOUNT"] = "10000"
+
+
 class Model:
     """A compiled model loaded from its output folder. Thread-safe: run() may be called from
     several threads at once (ctypes releases the GIL during the call)."""
@@ -237,6 +254,7 @@ class Model:
         so_path = os.path.join(self.folder, library)
         if not os.path.isfile(so_path):
             raise FoundryError("%s: no such file (compile with --emit=so, the default)" % so_path)
+        _default_openmp_wait()
         try:
             self._lib = ctypes.CDLL(so_path, mode=getattr(os, "RTLD_LOCAL", 0) | getattr(os, "RTLD_NOW", 2))
         except OSError as e:

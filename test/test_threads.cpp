@@ -162,3 +162,33 @@ TEST_CASE("threads: a kernel with index checks runs on threads and collects thei
 }
 
 }  // namespace foundry::test
+
+// libgomp's default spin (about 300,000 iterations before a waiting thread sleeps) makes runs
+// 10 to 1000 times slower when other processes hold the cores (README: "Threads on a busy
+// machine"). foundry-run and the Python loader start libgomp with 10,000 unless the user chose a
+// wait policy; libgomp's OMP_DISPLAY_ENV shows what it started with.
+TEST_CASE("threads: foundry-run and the Python loader start OpenMP with a short spin unless told otherwise", "[threads][deploy][fast]") {
+  TempDir tmp;
+  ProcResult c = run_foundryc({samples_dir() + "/small_cnn/model.pt2", "-o", tmp / "out", "--cache-dir", tmp / "cache"});
+  REQUIRE(c.exit_code == 0);
+  auto spin_count = [&](const std::vector<std::string>& env, const std::vector<std::string>& command) {
+    std::vector<std::string> argv = {"env", "-u", "GOMP_SPINCOUNT", "-u", "OMP_WAIT_POLICY", "OMP_DISPLAY_ENV=verbose"};
+    argv.insert(argv.end(), env.begin(), env.end());
+    argv.insert(argv.end(), command.begin(), command.end());
+    ProcResult r = run_process(argv);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    size_t at = r.err.find("GOMP_SPINCOUNT = '");
+    REQUIRE(at != std::string::npos);
+    return r.err.substr(at + 18, r.err.find('\'', at + 18) - at - 18);
+  };
+  const std::vector<std::string> run = {foundry_run_exe(), tmp / "out"};
+  CHECK(spin_count({}, run) == "10000");
+  CHECK(spin_count({"GOMP_SPINCOUNT=77"}, run) == "77");
+  CHECK(spin_count({"OMP_WAIT_POLICY=active"}, run) != "10000");  // the user's policy, libgomp's count
+  const std::vector<std::string> python = {
+      python3(), "-c", "import sys; sys.path.insert(0, sys.argv[1]); import foundry_model; foundry_model.load(sys.argv[2])",
+      test_source_dir() + "/../python", tmp / "out"};
+  CHECK(spin_count({}, python) == "10000");
+  CHECK(spin_count({"GOMP_SPINCOUNT=77"}, python) == "77");
+}

@@ -209,7 +209,17 @@ bool compare_outputs(const foundry::LoadedModel& model, const Options& opt,
   return all_pass;
 }
 
+// libgomp spins about 300,000 times in a barrier before it sleeps. On a machine whose cores other
+// processes hold, those spins take the time slices that the threads being waited for need, and a
+// run takes 10 to 1000 times longer (README: "Threads on a busy machine"); 10,000 spins keep an
+// idle machine's speed. Read once, when libgomp starts: set before the model loads it, and only
+// when the user chose no wait policy.
+void default_openmp_wait() {
+  if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT")) setenv("GOMP_SPINCOUNT", "10000", 1);
+}
+
 int run(const Options& opt) {
+  default_openmp_wait();
   if (opt.threads > 0) set_thread_count(opt.threads);
   foundry::LoadedModel model(opt.model_dir);
   nlohmann::json report;

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# How compiled models behave on a busy machine: foundry-run --bench at the default thread count,
+# with and without other processes keeping the cores busy, under OpenMP wait policies. Prints one
+# table of median and p90 per model, machine state and policy.
+#
+#   scripts/busy_bench.sh [--cores N] [--runs N] [--policies "default passive spin10k"] MODEL_OUT_DIR...
+#
+# --cores N confines everything to the first N cores (taskset), as on an N-core machine; the
+# "busy" rows start one spinning process per core first. A policy is `default` (the environment
+# as it is: libgomp spins about 300,000 times before sleeping), `passive` (OMP_WAIT_POLICY=passive),
+# `active` (OMP_WAIT_POLICY=active) or `spinN` (GOMP_SPINCOUNT=N, e.g. spin10000).
+# FOUNDRY_RUN: the runner (default build/foundry-run).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cores="$(nproc)"
+runs=200
+policies="default passive"
+dirs=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --cores) cores="$2"; shift 2 ;;
+    --runs) runs="$2"; shift 2 ;;
+    --policies) policies="$2"; shift 2 ;;
+    -h | --help) sed -n 2,13p "$0"; exit 0 ;;
+    -*) echo "busy_bench.sh: unknown option $1" >&2; exit 2 ;;
+    *) dirs+=("$1"); shift ;;
+  esac
+done
+runner="${FOUNDRY_RUN:-build/foundry-run}"
+command -v "$runner" >/dev/null || { echo "busy_bench.sh: $runner not found (set FOUNDRY_RUN)" >&2; exit 1; }
+[ "${#dirs[@]}" -gt 0 ] || { echo "busy_bench.sh: no compiled model folders given" >&2; exit 2; }
+cpus="0-$((cores - 1))"
+spinners=()
+stop_load() {
+  [ "${#spinners[@]}" -eq 0 ] || kill "${spinners[@]}" 2>/dev/null || true
+  spinners=()
+}
+trap stop_load EXIT
+start_load() {
+  for ((c = 0; c < cores; c++)); do
+    taskset -c "$c" sh -c 'while :; do :; done' &
+    spinners+=($!)
+  done
+  sleep 1
+}
+policy_env() {
+  case "$1" in
+    default) echo "FOUNDRY_BUSY_BENCH=1" ;;
+    passive | active) echo "OMP_WAIT_POLICY=$1" ;;
+    spin*) echo "GOMP_SPINCOUNT=${1#spin}" ;;
+    *) echo "busy_bench.sh: unknown policy $1" >&2; exit 2 ;;
+  esac
+}
+
+echo "busy_bench.sh: $cores cores ($cpus), $runs runs per row, $(date -u +%FT%TZ)"
+printf '| model | machine | policy | median ms | p90 ms | p90 / median |\n|---|---|---|---|---|---|\n'
+for state in idle busy; do
+  [ "$state" = busy ] && start_load
+  for dir in "${dirs[@]}"; do
+    name="$(basename "$dir")"
+    for policy in $policies; do
+      line="$(env "$(policy_env "$policy")" taskset -c "$cpus" timeout 300 "$runner" "$dir" --bench "$runs" 2>&1 | grep '^benchmark:' || echo failed)"
+      median="$(echo "$line" | sed -n 's/.*median \([0-9.]*\) ms.*/\1/p')"
+      p90="$(echo "$line" | sed -n 's/.*p90 \([0-9.]*\) ms.*/\1/p')"
+      ratio="$( [ -n "$median" ] && awk "BEGIN {printf \"%.1f\", $p90 / $median}" || echo -)"
+      printf '| %s | %s | %s | %s | %s | %s |\n' "$name" "$state" "$policy" "${median:-failed}" "${p90:--}" "$ratio"
+    done
+  done
+  stop_load
+done
