@@ -6,6 +6,7 @@
 #   scripts/bench.sh --compile-only --out-dir DIR --foundryc-args=--target=avx512
 #   scripts/bench.sh --no-compile --prebuilt DIR/compiled    (on a host with no foundryc build)
 #   scripts/bench.sh --baseline OLD/foundryc                 (this build against an earlier one, same run)
+#   scripts/bench.sh --models-dir DIR                        (any folder of models, e.g. scripts/zoo's exports)
 #   scripts/bench.sh --help                                  (all options)
 #
 # The table goes to stdout, progress to stderr, the results to bench-results.json.

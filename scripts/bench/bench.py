@@ -62,6 +62,9 @@ def parse_args():
                "(default ../shared/corpus), FOUNDRY_BENCH_PYTHON (a python with torch >= 2.9), "
                "FOUNDRY_BENCH_VENV (default ~/.cache/foundry/bench-venv), CC (for STREAM add).")
     p.add_argument("--models", help="comma-separated corpus models (default: all)")
+    p.add_argument("--models-dir", type=Path,
+                   help="benchmark the models of this folder instead of the corpus's: one folder per model"
+                        " with model.pt2 and inputs/*.npy (expected/*.npy: checked too), e.g. scripts/zoo's")
     p.add_argument("--quick", action="store_true", help="fewer and shorter timing runs")
     p.add_argument("--threads", help="comma-separated thread counts (default: 1,nproc)")
     p.add_argument("--out-dir", type=Path,
@@ -229,7 +232,7 @@ def random_inputs(model_dir, dest):
 def model_inputs(ctx, name):
     """(inputs, expected or None) of a corpus model. Random inputs are made once and kept in
     ctx.work (512 MiB for pointwise_64m): PyTorch must time the same ones as foundry-run."""
-    src = ctx.corpus / "models" / name
+    src = ctx.models_dir / name
     inputs, expected = src / "inputs", src / "expected"
     if not inputs.is_dir():
         inputs = ctx.work / f"inputs-{name}"
@@ -326,7 +329,7 @@ def time_torch(ctx, names, threads, mode, on_result, compile_only=False):
             cmd += ["--compile-only"]
         for n in todo:
             inputs, expected = model_inputs(ctx, n)
-            cmd += ["--model", n, ctx.corpus / "models" / n / "model.pt2", inputs,
+            cmd += ["--model", n, ctx.models_dir / n / "model.pt2", inputs,
                     "-" if compile_only or not expected else expected]
 
         def on_line(line):
@@ -357,7 +360,7 @@ def compiled_folder(ctx, rec, name, prebuilt, foundryc, compiled, key=""):
         return out
     out = compiled / name
     log(f"{name}: {key or ''}foundryc")
-    rec.update({key + k: v for k, v in compile_model(ctx, name, ctx.corpus / "models" / name, out, foundryc).items()})
+    rec.update({key + k: v for k, v in compile_model(ctx, name, ctx.models_dir / name, out, foundryc).items()})
     return None if key + "error" in rec else out
 
 
@@ -665,22 +668,23 @@ def main():
                      " Inductor with "
                      + ("a cache filled beforehand" if args.inductor_cache else "an empty cache"))
 
-    if not (ctx.corpus / "models").is_dir():
-        die(f"no corpus models in {ctx.corpus} (set FOUNDRY_CORPUS)")
-    available = [d.name for d in (ctx.corpus / "models").iterdir() if (d / "model.pt2").is_file()]
+    ctx.models_dir = (args.models_dir or ctx.corpus / "models").resolve()
+    if not ctx.models_dir.is_dir():
+        die(f"no models in {ctx.models_dir} (set FOUNDRY_CORPUS, or give --models-dir)")
+    available = [d.name for d in ctx.models_dir.iterdir() if (d / "model.pt2").is_file()]
     order = MODEL_ORDER + sorted(set(available) - set(MODEL_ORDER))
     if args.models:
         names = args.models.split(",")
         unknown = [n for n in names if n not in available]
         if unknown:
-            die(f"not in {ctx.corpus}/models: {', '.join(unknown)}")
+            die(f"not in {ctx.models_dir}: {', '.join(unknown)}")
     else:
         names = [n for n in order if n in available]
     if args.no_compile:
         if not args.models:  # the prebuilt folder decides which models there are
             names = [n for n in names if (args.prebuilt / n).is_dir()]
         if not names:
-            die(f"no compiled model folders named after corpus models in {args.prebuilt}")
+            die(f"no compiled model folders named after the models of {ctx.models_dir} in {args.prebuilt}")
     else:
         for tool in (ctx.foundryc,) if args.compile_only else (ctx.foundryc, ctx.foundry_run):
             if not os.access(tool, os.X_OK):
