@@ -21,11 +21,12 @@ namespace fs = std::filesystem;
 namespace foundry::test {
 namespace {
 
-// A compiler wrapper that logs every compile/link call (not --version) and runs clang++ or g++.
+// A compiler wrapper that logs every compile/link call (not the queries of the cache key: its
+// --version, and its -march=native macros) and runs clang++ or g++.
 std::string logging_compiler(const TempDir& tmp) {
   std::string path = tmp / "cxx.sh";
   std::ofstream(path) << "#!/bin/sh\n"
-                      << "[ \"$1\" = --version ] || echo \"$@\" >> " << (tmp / "cxx.log") << "\n"
+                      << "case \"$*\" in --version | *-dM*) ;; *) echo \"$@\" >> " << (tmp / "cxx.log") << " ;; esac\n"
                       << "if command -v clang++ >/dev/null; then exec clang++ \"$@\"; else exec g++ \"$@\"; fi\n";
   chmod(path.c_str(), 0755);
   return path;
