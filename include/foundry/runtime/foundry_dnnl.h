@@ -30,9 +30,36 @@ inline dnnl::engine& engine() {
   return e;
 }
 
-inline dnnl::memory::desc strided(const dims& sizes, const dims& strides) {
-  return dnnl::memory::desc(sizes, dt::f32, strides);
+inline dnnl::memory::desc strided(const dims& sizes, const dims& strides, dt type = dt::f32) {
+  return dnnl::memory::desc(sizes, type, strides);
 }
+
+// The type a primitive computes in for operands of `type`: their own, or float32 for float16
+// when this oneDNN has no float16 kernel (oneDNN 2.x on CPUs: it then converts each operand into
+// a float32 copy, exactly, and the result back, rounded once, as float32 accumulation does).
+inline dt compute_type(dt type, bool native_failed) { return type == dt::f16 && native_failed ? dt::f32 : type; }
+
+// An operand given in one type and layout, read by the primitive in another: a reorder into a
+// copy made on each call (runs may be concurrent), or nothing when the two are the same.
+struct Conversion {
+  dnnl::memory::desc from, to;
+  dnnl::reorder prim;
+  bool needed = false;
+
+  void build(const dnnl::memory::desc& user, const dnnl::memory::desc& compute) {
+    from = user;
+    to = compute;
+    needed = user != compute;
+    if (needed) prim = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), user, engine(), compute));
+  }
+  // `m` (described by `from`) as the primitive reads it.
+  dnnl::memory in(dnnl::stream& s, dnnl::memory m) const {
+    if (!needed) return m;
+    dnnl::memory out(to, engine());
+    prim.execute(s, m, out);
+    return out;
+  }
+};
 
 inline dnnl::memory wrap(const dnnl::memory::desc& md, const void* p) {
   return dnnl::memory(md, engine(), const_cast<void*>(p));
@@ -78,8 +105,9 @@ struct ConvSpec {
   int64_t bias_stride = 0;
   dims stride, padding, dilation;  // per spatial dim, as PyTorch counts them (dilation 1: none)
   // The constant weights, reordered once at creation; nullptr when they are computed per run.
-  const float* constant_weights = nullptr;
+  const void* constant_weights = nullptr;
   Activation activation = Activation::None;
+  dt data_type = dt::f32;  // of every operand and the output (16-bit ones accumulate in float32)
 };
 
 // What a matrix product primitive is built for. The row count of a and of the output may be
@@ -91,6 +119,7 @@ struct MatmulSpec {
   bool has_bias = false;
   dims bias_sizes, bias_strides;  // broadcast over its dims of size 1
   Activation activation = Activation::None;
+  dt data_type = dt::f32;  // of every operand and the output (16-bit ones accumulate in float32)
 };
 
 // A convolution over strided NC(D)(H)W input/output and (G)OI(D)(H)W weights.
@@ -106,59 +135,73 @@ struct Conv {
   dnnl::memory::desc src_md, user_w_md, dst_md, bias_md, w_md, scratchpad_md;
   dnnl::memory::desc conv_src_md, conv_dst_md;  // the layouts the primitive runs on
   dnnl::reorder src_to_conv, conv_to_dst;        // when they differ from src_md / dst_md
+  Conversion w_in, bias_in;  // weights computed per run, and the bias, in the primitive's type
   dnnl::memory weights;  // reordered constant weights, when packed
 
   void build(const ConvSpec& spec) {
-    const dims &in = spec.input_sizes, &w = spec.weight_sizes, &w_strides = spec.weight_strides,
-               &out = spec.output_sizes, &stride = spec.stride, &padding = spec.padding, &dilation = spec.dilation;
-    const int64_t groups = spec.groups;
-    const float* weights_data = spec.constant_weights;
-    try {
-      size_t spatial = in.size() - 2;
-      dims dil(spatial), pad_r(spatial);
-      for (size_t d = 0; d < spatial; ++d) {
-        dil[d] = dilation[d] - 1;  // oneDNN counts the gaps
-        int64_t span = (w[d + 2] - 1) * dilation[d] + 1;
-        pad_r[d] = std::max<int64_t>(0, (out[d + 2] - 1) * stride[d] + span - in[d + 2] - padding[d]);
+    for (bool native_failed : {false, true}) {
+      try {
+        build_as(spec, compute_type(spec.data_type, native_failed));
+        ok = true;
+        return;
+      } catch (const dnnl::error& e) {
+        error = e.what();
       }
-      src_md = strided(in, spec.input_strides);
-      dst_md = strided(out, contiguous(out));
-      dims wd = w, ws = w_strides;
-      if (groups > 1) {  // [O, I/G, ...] -> [G, O/G, I/G, ...]
-        wd.insert(wd.begin(), groups);
-        wd[1] = w[0] / groups;
-        ws.insert(ws.begin(), w_strides[0] * wd[1]);
-      }
-      user_w_md = strided(wd, ws);
-      bias_md = spec.has_bias ? strided({out[1]}, {spec.bias_stride}) : dnnl::memory::desc();
-      w_md = weights_data ? dnnl::memory::desc(wd, dt::f32, dnnl::memory::format_tag::any) : user_w_md;
-      auto any = [](const dims& d) { return dnnl::memory::desc(d, dt::f32, dnnl::memory::format_tag::any); };
-      dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                           any(in), w_md, bias_md, any(out), stride, dil, padding, pad_r);
-      dnnl::convolution_forward::primitive_desc pd(desc, attributes(spec.activation), engine());
-      prim = dnnl::convolution_forward(pd);
-      scratchpad_md = pd.scratchpad_desc();
-      conv_src_md = pd.src_desc();
-      conv_dst_md = pd.dst_desc();
-      if (conv_src_md != src_md) src_to_conv = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), src_md, engine(), conv_src_md));
-      if (conv_dst_md != dst_md) conv_to_dst = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), conv_dst_md, engine(), dst_md));
-      if (weights_data) {
-        weights = dnnl::memory(pd.weights_desc(), engine());
-        dnnl::stream s(engine());
-        dnnl::memory user = wrap(user_w_md, weights_data);
-        dnnl::reorder(user, weights).execute(s, user, weights);
-        s.wait();
-        packed_weights = true;
-      }
-      w_md = pd.weights_desc();
-      ok = true;
-    } catch (const dnnl::error& e) {
-      ok = false;
-      error = e.what();
+      if (spec.data_type != dt::f16) return;
     }
   }
 
-  void run(const float* x, const float* w, const float* bias, float* y) const {
+  // Builds the primitive computing in `compute` (the operands' type, or float32 for float16).
+  void build_as(const ConvSpec& spec, dt compute) {
+    const dims &in = spec.input_sizes, &w = spec.weight_sizes, &w_strides = spec.weight_strides,
+               &out = spec.output_sizes, &stride = spec.stride, &padding = spec.padding, &dilation = spec.dilation;
+    const int64_t groups = spec.groups;
+    const dt type = spec.data_type;
+    const void* weights_data = spec.constant_weights;
+    size_t spatial = in.size() - 2;
+    dims dil(spatial), pad_r(spatial);
+    for (size_t d = 0; d < spatial; ++d) {
+      dil[d] = dilation[d] - 1;  // oneDNN counts the gaps
+      int64_t span = (w[d + 2] - 1) * dilation[d] + 1;
+      pad_r[d] = std::max<int64_t>(0, (out[d + 2] - 1) * stride[d] + span - in[d + 2] - padding[d]);
+    }
+    src_md = strided(in, spec.input_strides, type);
+    dst_md = strided(out, contiguous(out), type);
+    dims wd = w, ws = w_strides;
+    if (groups > 1) {  // [O, I/G, ...] -> [G, O/G, I/G, ...]
+      wd.insert(wd.begin(), groups);
+      wd[1] = w[0] / groups;
+      ws.insert(ws.begin(), w_strides[0] * wd[1]);
+    }
+    user_w_md = strided(wd, ws, type);
+    dnnl::memory::desc user_bias_md = spec.has_bias ? strided({out[1]}, {spec.bias_stride}, type) : dnnl::memory::desc();
+    bias_md = spec.has_bias ? strided({out[1]}, {compute == type ? spec.bias_stride : 1}, compute) : dnnl::memory::desc();
+    auto any = [&](const dims& d) { return dnnl::memory::desc(d, compute, dnnl::memory::format_tag::any); };
+    w_md = weights_data ? any(wd) : compute == type ? user_w_md : strided(wd, contiguous(wd), compute);
+    dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                         any(in), w_md, bias_md, any(out), stride, dil, padding, pad_r);
+    dnnl::convolution_forward::primitive_desc pd(desc, attributes(spec.activation), engine());
+    prim = dnnl::convolution_forward(pd);
+    scratchpad_md = pd.scratchpad_desc();
+    conv_src_md = pd.src_desc();
+    conv_dst_md = pd.dst_desc();
+    if (conv_src_md != src_md) src_to_conv = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), src_md, engine(), conv_src_md));
+    if (conv_dst_md != dst_md) conv_to_dst = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), conv_dst_md, engine(), dst_md));
+    if (spec.has_bias) bias_in.build(user_bias_md, bias_md);
+    packed_weights = weights_data != nullptr;
+    if (weights_data) {
+      weights = dnnl::memory(pd.weights_desc(), engine());
+      dnnl::stream s(engine());
+      dnnl::memory user = wrap(user_w_md, weights_data);
+      dnnl::reorder(user, weights).execute(s, user, weights);
+      s.wait();
+    } else {
+      w_in.build(user_w_md, pd.weights_desc());
+    }
+    w_md = pd.weights_desc();
+  }
+
+  void run(const void* x, const void* w, const void* bias, void* y) const {
     dnnl::memory src = wrap(src_md, x), dst = wrap(dst_md, y);
     bool reorder_src = conv_src_md != src_md, reorder_dst = conv_dst_md != dst_md;
     dnnl::stream s(engine());
@@ -167,8 +210,8 @@ struct Conv {
     dnnl::memory conv_dst = reorder_dst ? dnnl::memory(conv_dst_md, engine()) : dst;
     if (reorder_src) src_to_conv.execute(s, src, conv_src);
     std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, conv_src}, {DNNL_ARG_DST, conv_dst}};
-    args[DNNL_ARG_WEIGHTS] = packed_weights ? weights : wrap(user_w_md, w);
-    if (bias) args[DNNL_ARG_BIAS] = wrap(bias_md, bias);
+    args[DNNL_ARG_WEIGHTS] = packed_weights ? weights : w_in.in(s, wrap(w_in.from, w));
+    if (bias) args[DNNL_ARG_BIAS] = bias_in.in(s, wrap(bias_in.from, bias));
     s.wait();
     execute(prim, scratchpad_md, args);
     if (reorder_dst) {
@@ -200,41 +243,76 @@ struct Matmul {
   dnnl::matmul prim;
   dnnl::memory::desc a_md, b_md, bias_md, dst_md, scratchpad_md;
   dims a_dims, a_strides, dst_dims, dst_strides;
+  dt type = dt::f32, compute = dt::f32;  // of the operands, and of the primitive
+  Conversion a_in, b_in, bias_in, dst_out;  // when they differ (float16 computed in float32)
 
   void build(const MatmulSpec& spec) {
-    try {
-      a_dims = spec.a_sizes;
-      a_strides = spec.a_strides;
-      dst_dims = spec.output_sizes;
-      dst_strides = Conv::contiguous(dst_dims);
-      a_md = strided(a_dims, a_strides);
-      b_md = strided(spec.b_sizes, spec.b_strides);
-      dst_md = strided(dst_dims, dst_strides);
-      bias_md = spec.has_bias ? strided(spec.bias_sizes, spec.bias_strides) : dnnl::memory::desc();
-      dnnl::matmul::desc desc(a_md, b_md, bias_md, dst_md);
-      dnnl::matmul::primitive_desc pd(desc, attributes(spec.activation), engine());
-      prim = dnnl::matmul(pd);
-      scratchpad_md = pd.scratchpad_desc();
-      ok = true;
-    } catch (const dnnl::error& e) {
-      ok = false;
-      error = e.what();
+    for (bool native_failed : {false, true}) {
+      try {
+        build_as(spec, compute_type(spec.data_type, native_failed));
+        ok = true;
+        return;
+      } catch (const dnnl::error& e) {
+        error = e.what();
+      }
+      if (spec.data_type != dt::f16) return;
     }
   }
 
+  void build_as(const MatmulSpec& spec, dt compute_as) {
+    type = spec.data_type;
+    compute = compute_as;
+    a_dims = spec.a_sizes;
+    a_strides = spec.a_strides;
+    dst_dims = spec.output_sizes;
+    dst_strides = Conv::contiguous(dst_dims);
+    a_md = strided(a_dims, a_strides, type);
+    b_md = strided(spec.b_sizes, spec.b_strides, type);
+    dst_md = strided(dst_dims, dst_strides, type);
+    bias_md = spec.has_bias ? strided(spec.bias_sizes, spec.bias_strides, type) : dnnl::memory::desc();
+    dnnl::memory::desc b_c = strided(spec.b_sizes, spec.b_strides, compute);
+    dnnl::memory::desc bias_c = spec.has_bias ? strided(spec.bias_sizes, spec.bias_strides, compute) : dnnl::memory::desc();
+    dnnl::matmul::desc desc(strided(a_dims, a_strides, compute), b_c, bias_c, strided(dst_dims, dst_strides, compute));
+    dnnl::matmul::primitive_desc pd(desc, attributes(spec.activation), engine());
+    prim = dnnl::matmul(pd);
+    scratchpad_md = pd.scratchpad_desc();
+    b_in.build(b_md, b_c);
+    if (spec.has_bias) bias_in.build(bias_md, bias_c);
+    if (a_dims[0] != DNNL_RUNTIME_DIM_VAL) converters(a_in, dst_out, a_md, dst_md);
+  }
+
+  // The conversions of a and of the output for these (actual) descs, when they need one.
+  void converters(Conversion& a, Conversion& dst, const dnnl::memory::desc& a_run,
+                  const dnnl::memory::desc& dst_run) const {
+    if (compute == type) return;
+    a.build(a_run, strided(a_run.dims(), a_strides, compute));
+    dst.build(strided(dst_run.dims(), dst_strides, compute), dst_run);
+  }
+
   // `rows`: the actual row count where it was built as DNNL_RUNTIME_DIM_VAL (ignored otherwise).
-  void run(const float* a, const float* b, const float* bias, float* y, int64_t rows = 0) const {
+  void run(const void* a, const void* b, const void* bias, void* y, int64_t rows = 0) const {
     dnnl::memory::desc a_run = a_md, dst_run = dst_md;
+    Conversion a_conv = a_in, dst_conv = dst_out;
     if (a_dims[0] == DNNL_RUNTIME_DIM_VAL) {
       dims a_actual = a_dims, dst_actual = dst_dims;
       a_actual[0] = dst_actual[0] = rows;
-      a_run = strided(a_actual, a_strides);
-      dst_run = strided(dst_actual, dst_strides);
+      a_run = strided(a_actual, a_strides, type);
+      dst_run = strided(dst_actual, dst_strides, type);
+      converters(a_conv, dst_conv, a_run, dst_run);
     }
-    std::unordered_map<int, dnnl::memory> args = {
-        {DNNL_ARG_SRC, wrap(a_run, a)}, {DNNL_ARG_WEIGHTS, wrap(b_md, b)}, {DNNL_ARG_DST, wrap(dst_run, y)}};
-    if (bias) args[DNNL_ARG_BIAS] = wrap(bias_md, bias);
+    dnnl::stream s(engine());
+    dnnl::memory dst = wrap(dst_run, y);
+    dnnl::memory dst_c = dst_conv.needed ? dnnl::memory(dst_conv.from, engine()) : dst;
+    std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, a_conv.in(s, wrap(a_run, a))},
+                                                  {DNNL_ARG_WEIGHTS, b_in.in(s, wrap(b_md, b))},
+                                                  {DNNL_ARG_DST, dst_c}};
+    if (bias) args[DNNL_ARG_BIAS] = bias_in.in(s, wrap(bias_md, bias));
+    s.wait();
     execute(prim, scratchpad_md, args);
+    if (dst_conv.needed) {
+      dst_conv.prim.execute(s, dst_c, dst);
+      s.wait();
+    }
   }
 };
 
