@@ -217,6 +217,15 @@ std::string dnnl_obstacle(const ir::LoopNode& node) {
   return "";
 }
 
+// `spec.FIELD = ` the first element of constant operand `op` in the weights, or "" when `op` is
+// computed.
+std::string constant_data(const std::string& field, const ir::Operand& op, const WeightsLayout& weights) {
+  if (op.buffer->kind != ir::BufferKind::Constant) return "";
+  return "    spec." + field + " = reinterpret_cast<const " + storage_type(op.buffer->dtype) + "*>(weights + " +
+         std::to_string(weights.offset_of.at(op.buffer)) + ")" + (op.offset.is_const(0) ? "" : " + " + num(op.offset)) +
+         ";\n";
+}
+
 // The fields of the ConvSpec `spec`, one statement each.
 std::string convolution_spec(const ir::LoopNode& node, const ir::Convolution& call, const WeightsLayout& weights) {
   const ir::Operand &x = call.input, &w = call.weight;
@@ -228,14 +237,12 @@ std::string convolution_spec(const ir::LoopNode& node, const ir::Convolution& ca
   if (call.bias) spec << "    spec.has_bias = true;\n    spec.bias_stride = " << num(call.bias->strides[0]) << ";\n";
   spec << "    spec.stride = " << int_list(call.stride) << ";\n    spec.padding = " << int_list(call.padding)
        << ";\n    spec.dilation = " << int_list(call.dilation) << ";\n";
-  if (w.buffer->kind == ir::BufferKind::Constant)
-    spec << "    spec.constant_weights = reinterpret_cast<const " << storage_type(w.buffer->dtype) << "*>(weights + "
-         << weights.offset_of.at(w.buffer) << ")" << (w.offset.is_const(0) ? "" : " + " + num(w.offset)) << ";\n";
+  spec << constant_data("constant_weights", w, weights);
   return spec.str();
 }
 
 // The fields of the MatmulSpec `spec`, one statement each.
-std::string matmul_spec(const ir::LoopNode& node, const ir::Matmul& call) {
+std::string matmul_spec(const ir::LoopNode& node, const ir::Matmul& call, const WeightsLayout& weights) {
   std::optional<ir::Expr> rows = dynamic_rows(node);
   // A batch broadcast by stride 0 (one matrix for every batch entry) is oneDNN's batch of size 1,
   // given the plain stride so that oneDNN sees a row-major layout.
@@ -261,6 +268,8 @@ std::string matmul_spec(const ir::LoopNode& node, const ir::Matmul& call) {
     spec << "    spec.has_bias = true;\n    spec.bias_sizes = " << dnnl_dims(sizes, rows)
          << ";\n    spec.bias_strides = " << expr_list(call.bias->strides) << ";\n";
   }
+  // Only float16 uses it (converted once for a float32 primitive); weights stay put otherwise.
+  if (node.output->dtype == DType::Float16) spec << constant_data("constant_b", call.b, weights);
   return spec.str();
 }
 
@@ -270,7 +279,7 @@ std::string dnnl_build(const ir::LoopNode& node, const std::string& member, cons
   std::ostringstream b;
   b << "  {  // " << ir::describe_extern(node) << "\n";
   std::visit(overloaded{[&](const ir::Matmul& call) {
-                          b << "    foundry_rt::dnnl_glue::MatmulSpec spec;\n" << matmul_spec(node, call);
+                          b << "    foundry_rt::dnnl_glue::MatmulSpec spec;\n" << matmul_spec(node, call, weights);
                         },
                         [&](const ir::Convolution& call) {
                           b << "    foundry_rt::dnnl_glue::ConvSpec spec;\n" << convolution_spec(node, call, weights);
