@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "foundry/runtime/compare.h"
 #include "foundry/runtime/npy.h"
 #include "foundry/support/error.h"
 #include "support.h"
@@ -232,13 +233,24 @@ TEST_CASE("npy: special float values survive a round trip", "[npy][fast]") {
   for (size_t i = 0; i < 7; ++i) CHECK(f32_bits(element<float>(b, i)) == f32_bits(values[i]));
 }
 
-TEST_CASE("npy: writing bfloat16 is a user error, a bad shape an internal error", "[npy][fast]") {
+TEST_CASE("npy: bfloat16 as np.save writes ml_dtypes.bfloat16 ('<V2'), a bad shape an internal error", "[npy][fast]") {
   TempDir tmp("foundry_npy_");
   NpyArray bf;
   bf.dtype = DType::BFloat16;
   bf.shape = {2};
-  bf.data.resize(4);
-  CHECK_THROWS_AS(write_npy(tmp / "bf.npy", bf), foundry::UserError);
+  bf.data = {0xc0, 0x3f, 0x00, 0x40};  // 1.5, 2.0
+  write_npy(tmp / "bf.npy", bf);
+  // The header NumPy 2.4 writes for np.save("bf.npy", np.array([1.5, 2], dtype=ml_dtypes.bfloat16)).
+  CHECK_THAT(read_file(tmp / "bf.npy"), Catch::Contains("{'descr': '<V2', 'fortran_order': False, 'shape': (2,), }"));
+  NpyArray back = read_npy(tmp / "bf.npy");
+  CHECK(back.dtype == DType::BFloat16);
+  CHECK(back.data == bf.data);
+  CHECK(element_as_double(back, 0) == 1.5);
+  // Other record sizes are no bfloat16.
+  std::string v4 = read_file(tmp / "bf.npy");
+  v4.replace(v4.find("<V2"), 3, "<V4");
+  write_file(tmp / "v4.npy", v4);
+  CHECK_THROWS_WITH(read_npy(tmp / "v4.npy"), Catch::Contains("raw bytes"));
   NpyArray wrong;
   wrong.shape = {3};
   wrong.data.resize(4);  // 1 float, shape says 3

@@ -76,7 +76,7 @@ std::string matmul_loops(const ir::LoopNode& node, const ir::Matmul& call, const
   decls << "  foundry_rt::matmul<" << type << ">(/*batch=*/" << num(batch) << ", /*M=*/" << num(M) << ", /*N=*/"
         << num(N) << ", /*K=*/" << num(call.a.sizes.back()) << ", a, b, " << (call.bias ? "&bias" : "/*bias=*/nullptr")
         << ", /*alpha=*/" << ir::shortest_number(call.alpha) << ", /*beta=*/" << ir::shortest_number(call.beta)
-        << ", /*batched=*/" << (batched ? "true" : "false") << ", out);\n";
+        << ", /*batched=*/" << (batched ? "true" : "false") << ", " << ptrs.at(node.output) << ");\n";
   return decls.str();
 }
 
@@ -108,7 +108,8 @@ std::string convolution_loops(const ir::LoopNode& node, const ir::Convolution& c
         << ", weight_strides, /*weight_offset=*/" << num(w.offset) << ", "
         << (bias ? ptrs.at(bias->buffer) : "/*bias=*/nullptr") << ", /*bias_stride=*/"
         << (bias ? num(bias->strides[0]) : "0") << ", /*bias_offset=*/" << (bias ? num(bias->offset) : "0")
-        << ", conv_stride, conv_padding, conv_dilation, /*groups=*/" << call.groups << ", out);\n";
+        << ", conv_stride, conv_padding, conv_dilation, /*groups=*/" << call.groups << ", " << ptrs.at(node.output)
+        << ");\n";
   return decls.str();
 }
 
@@ -123,19 +124,31 @@ std::string activation_enum(ir::Activation activation) {
   throw InternalError("bug: unknown activation on a library call");
 }
 
+// The element type of the portable loops: 16-bit floats as the runtime's wrappers of their bits
+// (stored as uint16_t, computed through their conversions); "" for a dtype they do not take.
+std::string portable_type(DType t) {
+  if (t == DType::BFloat16) return "foundry_rt::BFloat16";
+  if (t == DType::Float16) return "foundry_rt::Float16";
+  return is_floating(t) ? storage_type(t) : "";
+}
+
 // The portable-loop statements of one library call over the given buffer pointers.
-std::string portable_call(const ir::LoopNode& node, const Pointers& ptrs) {
-  std::string type = storage_type(node.output->dtype);
-  if (!is_floating(node.output->dtype) || type == "uint16_t")
+std::string portable_call(const ir::LoopNode& node, const Pointers& stored) {
+  std::string type = portable_type(node.output->dtype);
+  if (type.empty())
     throw UserError("library call " + ir::extern_name(node.call) + " on " + std::string(dtype_name(node.output->dtype)) +
                     " is not supported by the C++ backend");
+  Pointers ptrs = stored;  // 16-bit bits seen as their wrapper type
+  if (type != storage_type(node.output->dtype))
+    for (auto& [buf, ptr] : ptrs)
+      ptr = "reinterpret_cast<" + std::string(buf == node.output ? "" : "const ") + type + "*>(" + ptr + ")";
   std::string out = std::visit(
       overloaded{[&](const ir::Matmul& call) { return matmul_loops(node, call, ptrs, type); },
                  [&](const ir::Convolution& call) { return convolution_loops(node, call, ptrs, type); }},
       node.call.op);
   if (node.call.activation != ir::Activation::None)
-    out += "  foundry_rt::apply_activation(" + activation_enum(node.call.activation) + ", out, " +
-           num(node.output->numel()) + ");\n";
+    out += "  foundry_rt::apply_activation(" + activation_enum(node.call.activation) + ", " + ptrs.at(node.output) +
+           ", " + num(node.output->numel()) + ");\n";
   return out;
 }
 
@@ -163,11 +176,23 @@ bool has_empty_dim(const std::vector<ir::Expr>& v) {
   return std::any_of(v.begin(), v.end(), [](const ir::Expr& e) { return e.is_const(0); });
 }
 
+// oneDNN's data type of a dtype the calls take ("" for others). 16-bit floats accumulate in
+// float32 and round each result once, as PyTorch's CPU kernels do.
+std::string dnnl_type(DType t) {
+  switch (t) {
+    case DType::Float32: return "f32";
+    case DType::BFloat16: return "bf16";
+    case DType::Float16: return "f16";
+    default: return "";
+  }
+}
+
 // Why a call has no oneDNN form here ("" when it has one): the call then always runs on the
 // portable loops, and `foundryc -v` says why.
 std::string dnnl_obstacle(const ir::LoopNode& node) {
-  if (node.output->dtype != DType::Float32)
-    return "its dtype is " + std::string(dtype_name(node.output->dtype)) + " (oneDNN is used for float32 only)";
+  if (dnnl_type(node.output->dtype).empty())
+    return "its dtype is " + std::string(dtype_name(node.output->dtype)) +
+           " (oneDNN is used for float32, bfloat16 and float16 only)";
   // oneDNN primitives are built once, at creation: static shapes, or a matrix product whose row
   // count alone is dynamic.
   std::optional<ir::Expr> rows = dynamic_rows(node);
@@ -192,6 +217,15 @@ std::string dnnl_obstacle(const ir::LoopNode& node) {
   return "";
 }
 
+// `spec.FIELD = ` the first element of constant operand `op` in the weights, or "" when `op` is
+// computed.
+std::string constant_data(const std::string& field, const ir::Operand& op, const WeightsLayout& weights) {
+  if (op.buffer->kind != ir::BufferKind::Constant) return "";
+  return "    spec." + field + " = reinterpret_cast<const " + storage_type(op.buffer->dtype) + "*>(weights + " +
+         std::to_string(weights.offset_of.at(op.buffer)) + ")" + (op.offset.is_const(0) ? "" : " + " + num(op.offset)) +
+         ";\n";
+}
+
 // The fields of the ConvSpec `spec`, one statement each.
 std::string convolution_spec(const ir::LoopNode& node, const ir::Convolution& call, const WeightsLayout& weights) {
   const ir::Operand &x = call.input, &w = call.weight;
@@ -203,14 +237,12 @@ std::string convolution_spec(const ir::LoopNode& node, const ir::Convolution& ca
   if (call.bias) spec << "    spec.has_bias = true;\n    spec.bias_stride = " << num(call.bias->strides[0]) << ";\n";
   spec << "    spec.stride = " << int_list(call.stride) << ";\n    spec.padding = " << int_list(call.padding)
        << ";\n    spec.dilation = " << int_list(call.dilation) << ";\n";
-  if (w.buffer->kind == ir::BufferKind::Constant)
-    spec << "    spec.constant_weights = reinterpret_cast<const float*>(weights + " << weights.offset_of.at(w.buffer)
-         << ")" << (w.offset.is_const(0) ? "" : " + " + num(w.offset)) << ";\n";
+  spec << constant_data("constant_weights", w, weights);
   return spec.str();
 }
 
 // The fields of the MatmulSpec `spec`, one statement each.
-std::string matmul_spec(const ir::LoopNode& node, const ir::Matmul& call) {
+std::string matmul_spec(const ir::LoopNode& node, const ir::Matmul& call, const WeightsLayout& weights) {
   std::optional<ir::Expr> rows = dynamic_rows(node);
   // A batch broadcast by stride 0 (one matrix for every batch entry) is oneDNN's batch of size 1,
   // given the plain stride so that oneDNN sees a row-major layout.
@@ -236,6 +268,8 @@ std::string matmul_spec(const ir::LoopNode& node, const ir::Matmul& call) {
     spec << "    spec.has_bias = true;\n    spec.bias_sizes = " << dnnl_dims(sizes, rows)
          << ";\n    spec.bias_strides = " << expr_list(call.bias->strides) << ";\n";
   }
+  // Only float16 uses it (converted once for a float32 primitive); weights stay put otherwise.
+  if (node.output->dtype == DType::Float16) spec << constant_data("constant_b", call.b, weights);
   return spec.str();
 }
 
@@ -245,7 +279,7 @@ std::string dnnl_build(const ir::LoopNode& node, const std::string& member, cons
   std::ostringstream b;
   b << "  {  // " << ir::describe_extern(node) << "\n";
   std::visit(overloaded{[&](const ir::Matmul& call) {
-                          b << "    foundry_rt::dnnl_glue::MatmulSpec spec;\n" << matmul_spec(node, call);
+                          b << "    foundry_rt::dnnl_glue::MatmulSpec spec;\n" << matmul_spec(node, call, weights);
                         },
                         [&](const ir::Convolution& call) {
                           b << "    foundry_rt::dnnl_glue::ConvSpec spec;\n" << convolution_spec(node, call, weights);
@@ -253,6 +287,8 @@ std::string dnnl_build(const ir::LoopNode& node, const std::string& member, cons
              node.call.op);
   if (node.call.activation != ir::Activation::None)
     b << "    spec.activation = " << activation_enum(node.call.activation) << ";\n";
+  if (node.output->dtype != DType::Float32)
+    b << "    spec.data_type = foundry_rt::dnnl_glue::dt::" << dnnl_type(node.output->dtype) << ";\n";
   b << "    foundry_rt::dnnl_glue::build(s->" << member << ", spec, kModel, " << label << ");\n  }\n";
   return b.str();
 }

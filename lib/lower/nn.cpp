@@ -1,5 +1,5 @@
-// Neural-network ops: matrix products and convolutions (extern kernels for float32, reductions
-// otherwise), pooling and upsampling (reductions and pointwise gathers with ATen's index math).
+// Neural-network ops: matrix products and convolutions (extern kernels for float32, bfloat16 and
+// float16, reductions otherwise), pooling and upsampling (reductions and pointwise gathers with ATen's index math).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -104,13 +104,28 @@ TensorRef reshaped(const TensorRef& src, const std::vector<int64_t>& to) {
 
 // --- matrix products ---------------------------------------------------------------------------
 
-// sum_k a[..., m, k] * b[..., k, n] as a reduction (non-float32 dtypes).
+// Whether a matrix product or convolution of `dtype` (all operands of it) is a library call:
+// float32, and 16-bit floats, which oneDNN accumulates in float32 with one rounding of each result.
+bool library_dtype(DType dtype, std::initializer_list<DType> operands) {
+  bool taken = dtype == DType::Float32 || dtype == DType::BFloat16 || dtype == DType::Float16;
+  for (DType t : operands) taken = taken && t == dtype;
+  return taken;
+}
+
+// The type products of `dtype` are summed in: float32 for 16-bit floats (as PyTorch's CPU kernels
+// do, rounding only the result), else the dtype itself.
+DType accumulation_dtype(DType dtype) {
+  return dtype == DType::BFloat16 || dtype == DType::Float16 ? DType::Float32 : dtype;
+}
+
+// sum_k a[..., m, k] * b[..., k, n] as a reduction (dtypes without a library call).
 TensorRef matmul_reduction(LoweringContext& ctx, const TensorRef& a, const TensorRef& b, DType dtype,
                            std::vector<Expr> sizes) {
-  TensorRef x = cast(a, dtype), y = cast(b, dtype);
+  DType acc = accumulation_dtype(dtype);
+  TensorRef x = cast(cast(a, dtype), acc), y = cast(cast(b, dtype), acc);
   Loader lx = x.load, ly = y.load;
   Expr K = a.sizes.back();
-  return ctx.reduction(dtype, std::move(sizes), {K}, ReduceOp::Sum, [lx, ly](Ops& ops, const Index& idx, const Index& r) {
+  TensorRef sum = ctx.reduction(acc, std::move(sizes), {K}, ReduceOp::Sum, [lx, ly](Ops& ops, const Index& idx, const Index& r) {
     size_t n = idx.size();
     Index ia(idx.begin(), idx.end()), ib(idx.begin(), idx.end());
     ia[n - 1] = r[0];  // [..., m, k]
@@ -119,6 +134,7 @@ TensorRef matmul_reduction(LoweringContext& ctx, const TensorRef& a, const Tenso
     Val y = ly(ops, ib);
     return ops.mul(x, y);
   });
+  return cast(sum, dtype);
 }
 
 TensorRef scaled(const TensorRef& x, double factor) {
@@ -162,8 +178,7 @@ ir::Operand batched_operand(LoweringContext& ctx, const TensorRef& ref) {
 
 TensorRef matmul(LoweringContext& ctx, const TensorRef& a, const TensorRef& b, DType dtype, std::vector<Expr> sizes,
                  bool batched) {
-  if (dtype != DType::Float32 || a.dtype != dtype || b.dtype != dtype)
-    return matmul_reduction(ctx, a, b, dtype, std::move(sizes));
+  if (!library_dtype(dtype, {a.dtype, b.dtype})) return matmul_reduction(ctx, a, b, dtype, std::move(sizes));
   ir::Matmul call;
   call.a = batched ? batched_operand(ctx, a) : ctx.strided_operand(a);
   call.b = batched ? batched_operand(ctx, b) : ctx.strided_operand(b);
@@ -175,7 +190,7 @@ TensorRef matmul(LoweringContext& ctx, const TensorRef& a, const TensorRef& b, D
 TensorRef addmm(LoweringContext& ctx, const TensorRef& bias, const TensorRef& m1, const TensorRef& m2, double beta,
                 double alpha, DType dtype, std::vector<Expr> sizes) {
   if (beta == 0) return scaled(matmul(ctx, m1, m2, dtype, sizes, false), alpha);
-  if (dtype == DType::Float32 && m1.dtype == dtype && m2.dtype == dtype) {
+  if (library_dtype(dtype, {m1.dtype, m2.dtype})) {
     ir::Matmul call;
     call.bias = ctx.strided_operand(broadcast_to(cast(bias, dtype), sizes));
     call.a = ctx.strided_operand(m1);
@@ -211,10 +226,11 @@ TensorRef convolution_reduction(LoweringContext& ctx, const TensorRef& x, const 
   std::vector<int64_t> in_sp(xs.begin() + 2, xs.end());
   std::vector<Expr> rranges = {cin_g};
   for (int64_t k : ks) rranges.push_back(k);
-  TensorRef xc = cast(x, dtype), wc = cast(w, dtype);
+  DType acc = accumulation_dtype(dtype);
+  TensorRef xc = cast(cast(x, dtype), acc), wc = cast(cast(w, dtype), acc);
   Loader lx = xc.load, lw = wc.load;
   ConvParams prm = p;
-  TensorRef sum = ctx.reduction(dtype, sizes_index(out), rranges, ReduceOp::Sum,
+  TensorRef sum = ctx.reduction(acc, sizes_index(out), rranges, ReduceOp::Sum,
       [=](Ops& ops, const Index& idx, const Index& r) {
         Expr co = idx[1];
         Expr g = ir::floordiv(co, cout_g);
@@ -253,17 +269,18 @@ TensorRef convolution_reduction(LoweringContext& ctx, const TensorRef& x, const 
         Val xv = lx(ops, xi);
         Val wv = lw(ops, wi);
         Val v = ops.mul(xv, wv);
-        if (valid) v = ops.where(*valid, v, ops.constant(zero(dtype)));
+        if (valid) v = ops.where(*valid, v, ops.constant(zero(acc)));
         return v;
       });
-  if (!bias) return sum;
-  TensorRef b = cast(*bias, dtype);
+  if (!bias) return cast(sum, dtype);
+  // The bias joins the float32 sum of 16-bit products before the one rounding, as in ATen.
+  TensorRef b = cast(cast(*bias, dtype), acc);
   Loader lb = b.load, ls = sum.load;
-  return LoweringContext::pointwise(dtype, sizes_index(out), [lb, ls](Ops& ops, const Index& idx) {
+  return cast(LoweringContext::pointwise(acc, sizes_index(out), [lb, ls](Ops& ops, const Index& idx) {
     Val v = ls(ops, idx);
     Val b = lb(ops, {idx[1]});
     return ops.add(v, b);
-  });
+  }), dtype);
 }
 
 Outs lower_conv(LoweringContext& ctx, const Node& node, const ConvParams& p) {
@@ -284,7 +301,7 @@ Outs lower_conv(LoweringContext& ctx, const Node& node, const ConvParams& p) {
   }
   if (x.rank() != w.rank()) ctx.fail("convolution input and weight ranks do not match");
   TensorRef result;
-  if (p.transposed || dtype != DType::Float32 || x.dtype != dtype || w.dtype != dtype) {
+  if (p.transposed || !library_dtype(dtype, {x.dtype, w.dtype})) {
     result = convolution_reduction(ctx, x, w, bias, p, dtype, out);
   } else {
     ir::Convolution call;

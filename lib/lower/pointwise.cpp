@@ -23,6 +23,10 @@ std::pair<const Arg*, const Arg*> binary_operands(const Node& node) {
 
 bool is_16_bit_float(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
 
+// The type an activation made of several operations computes in: float32 for 16-bit floats, whose
+// result ATen rounds once (its CPU kernels compute them in float), else the result type.
+DType opmath(DType t) { return is_16_bit_float(t) ? DType::Float32 : t; }
+
 }  // namespace
 
 LowerFn unary(UnaryOp op) {
@@ -145,21 +149,21 @@ Outs lower_leaky_relu(LoweringContext& ctx, const Node& node) {
 }
 
 Outs lower_elu(LoweringContext& ctx, const Node& node) {
-  DType out = out_dtype(node);
+  DType result = out_dtype(node), out = opmath(result);
   double alpha = float_arg(node, "alpha"), scale = float_arg(node, "scale"),
          input_scale = float_arg(node, "input_scale");
-  return {map1(ctx.tensor(node.arg("self")), out, out, [=](Ops& ops, Val v) {
+  return {map1(ctx.tensor(node.arg("self")), out, result, [=](Ops& ops, Val v) {
     Val positive = ops.binary(BinaryOp::Gt, v, ops.constant(0, out));
     Val neg = ops.mul(ops.constant(alpha * scale, out),
                       ops.unary(UnaryOp::Expm1, ops.mul(v, ops.constant(input_scale, out))));
-    return ops.where(positive, ops.mul(v, ops.constant(scale, out)), neg);
+    return ops.cast(ops.where(positive, ops.mul(v, ops.constant(scale, out)), neg), result);
   })};
 }
 
 Outs lower_gelu(LoweringContext& ctx, const Node& node) {
-  DType out = out_dtype(node);
+  DType result = out_dtype(node), out = opmath(result);
   bool tanh_approx = node.has_arg("approximate") && node.arg("approximate").s == "tanh";
-  return {map1(ctx.tensor(node.arg("self")), out, out, [out, tanh_approx](Ops& ops, Val x) {
+  return {map1(ctx.tensor(node.arg("self")), out, result, [out, result, tanh_approx](Ops& ops, Val x) {
     auto c = [&](double v) { return ops.constant(v, out); };
     Val inner;
     if (tanh_approx) {
@@ -171,7 +175,7 @@ Outs lower_gelu(LoweringContext& ctx, const Node& node) {
       // 0.5 * x * (1 + erf(x / sqrt(2)))
       inner = ops.unary(UnaryOp::Erf, ops.mul(x, c(M_SQRT1_2)));
     }
-    return ops.mul(ops.mul(c(0.5), x), ops.add(c(1.0), inner));
+    return ops.cast(ops.mul(ops.mul(c(0.5), x), ops.add(c(1.0), inner)), result);
   })};
 }
 

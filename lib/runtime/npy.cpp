@@ -148,7 +148,7 @@ class HeaderParser {
 [[noreturn]] void unsupported_dtype(const std::string& path, const std::string& descr,
                                    const std::string& why) {
   fail(path, "unsupported .npy dtype " + quote_untrusted(descr) + " (" + why +
-                 "); supported: float16/32/64, int8/16/32/64, uint8, bool");
+                 "); supported: float16/32/64, bfloat16 (ml_dtypes.bfloat16, saved as '<V2'), int8/16/32/64, uint8, bool");
 }
 
 DType parse_descr(const std::string& descr, const std::string& path) {
@@ -160,6 +160,9 @@ DType parse_descr(const std::string& descr, const std::string& path) {
   else
     order = '=';
   std::optional<DType> t;
+  // NumPy has no bfloat16: np.save writes ml_dtypes.bfloat16 arrays as 2-byte records ('<V2'),
+  // and a 2-byte record is taken for one (np.load(...).view(ml_dtypes.bfloat16) reads them back).
+  if (code == "V2") return DType::BFloat16;
   if (code == "f2") t = DType::Float16;
   else if (code == "f4") t = DType::Float32;
   else if (code == "f8") t = DType::Float64;
@@ -211,7 +214,7 @@ const char* descr_for(DType t) {
     case DType::Float16: return "<f2";
     case DType::Float32: return "<f4";
     case DType::Float64: return "<f8";
-    case DType::BFloat16: return nullptr;
+    case DType::BFloat16: return "<V2";  // as np.save writes ml_dtypes.bfloat16
   }
   return nullptr;
 }

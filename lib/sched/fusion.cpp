@@ -8,7 +8,9 @@
 //    is written (kernel_walk.h), within max_kernel_nodes,
 //  - no dependency path leaves one of the two and re-enters the other through a third group
 //    (fusing would make a cycle): each group keeps the sets of groups before and after it.
-// Rounds repeat until one fuses nothing. The groups then run in a dependency order, the one whose
+// Rounds repeat until one fuses nothing. The inlining of pointwise producers (schedule.cpp) asks
+// recompute_refusal first: a producer that a reduction would recompute once per value of a loop
+// it does not index (bias + GELU per output column of the next matrix product) is stored instead. The groups then run in a dependency order, the one whose
 // first node comes first in the program first.
 #include "foundry/sched/fusion.h"
 
@@ -24,6 +26,7 @@
 namespace foundry::sched {
 
 using ir::Expr;
+using ir::Val;
 
 namespace {
 
@@ -455,7 +458,53 @@ class Fuser {
   std::vector<Refused> refusals_;
 };
 
+// Counts the operations a body computes (unary, binary, select), recording it otherwise.
+class CountingOps final : public ir::Ops {
+ public:
+  int computed = 0;
+  Val load(const ir::Buffer& buf, const Expr& index) override { return inner_.load(buf, index); }
+  void store(const ir::Buffer& buf, const Expr& index, Val v, ir::StoreMode mode) override {
+    inner_.store(buf, index, v, mode);
+  }
+  Val constant(const ir::Scalar& value) override { return inner_.constant(value); }
+  Val index_expr(const Expr& index, DType dtype) override { return inner_.index_expr(index, dtype); }
+  Val to_dtype(Val v, DType dtype) override { return inner_.to_dtype(v, dtype); }
+  Val unary(ir::UnaryOp op, Val x) override { return ++computed, inner_.unary(op, x); }
+  Val binary(ir::BinaryOp op, Val a, Val b) override { return ++computed, inner_.binary(op, a, b); }
+  Val where(Val c, Val a, Val b) override { return ++computed, inner_.where(c, a, b); }
+  Expr indirect(Val v, const Expr& size) override { return inner_.indirect(v, size); }
+  Val reduction(ir::ReduceOp op, Val v) override { return inner_.reduction(op, v); }
+  void store_reduction(const ir::Buffer& buf, const Expr& index, Val v) override { inner_.store_reduction(buf, index, v); }
+
+ private:
+  ir::RecordingOps inner_;
+};
+
 }  // namespace
+
+std::string recompute_refusal(const ir::LoopNode& producer, const ir::LoopNode& reader,
+                              const ir::Accesses& reader_accesses) {
+  if (reader.kind != ir::NodeKind::Reduction) return "";
+  std::set<std::string> indexed;
+  for (const auto& r : reader_accesses.reads)
+    if (r.buffer == producer.output)
+      for (const std::string& s : ir::free_symbols(r.index)) indexed.insert(s);
+  std::string loops;
+  Expr times = 1;
+  for (size_t d = 0; d < reader.ranges.size(); ++d) {
+    std::string var = ir::loop_var(static_cast<int>(d));
+    if (reader.ranges[d].is_const(1) || indexed.count(var)) continue;
+    loops += (loops.empty() ? "" : ", ") + var;
+    times = times * reader.ranges[d];
+  }
+  if (loops.empty()) return "";
+  CountingOps counter;
+  ir::run_body_symbolic(producer, counter);
+  if (counter.computed == 0) return "";
+  return "node" + std::to_string(reader.id) + " (a " + std::string(ir::op_name(reader.reduce_op)) +
+         " reduction) does not index it by " + loops + ": it would compute each of its elements " +
+         ir::to_string(ir::simplify(times, {})) + " times instead of once";
+}
 
 FusionResult fuse_nodes(const std::vector<const ir::LoopNode*>& nodes, const Schedule& schedule,
                         const ScheduleOptions& options) {

@@ -71,6 +71,9 @@ void print_kernel(std::ostringstream& out, const Kernel& k, const Schedule& sche
   out << "kernel " << k.name << "\n  loops: [" << exprs(k.ranges) << "]\n";
   for (const auto& m : k.members) out << "  " << role_name(m.role) << ": " << origins(*m.node) << "\n";
   for (const auto* n : k.inlined) out << "  inlined: " << origins(*n) << "\n";
+  for (const auto& m : k.members)
+    if (auto n = schedule.not_inlined.find(m.node); n != schedule.not_inlined.end())
+      out << "  not inlined: node" << m.node->id << ": " << n->second << "\n";
   RecordVisitor rec;
   walk_kernel(k, schedule, rec);
   out << "  reads: " << accesses(rec.recorder.accesses.reads) << "\n";

@@ -40,11 +40,12 @@ Uses collect_uses(const ir::LoopProgram& program) {
 // always for one reader; for several, when its body loads a single element of a buffer that is
 // itself stored, so that each reader pays one load either way and the store, the buffer and its
 // reload are saved (a longer body is materialized: recomputing it would read more than loading
-// it). Besides: one plain contiguous store, not an output, no reader is a library call, and
-// nothing it reads is written twice (a scatter could change it between the node's program
-// position and its readers').
+// it). Besides: one plain contiguous store, not an output, no reader is a library call, no
+// reader is a reduction that would recompute it many times (recompute_refusal, fusion.h: then
+// `why` says so), and nothing it reads is written twice (a scatter could change it between the
+// node's program position and its readers').
 bool inlinable(const ir::LoopNode& node, const Uses& uses, const std::set<const ir::Buffer*>& outputs,
-               const std::map<const ir::Buffer*, const ir::LoopNode*, ir::ByBufferId>& inlined) {
+               const std::map<const ir::Buffer*, const ir::LoopNode*, ir::ByBufferId>& inlined, std::string& why) {
   if (node.kind != ir::NodeKind::Pointwise) return false;
   const ir::Accesses& acc = uses.accesses.at(&node);
   const ir::Buffer* out = node.output;
@@ -58,6 +59,8 @@ bool inlinable(const ir::LoopNode& node, const Uses& uses, const std::set<const 
     if (reader->kind == ir::NodeKind::Extern || reader == &node) return false;
   for (const auto& r : acc.reads)
     if (uses.writers.count(r.buffer) && uses.writers.at(r.buffer).size() > 1) return false;
+  for (const ir::LoopNode* reader : readers->second)
+    if (why = recompute_refusal(node, *reader, uses.accesses.at(reader)); !why.empty()) return false;
   if (readers->second.size() == 1) return true;
   return acc.reads.size() == 1 && !inlined.count(acc.reads[0].buffer);
 }
@@ -88,6 +91,9 @@ void log_fusion(const Schedule& schedule, const std::vector<FusionResult::Refusa
                    k.name);
     for (; next != refusals.end() && next->step == s; ++next)
       spdlog::info("node{} not fused into {}: {}", next->node->id, k.name, next->why);
+    for (const auto& m : k.members)
+      if (auto n = schedule.not_inlined.find(m.node); n != schedule.not_inlined.end())
+        spdlog::info("node{} stored by {}, not inlined into its reader: {}", m.node->id, k.name, n->second);
   }
 }
 
@@ -214,7 +220,11 @@ Schedule schedule_program(const ir::LoopProgram& program, const ScheduleOptions&
     // be one expression nested 10,000 deep, and overflow the stack of whatever walks it).
     std::map<const ir::Buffer*, size_t> depth;  // of each inlined buffer's chain
     for (const auto& node : program.nodes) {
-      if (!inlinable(*node, uses, outputs, schedule.inlined)) continue;
+      std::string why;
+      if (!inlinable(*node, uses, outputs, schedule.inlined, why)) {
+        if (!why.empty()) schedule.not_inlined[node.get()] = why;
+        continue;
+      }
       size_t d = 1;
       for (const auto& r : uses.accesses.at(node.get()).reads)
         if (auto it = depth.find(r.buffer); it != depth.end()) d = std::max(d, it->second + 1);

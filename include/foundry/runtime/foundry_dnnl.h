@@ -8,7 +8,7 @@
 #define FOUNDRY_DNNL_H
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include "foundry_externs.h"  // Activation
+#include "foundry_externs.h"  // Activation, the float16 conversions
 
 #include <algorithm>
 #include <atomic>
@@ -30,12 +30,72 @@ inline dnnl::engine& engine() {
   return e;
 }
 
-inline dnnl::memory::desc strided(const dims& sizes, const dims& strides) {
-  return dnnl::memory::desc(sizes, dt::f32, strides);
+inline dnnl::memory::desc strided(const dims& sizes, const dims& strides, dt type = dt::f32) {
+  return dnnl::memory::desc(sizes, type, strides);
 }
+
+// The type a primitive computes in for operands of `type`: their own, or float32 for float16
+// when this oneDNN has no float16 kernel (oneDNN 2.x on CPUs: it then converts each operand into
+// a float32 copy, exactly, and the result back, rounded once, as float32 accumulation does).
+inline dt compute_type(dt type, bool native_failed) { return type == dt::f16 && native_failed ? dt::f32 : type; }
 
 inline dnnl::memory wrap(const dnnl::memory::desc& md, const void* p) {
   return dnnl::memory(md, engine(), const_cast<void*>(p));
+}
+
+// float16 <-> float32 over the span of a strided operand, element for element (the two views
+// have the same strides). oneDNN 2.x's reorders between them are its generic loop, 100x slower.
+inline void convert(const dnnl::memory& src, dnnl::memory& dst) {
+  const dnnl::memory::desc from = src.get_desc();
+  const bool widen = from.data_type() == dt::f16;
+  const size_t n = from.get_size() / (widen ? 2 : 4);
+#ifdef __FLT16_MAX__  // the compiler's float16 (F16C or AVX512-FP16 instructions where the target has them)
+  using half = _Float16;
+  auto widened = [](half h) { return static_cast<float>(h); };
+  auto narrowed = [](float f) { return static_cast<half>(f); };
+#else
+  using half = uint16_t;
+  auto widened = [](half h) { return half_to_float(h); };
+  auto narrowed = [](float f) { return float_to_half(f); };
+#endif
+  if (widen) {
+    const auto* in = static_cast<const half*>(src.get_data_handle());
+    auto* out = static_cast<float*>(dst.get_data_handle());
+    for (size_t i = 0; i < n; ++i) out[i] = widened(in[i]);
+  } else {
+    const auto* in = static_cast<const float*>(src.get_data_handle());
+    auto* out = static_cast<half*>(dst.get_data_handle());
+    for (size_t i = 0; i < n; ++i) out[i] = narrowed(in[i]);
+  }
+}
+
+// An operand in float16 read by a primitive that computes in float32 (or in the same type: then
+// nothing is done): converted into a float32 copy of the same layout, made on each call (runs may
+// be concurrent), or the result converted back, rounded once.
+struct Conversion {
+  dnnl::memory::desc from, to;
+  bool needed = false;
+
+  void build(const dnnl::memory::desc& user, const dnnl::memory::desc& compute) {
+    from = user;
+    to = compute;
+    needed = user != compute;
+  }
+  // `m` (described by `from`) as the primitive reads it.
+  dnnl::memory in(const dnnl::memory& m) const {
+    if (!needed) return m;
+    dnnl::memory out(to, engine());
+    convert(m, out);
+    return out;
+  }
+};
+
+// `user` (strided) in the type the primitive computes in, with the same strides.
+inline dnnl::memory::desc retyped(const dnnl::memory::desc& user, dt compute) {
+  if (user.data_type() == compute) return user;
+  const dims sizes = user.dims();
+  const auto& blocking = user.data.format_desc.blocking;
+  return dnnl::memory::desc(sizes, compute, dims(blocking.strides, blocking.strides + sizes.size()));
 }
 
 // Scratchpads are user-managed and allocated per call: the library-managed one is shared by all
@@ -78,8 +138,9 @@ struct ConvSpec {
   int64_t bias_stride = 0;
   dims stride, padding, dilation;  // per spatial dim, as PyTorch counts them (dilation 1: none)
   // The constant weights, reordered once at creation; nullptr when they are computed per run.
-  const float* constant_weights = nullptr;
+  const void* constant_weights = nullptr;
   Activation activation = Activation::None;
+  dt data_type = dt::f32;  // of every operand and the output (16-bit ones accumulate in float32)
 };
 
 // What a matrix product primitive is built for. The row count of a and of the output may be
@@ -90,7 +151,9 @@ struct MatmulSpec {
   dims output_sizes;        // contiguous
   bool has_bias = false;
   dims bias_sizes, bias_strides;  // broadcast over its dims of size 1
+  const void* constant_b = nullptr;  // b when it is constant (weights): converted once, at creation
   Activation activation = Activation::None;
+  dt data_type = dt::f32;  // of every operand and the output (16-bit ones accumulate in float32)
 };
 
 // A convolution over strided NC(D)(H)W input/output and (G)OI(D)(H)W weights.
@@ -105,76 +168,92 @@ struct Conv {
   dnnl::convolution_forward prim;
   dnnl::memory::desc src_md, user_w_md, dst_md, bias_md, w_md, scratchpad_md;
   dnnl::memory::desc conv_src_md, conv_dst_md;  // the layouts the primitive runs on
-  dnnl::reorder src_to_conv, conv_to_dst;        // when they differ from src_md / dst_md
+  dnnl::reorder src_to_conv, conv_to_dst;        // when they differ from src_md / dst_md (retyped)
+  Conversion src_in, w_in, bias_in, dst_out;     // float16 operands of a float32 primitive
   dnnl::memory weights;  // reordered constant weights, when packed
 
   void build(const ConvSpec& spec) {
-    const dims &in = spec.input_sizes, &w = spec.weight_sizes, &w_strides = spec.weight_strides,
-               &out = spec.output_sizes, &stride = spec.stride, &padding = spec.padding, &dilation = spec.dilation;
-    const int64_t groups = spec.groups;
-    const float* weights_data = spec.constant_weights;
-    try {
-      size_t spatial = in.size() - 2;
-      dims dil(spatial), pad_r(spatial);
-      for (size_t d = 0; d < spatial; ++d) {
-        dil[d] = dilation[d] - 1;  // oneDNN counts the gaps
-        int64_t span = (w[d + 2] - 1) * dilation[d] + 1;
-        pad_r[d] = std::max<int64_t>(0, (out[d + 2] - 1) * stride[d] + span - in[d + 2] - padding[d]);
+    for (bool native_failed : {false, true}) {
+      try {
+        build_as(spec, compute_type(spec.data_type, native_failed));
+        ok = true;
+        return;
+      } catch (const dnnl::error& e) {
+        error = e.what();
       }
-      src_md = strided(in, spec.input_strides);
-      dst_md = strided(out, contiguous(out));
-      dims wd = w, ws = w_strides;
-      if (groups > 1) {  // [O, I/G, ...] -> [G, O/G, I/G, ...]
-        wd.insert(wd.begin(), groups);
-        wd[1] = w[0] / groups;
-        ws.insert(ws.begin(), w_strides[0] * wd[1]);
-      }
-      user_w_md = strided(wd, ws);
-      bias_md = spec.has_bias ? strided({out[1]}, {spec.bias_stride}) : dnnl::memory::desc();
-      w_md = weights_data ? dnnl::memory::desc(wd, dt::f32, dnnl::memory::format_tag::any) : user_w_md;
-      auto any = [](const dims& d) { return dnnl::memory::desc(d, dt::f32, dnnl::memory::format_tag::any); };
-      dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                           any(in), w_md, bias_md, any(out), stride, dil, padding, pad_r);
-      dnnl::convolution_forward::primitive_desc pd(desc, attributes(spec.activation), engine());
-      prim = dnnl::convolution_forward(pd);
-      scratchpad_md = pd.scratchpad_desc();
-      conv_src_md = pd.src_desc();
-      conv_dst_md = pd.dst_desc();
-      if (conv_src_md != src_md) src_to_conv = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), src_md, engine(), conv_src_md));
-      if (conv_dst_md != dst_md) conv_to_dst = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), conv_dst_md, engine(), dst_md));
-      if (weights_data) {
-        weights = dnnl::memory(pd.weights_desc(), engine());
-        dnnl::stream s(engine());
-        dnnl::memory user = wrap(user_w_md, weights_data);
-        dnnl::reorder(user, weights).execute(s, user, weights);
-        s.wait();
-        packed_weights = true;
-      }
-      w_md = pd.weights_desc();
-      ok = true;
-    } catch (const dnnl::error& e) {
-      ok = false;
-      error = e.what();
+      if (spec.data_type != dt::f16) return;
     }
   }
 
-  void run(const float* x, const float* w, const float* bias, float* y) const {
-    dnnl::memory src = wrap(src_md, x), dst = wrap(dst_md, y);
-    bool reorder_src = conv_src_md != src_md, reorder_dst = conv_dst_md != dst_md;
+  // Builds the primitive computing in `compute` (the operands' type, or float32 for float16).
+  void build_as(const ConvSpec& spec, dt compute) {
+    const dims &in = spec.input_sizes, &w = spec.weight_sizes, &w_strides = spec.weight_strides,
+               &out = spec.output_sizes, &stride = spec.stride, &padding = spec.padding, &dilation = spec.dilation;
+    const int64_t groups = spec.groups;
+    const dt type = spec.data_type;
+    const void* weights_data = spec.constant_weights;
+    size_t spatial = in.size() - 2;
+    dims dil(spatial), pad_r(spatial);
+    for (size_t d = 0; d < spatial; ++d) {
+      dil[d] = dilation[d] - 1;  // oneDNN counts the gaps
+      int64_t span = (w[d + 2] - 1) * dilation[d] + 1;
+      pad_r[d] = std::max<int64_t>(0, (out[d + 2] - 1) * stride[d] + span - in[d + 2] - padding[d]);
+    }
+    src_md = strided(in, spec.input_strides, type);
+    dst_md = strided(out, contiguous(out), type);
+    src_in.build(src_md, retyped(src_md, compute));
+    dst_out.build(retyped(dst_md, compute), dst_md);
+    dims wd = w, ws = w_strides;
+    if (groups > 1) {  // [O, I/G, ...] -> [G, O/G, I/G, ...]
+      wd.insert(wd.begin(), groups);
+      wd[1] = w[0] / groups;
+      ws.insert(ws.begin(), w_strides[0] * wd[1]);
+    }
+    user_w_md = strided(wd, ws, type);
+    w_in.build(user_w_md, retyped(user_w_md, compute));
+    if (spec.has_bias) bias_in.build(strided({out[1]}, {spec.bias_stride}, type), retyped(strided({out[1]}, {spec.bias_stride}, type), compute));
+    bias_md = spec.has_bias ? bias_in.to : dnnl::memory::desc();
+    auto any = [&](const dims& d) { return dnnl::memory::desc(d, compute, dnnl::memory::format_tag::any); };
+    w_md = weights_data ? any(wd) : w_in.to;
+    dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                         any(in), w_md, bias_md, any(out), stride, dil, padding, pad_r);
+    dnnl::convolution_forward::primitive_desc pd(desc, attributes(spec.activation), engine());
+    prim = dnnl::convolution_forward(pd);
+    scratchpad_md = pd.scratchpad_desc();
+    conv_src_md = pd.src_desc();
+    conv_dst_md = pd.dst_desc();
+    if (conv_src_md != src_in.to) src_to_conv = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), src_in.to, engine(), conv_src_md));
+    if (conv_dst_md != dst_out.from) conv_to_dst = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), conv_dst_md, engine(), dst_out.from));
+    packed_weights = weights_data != nullptr;
+    if (weights_data) {
+      weights = dnnl::memory(pd.weights_desc(), engine());
+      dnnl::stream s(engine());
+      dnnl::memory user = w_in.in(wrap(user_w_md, weights_data));
+      dnnl::reorder(user, weights).execute(s, user, weights);
+      s.wait();
+    }
+    w_md = pd.weights_desc();
+  }
+
+  void run(const void* x, const void* w, const void* bias, void* y) const {
+    dnnl::memory src = src_in.in(wrap(src_md, x)), dst = wrap(dst_md, y);
+    bool reorder_src = conv_src_md != src_in.to, reorder_dst = conv_dst_md != dst_out.from;
     dnnl::stream s(engine());
     // The reordered activations are allocated per call: runs of one model may be concurrent.
+    dnnl::memory computed = dst_out.needed ? dnnl::memory(dst_out.from, engine()) : dst;
     dnnl::memory conv_src = reorder_src ? dnnl::memory(conv_src_md, engine()) : src;
-    dnnl::memory conv_dst = reorder_dst ? dnnl::memory(conv_dst_md, engine()) : dst;
+    dnnl::memory conv_dst = reorder_dst ? dnnl::memory(conv_dst_md, engine()) : computed;
     if (reorder_src) src_to_conv.execute(s, src, conv_src);
     std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, conv_src}, {DNNL_ARG_DST, conv_dst}};
-    args[DNNL_ARG_WEIGHTS] = packed_weights ? weights : wrap(user_w_md, w);
-    if (bias) args[DNNL_ARG_BIAS] = wrap(bias_md, bias);
+    args[DNNL_ARG_WEIGHTS] = packed_weights ? weights : w_in.in(wrap(user_w_md, w));
+    if (bias) args[DNNL_ARG_BIAS] = bias_in.in(wrap(bias_in.from, bias));
     s.wait();
     execute(prim, scratchpad_md, args);
     if (reorder_dst) {
-      conv_to_dst.execute(s, conv_dst, dst);
+      conv_to_dst.execute(s, conv_dst, computed);
       s.wait();
     }
+    if (dst_out.needed) convert(computed, dst);
   }
 
   // Row-major strides. The leading size may be DNNL_RUNTIME_DIM_VAL (a dynamic batch): no stride
@@ -200,41 +279,64 @@ struct Matmul {
   dnnl::matmul prim;
   dnnl::memory::desc a_md, b_md, bias_md, dst_md, scratchpad_md;
   dims a_dims, a_strides, dst_dims, dst_strides;
+  dt compute = dt::f32;  // the primitive's type: the operands', or float32 for float16
+  Conversion b_in, bias_in;  // float16 operands of a float32 primitive (a and the output: per run)
+  dnnl::memory converted_b;  // constant b converted at creation, when b_in is needed
 
   void build(const MatmulSpec& spec) {
-    try {
-      a_dims = spec.a_sizes;
-      a_strides = spec.a_strides;
-      dst_dims = spec.output_sizes;
-      dst_strides = Conv::contiguous(dst_dims);
-      a_md = strided(a_dims, a_strides);
-      b_md = strided(spec.b_sizes, spec.b_strides);
-      dst_md = strided(dst_dims, dst_strides);
-      bias_md = spec.has_bias ? strided(spec.bias_sizes, spec.bias_strides) : dnnl::memory::desc();
-      dnnl::matmul::desc desc(a_md, b_md, bias_md, dst_md);
-      dnnl::matmul::primitive_desc pd(desc, attributes(spec.activation), engine());
-      prim = dnnl::matmul(pd);
-      scratchpad_md = pd.scratchpad_desc();
-      ok = true;
-    } catch (const dnnl::error& e) {
-      ok = false;
-      error = e.what();
+    for (bool native_failed : {false, true}) {
+      try {
+        build_as(spec, compute_type(spec.data_type, native_failed));
+        ok = true;
+        return;
+      } catch (const dnnl::error& e) {
+        error = e.what();
+      }
+      if (spec.data_type != dt::f16) return;
     }
   }
 
+  void build_as(const MatmulSpec& spec, dt compute_as) {
+    const dt type = spec.data_type;
+    compute = compute_as;
+    a_dims = spec.a_sizes;
+    a_strides = spec.a_strides;
+    dst_dims = spec.output_sizes;
+    dst_strides = Conv::contiguous(dst_dims);
+    a_md = strided(a_dims, a_strides, type);
+    b_md = strided(spec.b_sizes, spec.b_strides, type);
+    dst_md = strided(dst_dims, dst_strides, type);
+    bias_md = spec.has_bias ? strided(spec.bias_sizes, spec.bias_strides, type) : dnnl::memory::desc();
+    b_in.build(b_md, retyped(b_md, compute));
+    if (spec.has_bias) bias_in.build(bias_md, retyped(bias_md, compute));
+    dnnl::matmul::desc desc(strided(a_dims, a_strides, compute), b_in.to, spec.has_bias ? bias_in.to : bias_md,
+                            strided(dst_dims, dst_strides, compute));
+    dnnl::matmul::primitive_desc pd(desc, attributes(spec.activation), engine());
+    prim = dnnl::matmul(pd);
+    scratchpad_md = pd.scratchpad_desc();
+    if (spec.constant_b && b_in.needed) converted_b = b_in.in(wrap(b_md, spec.constant_b));
+  }
+
   // `rows`: the actual row count where it was built as DNNL_RUNTIME_DIM_VAL (ignored otherwise).
-  void run(const float* a, const float* b, const float* bias, float* y, int64_t rows = 0) const {
+  void run(const void* a, const void* b, const void* bias, void* y, int64_t rows = 0) const {
     dnnl::memory::desc a_run = a_md, dst_run = dst_md;
     if (a_dims[0] == DNNL_RUNTIME_DIM_VAL) {
       dims a_actual = a_dims, dst_actual = dst_dims;
       a_actual[0] = dst_actual[0] = rows;
-      a_run = strided(a_actual, a_strides);
-      dst_run = strided(dst_actual, dst_strides);
+      a_run = strided(a_actual, a_strides, a_md.data_type());
+      dst_run = strided(dst_actual, dst_strides, dst_md.data_type());
     }
-    std::unordered_map<int, dnnl::memory> args = {
-        {DNNL_ARG_SRC, wrap(a_run, a)}, {DNNL_ARG_WEIGHTS, wrap(b_md, b)}, {DNNL_ARG_DST, wrap(dst_run, y)}};
-    if (bias) args[DNNL_ARG_BIAS] = wrap(bias_md, bias);
+    Conversion a_in, dst_out;
+    a_in.build(a_run, retyped(a_run, compute));
+    dst_out.build(retyped(dst_run, compute), dst_run);
+    dnnl::memory dst = wrap(dst_run, y);
+    dnnl::memory computed = dst_out.needed ? dnnl::memory(dst_out.from, engine()) : dst;
+    std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, a_in.in(wrap(a_run, a))},
+                                                  {DNNL_ARG_WEIGHTS, converted_b ? converted_b : b_in.in(wrap(b_md, b))},
+                                                  {DNNL_ARG_DST, computed}};
+    if (bias) args[DNNL_ARG_BIAS] = bias_in.in(wrap(bias_md, bias));
     execute(prim, scratchpad_md, args);
+    if (dst_out.needed) convert(computed, dst);
   }
 };
 

@@ -7,7 +7,25 @@
 #include <cmath>
 #include <cstdint>
 
+#include "foundry_kernel_support.h"  // the 16-bit float conversions
+
 namespace foundry_rt {
+
+// 16-bit floats in these loops: the raw bits of a bfloat16 or float16, read exactly as a double
+// and written rounded once from the accumulated result (PyTorch accumulates their products in
+// float32 and rounds the result once).
+struct BFloat16 {
+  uint16_t bits;
+  BFloat16() = default;
+  explicit BFloat16(double v) : bits(float_to_bfloat16(static_cast<float>(v))) {}
+  explicit operator double() const { return bfloat16_to_float(bits); }
+};
+struct Float16 {
+  uint16_t bits;
+  Float16() = default;
+  explicit Float16(double v) : bits(float_to_half(static_cast<float>(v))) {}
+  explicit operator double() const { return half_to_float(bits); }
+};
 
 template <typename T>
 struct Strided {

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "foundry/ir/record.h"
 #include "foundry/sched/schedule.h"
 
 namespace foundry::sched {
@@ -19,6 +20,15 @@ struct FusionResult {
   };
   std::vector<Refusal> refusals;
 };
+
+// The fusion cost rule for computing a pointwise `producer` inside a reduction `reader` (inlining
+// it): "" when that is fine, else why not. Refused when the reader's reads of the producer's
+// buffer leave out some of its outer loops, so that each element is recomputed once per value of
+// those loops (the next matrix product's output columns recomputing a bias + GELU), and the
+// producer's body computes something (a plain load or cast costs a load either way).
+// `reader_accesses`: the reader's recorded accesses.
+std::string recompute_refusal(const ir::LoopNode& producer, const ir::LoopNode& reader,
+                              const ir::Accesses& reader_accesses);
 
 // `nodes`: every node that is not inlined, in program order (`schedule.inlined` is already set).
 FusionResult fuse_nodes(const std::vector<const ir::LoopNode*>& nodes, const Schedule& schedule,

@@ -58,6 +58,9 @@ struct Schedule {
   BufferPlan plan;
   // Buffers never materialized: computed by their producer's body wherever they are loaded.
   std::map<const ir::Buffer*, const ir::LoopNode*, ir::ByBufferId> inlined;
+  // Pointwise nodes stored rather than inlined by the fusion cost rule (recompute_refusal in
+  // fusion.h), with its reason: shown in ir_post_fusion.txt and by -v.
+  std::map<const ir::LoopNode*, std::string> not_inlined;
   // The program's dynamic sizes (their hints turn byte counts into estimates).
   std::vector<ir::SizeSymbol> size_symbols;
 };
