@@ -17,6 +17,7 @@
 #include "foundry/ops/einsum.h"
 #include "foundry/ops/registry.h"
 #include "foundry/passes/rewrite.h"
+#include "foundry/passes/symbolic_types.h"
 #include "foundry/support/error.h"
 
 namespace foundry::passes {
@@ -59,6 +60,7 @@ class Emitter {
     } catch (const UserError& e) {
       throw UserError(node_label(at_) + ": decomposing into aten." + op + ": " + e.what());
     }
+    propagate_symbols(rw_.graph(), *tmp, types);  // shape rules give the export's sizes only
     return rw_.insert_node(op, std::move(tmp->args), types, &at_)->outputs;
   }
   Value* one(const std::string& op, const std::vector<std::pair<std::string, Arg>>& named) { return all(op, named)[0]; }
@@ -1384,7 +1386,9 @@ std::vector<Node*> view_chain(const std::unordered_map<const Value*, Node*>& pro
 // Inserts `op` into g at position `pos`, its arguments by name and its output types from its rule.
 Value* insert_at(Graph& g, size_t pos, const std::string& op, const std::vector<std::pair<std::string, Arg>>& named) {
   std::unique_ptr<Node> node = bound_node(op, named);
-  for (const TensorType& t : node->op->infer(*node)) node->outputs.push_back(g.new_value(node->name, t));
+  std::vector<TensorType> types = node->op->infer(*node);
+  propagate_symbols(g, *node, types);
+  for (const TensorType& t : types) node->outputs.push_back(g.new_value(node->name, t));
   Node* placed = g.append_node(std::move(node));
   std::rotate(g.nodes.begin() + static_cast<std::ptrdiff_t>(pos), g.nodes.end() - 1, g.nodes.end());
   return placed->outputs[0];
