@@ -213,6 +213,29 @@ std::optional<Replacement> conv_nd(Rewriter& rw, Node& n) {
   return same(y);
 }
 
+// conv_transpose1d/2d -> convolution(transposed=True), as ATen's conv_transpose2d does (an
+// unbatched input gets a batch dim of 1 around it).
+std::optional<Replacement> conv_transpose(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = tensor_arg(n, "input");
+  Value* w = tensor_arg(n, "weight");
+  if (w->type.rank() < 3) refuse(n, "the weight must be at least 3-d, got " + shape::format_sizes(w->type.sizes));
+  const size_t spatial = static_cast<size_t>(w->type.rank() - 2);
+  const bool unbatched = x->type.rank() == w->type.rank() - 1;
+  if (unbatched) x = e.one("unsqueeze", {{"self", Emit::T(x)}, {"dim", Arg::of_int(0)}});
+  Value* y = e.one("convolution", {{"input", Emit::T(x)},
+                                   {"weight", Emit::T(w)},
+                                   {"bias", shape::arg(n, "bias")},
+                                   {"stride", Arg::of_ints(spatial_list(n, "stride", spatial))},
+                                   {"padding", Arg::of_ints(spatial_list(n, "padding", spatial))},
+                                   {"dilation", Arg::of_ints(spatial_list(n, "dilation", spatial))},
+                                   {"transposed", Arg::of_bool(true)},
+                                   {"output_padding", Arg::of_ints(spatial_list(n, "output_padding", spatial))},
+                                   {"groups", shape::arg(n, "groups")}});
+  if (unbatched) y = e.one("squeeze.dims", {{"self", Emit::T(y)}, {"dim", Arg::of_ints({0})}});
+  return same(y);
+}
+
 // Without running statistics (BatchNorm2d(track_running_stats=False)) batch norm normalizes by
 // the batch's statistics: _native_batch_norm_legit.no_stats, in training mode only (as in ATen).
 std::optional<Replacement> batch_norm(Rewriter& rw, Node& n) {
@@ -1265,6 +1288,7 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
   static const std::vector<std::pair<std::vector<std::string>, ReplaceFn>> table = {
       {{"linear"}, linear},
       {{"conv1d", "conv2d", "conv1d.padding", "conv2d.padding"}, conv_nd},
+      {{"conv_transpose1d", "conv_transpose2d.input"}, conv_transpose},
       {{"batch_norm"}, batch_norm},
       {{"layer_norm"}, layer_norm},
       {{"instance_norm"}, instance_norm},
