@@ -244,7 +244,7 @@ std::string matmul_spec(const ir::LoopNode& node, const ir::Matmul& call) {
   return spec.str();
 }
 
-// The statements declaring `spec` for a call, indented by `indent`.
+// The statements declaring and filling `spec`, the oneDNN description of a call.
 std::string spec_statements(const ir::LoopNode& node, const WeightsLayout& weights) {
   std::ostringstream b;
   std::visit(overloaded{[&](const ir::Matmul& call) {

@@ -126,15 +126,17 @@ TensorRef scaled(const TensorRef& x, double factor) {
 
 // A batched operand [B, M, K] whose batch is the outermost dim in memory and whose matrices are
 // row- or column-major. Other views (e.g. attention heads sliced out of [T, B*H, D] projections)
-// would make oneDNN fall back to its reference kernel, far slower than copying them first.
+// would make oneDNN fall back to its reference kernel, far slower than copying them first. With
+// dynamic sizes the strides must be those expressions exactly.
 bool plain_batched_layout(const ir::Operand& op) {
   if (op.sizes.size() != 3) return true;
-  for (const Expr& e : op.sizes)
-    if (!e.is_const()) return true;  // dynamic: the portable loops take it as it is
-  int64_t M = op.sizes[1].const_value(), K = op.sizes[2].const_value();
-  auto stride = [&](int d) { return op.strides[d].is_const() ? op.strides[d].const_value() : -1; };
-  bool matrix = (stride(1) == K && stride(2) == 1) || (stride(1) == 1 && stride(2) == M);
-  return matrix && (op.sizes[0].is_const(1) || stride(0) >= M * K);
+  const Expr &M = op.sizes[1], &K = op.sizes[2];
+  const std::vector<Expr>& s = op.strides;
+  bool matrix = (s[1] == K && s[2].is_const(1)) || (s[1].is_const(1) && s[2] == M);
+  Expr plain = ir::simplify(M * K, {});
+  bool batch = op.sizes[0].is_const(1) || s[0] == plain ||
+               (s[0].is_const() && plain.is_const() && s[0].const_value() >= plain.const_value());
+  return matrix && batch;
 }
 
 ir::Operand batched_operand(LoweringContext& ctx, const TensorRef& ref) {
