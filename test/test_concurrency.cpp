@@ -93,3 +93,49 @@ TEST_CASE("concurrency: mlp run from 8 threads on one loaded model", "[concurren
 TEST_CASE("concurrency: norm_softmax run from 8 threads on one loaded model", "[concurrency][fast]") {
   run_concurrently("norm_softmax");
 }
+
+// A dynamic-batch model's library calls get a oneDNN primitive per shape, built by the first run
+// that meets it and cached in the model: threads running different batch sizes at once share
+// (and race to build) those primitives.
+TEST_CASE("concurrency: dyn_cnn run from 8 threads at 4 batch sizes on one loaded model", "[concurrency][fast]") {
+  const std::string dir = samples_dir() + "/dyn_cnn";
+  TempDir tmp("foundry_concurrency_");
+  ProcResult r = run_foundryc({dir + "/model.pt2", "-o", tmp / "out", "-q"}, 600);
+  INFO("foundryc stderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::vector<std::string> cases = {"b1", "b2", "b7", "b32"};
+  std::vector<std::vector<foundry::NpyArray>> inputs, expected;
+  for (const std::string& c : cases) {
+    inputs.push_back(foundry::read_npy_sequence(dir + "/cases/" + c + "/inputs"));
+    expected.push_back(foundry::read_npy_sequence(dir + "/cases/" + c + "/expected"));
+  }
+  const foundry::LoadedModel model(tmp / "out");
+  std::atomic<int64_t> failures{0};
+  std::mutex first_mu;
+  std::string first_failure;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const size_t c = static_cast<size_t>(t) % cases.size();
+      for (int i = 0; i < 20; ++i) {
+        std::string what;
+        try {
+          std::vector<foundry::NpyArray> outputs = model.run(inputs[c]);
+          for (size_t k = 0; k < outputs.size() && what.empty(); ++k) {
+            foundry::Comparison cmp = foundry::compare_arrays(outputs[k], expected[c][k]);
+            if (!cmp.pass) what = cases[c] + " output " + std::to_string(k) + ": " + cmp.message;
+          }
+        } catch (const std::exception& e) {
+          what = cases[c] + ": " + e.what();
+        }
+        if (what.empty()) continue;
+        ++failures;
+        std::lock_guard<std::mutex> lock(first_mu);
+        if (first_failure.empty()) first_failure = what;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  INFO("first failure: " << first_failure);
+  CHECK(failures.load() == 0);
+}

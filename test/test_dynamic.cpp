@@ -2,6 +2,7 @@
 // batch size of the exported range, checked against an independent plain-loop MLP computed from
 // the archive's weights; sizes outside the range are rejected with a clear error.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -191,4 +192,116 @@ TEST_CASE("dynamic: inputs that share a dynamic size must agree", "[dynamic][fas
     message = e.what();
   }
   CHECK(message.find("input 1 (y) dimension 0 is 6, inconsistent with the other inputs (expected 7)") != std::string::npos);
+}
+
+namespace {
+
+// Runs every case of samples/<name>/cases/* on a model compiled once and compares each output
+// with PyTorch's; returns the number of cases run.
+int check_cases(const foundry::LoadedModel& model, const std::string& name) {
+  int cases = 0;
+  std::vector<std::filesystem::path> dirs;
+  for (const auto& entry : std::filesystem::directory_iterator(samples_dir() + "/" + name + "/cases"))
+    dirs.push_back(entry.path());
+  std::sort(dirs.begin(), dirs.end());
+  for (const auto& dir : dirs) {
+    std::vector<NpyArray> inputs;
+    for (int k = 0; std::filesystem::exists(dir / "inputs" / (std::to_string(k) + ".npy")); ++k)
+      inputs.push_back(foundry::read_npy(dir / "inputs" / (std::to_string(k) + ".npy")));
+    std::vector<NpyArray> outs = model.run(inputs);
+    for (size_t k = 0; k < outs.size(); ++k) {
+      INFO(name << " case " << dir.filename().string() << " output " << k);
+      foundry::Comparison c = foundry::compare_arrays(outs[k], foundry::read_npy(dir / "expected" / (std::to_string(k) + ".npy")));
+      INFO(c.message);
+      CHECK(c.pass);
+    }
+    CHECK(std::filesystem::exists(dir / "expected" / (std::to_string(outs.size()) + ".npy")) == false);
+    ++cases;
+  }
+  return cases;
+}
+
+// Compiles samples/<name>/<archive> (no --static-fallback: a lowering that cannot stay dynamic
+// fails the compile) into tmp/<label>.
+std::string compile_archive(const TempDir& tmp, const std::string& name, const std::string& archive) {
+  std::string out = tmp / (name + "." + archive);
+  ProcResult r = run_foundryc({samples_dir() + "/" + name + "/" + archive, "-o", out, "--cache-dir", tmp / "cache"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.err.find("warning") == std::string::npos);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("dynamic: a batch-dynamic CNN (conv, batch norm, pools, padding, transposed conv, upsampling) compiles once for every batch", "[dynamic][compiled]") {
+  // samples/dyn_cnn (scripts/export_dynamic_models.py): batch 1..32, PyTorch's outputs at 1, 2, 7
+  // and 32. The training IR (model.raw.pt2) decomposes conv2d, batch_norm, linear and
+  // conv_transpose2d.input; it must stay dynamic too.
+  TempDir tmp;
+  for (const std::string archive : {"model.pt2", "model.raw.pt2"}) {
+    INFO(archive);
+    const foundry::LoadedModel model(compile_archive(tmp, "dyn_cnn", archive));
+    foundry_tensor_info info = model.input_info(0);
+    CHECK(info.shape[0] == -1);
+    CHECK(info.min_shape[0] == 1);
+    CHECK(info.max_shape[0] == 32);
+    CHECK(model.output_info(0).shape[0] == -1);
+    CHECK(model.output_info(1).shape[0] == -1);
+    CHECK(check_cases(model, "dyn_cnn") == 4);
+  }
+}
+
+TEST_CASE("dynamic: the training-IR export of an MLP stays dynamic", "[dynamic][compiled]") {
+  // samples/dyn_mlp_raw: linear decomposed by foundryc into addmm over a view must keep the batch.
+  TempDir tmp;
+  const foundry::LoadedModel model(compile_archive(tmp, "dyn_mlp_raw", "model.raw.pt2"));
+  CHECK(model.input_info(0).shape[0] == -1);
+  CHECK(model.input_info(0).max_shape[0] == 256);
+  CHECK(model.output_info(0).shape[0] == -1);
+  CHECK(check_cases(model, "dyn_mlp_raw") == 4);
+}
+
+TEST_CASE("dynamic: attention with positions from arange up to the run-time length and a padding mask", "[dynamic][compiled]") {
+  // samples/dyn_attention: batch 1..16 and sequence 2..24 both dynamic; arange(seq) feeds the
+  // position embedding, the mask the attention scores; cases (1, 2), (3, 9), (5, 24), (16, 7).
+  TempDir tmp;
+  for (const std::string archive : {"model.pt2", "model.raw.pt2"}) {
+    INFO(archive);
+    const foundry::LoadedModel model(compile_archive(tmp, "dyn_attention", archive));
+    for (int input = 0; input < 2; ++input) {
+      foundry_tensor_info info = model.input_info(input);
+      CHECK(info.shape[0] == -1);
+      CHECK(info.shape[1] == -1);
+      CHECK(info.max_shape[0] == 16);
+      CHECK(info.min_shape[1] == 2);
+      CHECK(info.max_shape[1] == 24);
+    }
+    CHECK(check_cases(model, "dyn_attention") == 4);
+  }
+}
+
+TEST_CASE("dynamic: a lowering that cannot keep a size dynamic fails unless --static-fallback", "[dynamic][fast]") {
+  // samples/dyn_pool_height: max_pool2d over a dynamic height; the window's spatial sizes must be
+  // static.
+  TempDir tmp;
+  std::string archive = samples_dir() + "/dyn_pool_height/model.pt2";
+  ProcResult r = run_foundryc({archive, "-o", tmp / "out", "--cache-dir", tmp / "cache"});
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("foundryc: error: node max_pool2d_with_indices (aten.max_pool2d_with_indices): needs a static "
+                   "size in dim 2") != std::string::npos);
+  CHECK(r.err.find("--static-fallback") != std::string::npos);
+  CHECK(!std::filesystem::exists(tmp / "out/model.so"));
+
+  r = run_foundryc({archive, "-o", tmp / "out", "--cache-dir", tmp / "cache", "--static-fallback"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.err.find("warning: node max_pool2d_with_indices") != std::string::npos);
+  CHECK(r.err.find("compiling for the sizes recorded at export instead") != std::string::npos);
+  const foundry::LoadedModel model(tmp / "out");
+  CHECK(model.input_info(0).shape[2] == 10);  // specialized to the export's height
+  std::vector<NpyArray> outs = model.run({foundry::read_npy(samples_dir() + "/dyn_pool_height/inputs/0.npy")});
+  foundry::Comparison c = foundry::compare_arrays(outs.at(0), foundry::read_npy(samples_dir() + "/dyn_pool_height/expected/0.npy"));
+  INFO(c.message);
+  CHECK(c.pass);
 }

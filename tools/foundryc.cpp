@@ -190,6 +190,10 @@ int main(int argc, char** argv) {
   bool no_fusion = false, no_cache = false, interpret_only = false;
   app.add_option("--name", name, "C symbol prefix of the model's API (default: from the input file name)");
   app.add_flag("--no-fusion", no_fusion, "one kernel per IR node, nothing inlined (for differential testing)");
+  bool static_fallback = false;
+  app.add_flag("--static-fallback", static_fallback,
+               "when an op's lowering cannot keep a dynamic size, compile for the sizes recorded at export "
+               "(with a warning) instead of failing");
   app.add_option("--cxx", cxx, "C++ compiler for model.so (default: $CXX, else g++, else clang++)");
   std::string cxx_launcher;
   app.add_option("--cxx-launcher", cxx_launcher,
@@ -252,6 +256,7 @@ int main(int argc, char** argv) {
     foundry::PipelineOptions opts;
     opts.name = name;
     opts.fusion = !no_fusion;
+    opts.static_fallback = static_fallback;
     opts.cxx = cxx;
     opts.cxx_launcher = cxx_launcher;
     opts.cache_dir = cache_dir;

@@ -187,14 +187,12 @@ std::string dnnl_type(DType t) {
   }
 }
 
-// Why a call has no oneDNN form here ("" when it has one): the call then always runs on the
-// portable loops, and `foundryc -v` says why.
-std::string dnnl_obstacle(const ir::LoopNode& node) {
-  if (dnnl_type(node.output->dtype).empty())
-    return "its dtype is " + std::string(dtype_name(node.output->dtype)) +
-           " (oneDNN is used for float32, bfloat16 and float16 only)";
-  // oneDNN primitives are built once, at creation: static shapes, or a matrix product whose row
-  // count alone is dynamic.
+// How a call's oneDNN primitive is made: at creation when its shapes are static (or only the
+// row count of a 2-d matrix product varies, a oneDNN runtime dimension); else per shape, on the
+// first run that meets it, and cached in the model.
+enum class DnnlMode { AtCreation, PerShape };
+
+DnnlMode dnnl_mode(const ir::LoopNode& node) {
   std::optional<ir::Expr> rows = dynamic_rows(node);
   auto fixed = [&](const std::vector<ir::Expr>& v) {
     return std::all_of(v.begin(), v.end(), [&](const ir::Expr& e) { return e.is_const() || (rows && e == *rows); });
@@ -203,10 +201,17 @@ std::string dnnl_obstacle(const ir::LoopNode& node) {
   bool dynamic = !fixed(node.output->sizes) || std::any_of(operands.begin(), operands.end(), [&](const ir::Operand* op) {
                    return !fixed(op->sizes) || !all_const(op->strides) || !op->offset.is_const();
                  });
-  if (dynamic)
-    return "its shapes are dynamic (oneDNN primitives are built at creation; only the row count of a 2-d matrix "
-           "product may vary)";
-  // oneDNN rejects or mishandles zero-size dims.
+  return dynamic ? DnnlMode::PerShape : DnnlMode::AtCreation;
+}
+
+// Why a call has no oneDNN form here ("" when it has one): the call then always runs on the
+// portable loops, and `foundryc -v` says why.
+std::string dnnl_obstacle(const ir::LoopNode& node) {
+  if (dnnl_type(node.output->dtype).empty())
+    return "its dtype is " + std::string(dtype_name(node.output->dtype)) +
+           " (oneDNN is used for float32, bfloat16 and float16 only)";
+  std::vector<const ir::Operand*> operands = ir::operands(node.call);
+  // oneDNN rejects or mishandles zero-size dims (dynamic sizes are at least 1).
   if (has_empty_dim(node.output->sizes) ||
       std::any_of(operands.begin(), operands.end(), [](const ir::Operand* op) { return has_empty_dim(op->sizes); }))
     return "it has an empty tensor (oneDNN does not take zero-size dims)";
@@ -273,11 +278,9 @@ std::string matmul_spec(const ir::LoopNode& node, const ir::Matmul& call, const 
   return spec.str();
 }
 
-// The block of create() that builds the primitive of one call into state member `member`.
-std::string dnnl_build(const ir::LoopNode& node, const std::string& member, const std::string& label,
-                       const WeightsLayout& weights) {
+// The statements declaring and filling `spec`, the oneDNN description of a call.
+std::string spec_statements(const ir::LoopNode& node, const WeightsLayout& weights) {
   std::ostringstream b;
-  b << "  {  // " << ir::describe_extern(node) << "\n";
   std::visit(overloaded{[&](const ir::Matmul& call) {
                           b << "    foundry_rt::dnnl_glue::MatmulSpec spec;\n" << matmul_spec(node, call, weights);
                         },
@@ -289,13 +292,22 @@ std::string dnnl_build(const ir::LoopNode& node, const std::string& member, cons
     b << "    spec.activation = " << activation_enum(node.call.activation) << ";\n";
   if (node.output->dtype != DType::Float32)
     b << "    spec.data_type = foundry_rt::dnnl_glue::dt::" << dnnl_type(node.output->dtype) << ";\n";
+  return b.str();
+}
+
+// The block of create() that builds the primitive of one call into state member `member`.
+std::string dnnl_build(const ir::LoopNode& node, const std::string& member, const std::string& label,
+                       const WeightsLayout& weights) {
+  std::ostringstream b;
+  b << "  {  // " << ir::describe_extern(node) << "\n" << spec_statements(node, weights);
   b << "    foundry_rt::dnnl_glue::build(s->" << member << ", spec, kModel, " << label << ");\n  }\n";
   return b.str();
 }
 
-// The state member type of a call's primitive.
-std::string dnnl_primitive(const ir::ExternCall& call) {
-  return std::holds_alternative<ir::Convolution>(call.op) ? "Conv" : "Matmul";
+// The state member type of a call's primitive (or of its per-shape cache).
+std::string dnnl_primitive(const ir::ExternCall& call, DnnlMode mode) {
+  std::string kind = std::holds_alternative<ir::Convolution>(call.op) ? "Conv" : "Matmul";
+  return mode == DnnlMode::PerShape ? "PerShape" + kind : kind;
 }
 
 // `op`'s first element in the function of a call.
@@ -303,10 +315,8 @@ std::string operand_pointer(const ir::Operand& op, const Pointers& local) {
   return op.offset.is_const(0) ? local.at(op.buffer) : local.at(op.buffer) + " + " + num(op.offset);
 }
 
-// The statements running a call's primitive, when it was built; a oneDNN failure then falls back
-// to the portable loops that follow, with a warning (once per model).
-std::string dnnl_run(const ir::LoopNode& node, const std::string& member, const std::string& label,
-                     const Pointers& local) {
+// The arguments of a primitive's run(): the operands' first elements and the output.
+std::string run_arguments(const ir::LoopNode& node, const Pointers& local) {
   std::string args = std::visit(
       overloaded{[&](const ir::Matmul& call) {
                    return operand_pointer(call.a, local) + ", " + operand_pointer(call.b, local) + ", " +
@@ -317,11 +327,37 @@ std::string dnnl_run(const ir::LoopNode& node, const std::string& member, const 
                           (call.bias ? operand_pointer(*call.bias, local) : "/*bias=*/nullptr");
                  }},
       node.call.op);
+  return args + ", out";
+}
+
+// Runs a primitive (`run`, a call expression), falling back to the portable loops that follow on
+// a oneDNN failure, with a warning (once per model).
+std::string guarded_run(const std::string& run, const std::string& label, const std::string& indent) {
+  return indent + "try {\n" + indent + "  " + run + ";\n" + indent + "  return;\n" + indent +
+         "} catch (const dnnl::error& e) {\n" + indent +
+         "  foundry_rt::dnnl_glue::warn_fallback(s->fallback_warned, kModel, " + label + ", e.what());\n" + indent +
+         "}\n";
+}
+
+// The statements running a call's primitive built at creation, when it was built.
+std::string dnnl_run(const ir::LoopNode& node, const std::string& member, const std::string& label,
+                     const Pointers& local) {
   std::optional<ir::Expr> rows = dynamic_rows(node);
-  std::string rows_arg = rows ? ", /*rows=*/" + num(*rows) : "";
-  return "  if (s->" + member + ".ok) {\n    try {\n      s->" + member + ".run(" + args + ", out" + rows_arg +
-         ");\n      return;\n    } catch (const dnnl::error& e) {\n"
-         "      foundry_rt::dnnl_glue::warn_fallback(s->fallback_warned, kModel, " + label + ", e.what());\n    }\n  }\n";
+  std::string args = run_arguments(node, local) + (rows ? ", /*rows=*/" + num(*rows) : "");
+  return "  if (s->" + member + ".ok) {\n" + guarded_run("s->" + member + ".run(" + args + ")", label, "    ") + "  }\n";
+}
+
+// The statements running a call whose shapes are dynamic: its primitive for this run's sizes,
+// built on first use and kept in the model's per-shape cache.
+std::string dnnl_run_per_shape(const ir::LoopNode& node, const std::string& member, const std::string& label,
+                               const Pointers& local, const WeightsLayout& weights) {
+  std::string out = "  {  // oneDNN, for this run's sizes (built once per shape)\n";
+  if (auto* conv = std::get_if<ir::Convolution>(&node.call.op); conv && conv->weight.buffer->kind == ir::BufferKind::Constant)
+    out += "    const uint8_t* weights = s->weights;\n";
+  out += spec_statements(node, weights);
+  out += "    if (auto prim = s->" + member + ".get(spec, kModel, " + label + ")) {\n";
+  out += guarded_run("prim->run(" + run_arguments(node, local) + ")", label, "      ");
+  return out + "    }\n  }\n";
 }
 
 // "call0 (addmm from addmm (aten.addmm), relu (aten.relu))": names a call in run-time warnings.
@@ -377,30 +413,37 @@ ExternsSource generate_externs(const ir::LoopProgram& program, const sched::Sche
     std::string label = c_string_literal(call_label(node, fn));
     std::string obstacle = dnnl_obstacle(node);
     if (obstacle.empty())
-      spdlog::info("{} ({}) runs on oneDNN", fn, description);
+      spdlog::info("{} ({}) runs on oneDNN{}", fn, description,
+                   dnnl_mode(node) == DnnlMode::PerShape ? " (a primitive per shape, built on first use)" : "");
     else
       spdlog::info("{} ({}) runs on the portable loops: {}", fn, description, obstacle);
     functions << "// " << description << "\n";
     if (!obstacle.empty()) functions << "// The portable loops only: " << obstacle << ".\n";
     functions << "void " << fn << "(const State* s" << signature << ") {\n";
+    DnnlMode mode = dnnl_mode(node);
     if (obstacle.empty()) {
-      state << "  foundry_rt::dnnl_glue::" << dnnl_primitive(node.call) << " " << member << ";  // " << fn << "\n";
-      builds << dnnl_build(node, member, label, weights);
-      functions << dnnl_run(node, member, label, local);
+      state << "  foundry_rt::dnnl_glue::" << dnnl_primitive(node.call, mode) << " " << member << ";  // " << fn << "\n";
+      if (mode == DnnlMode::AtCreation) {
+        builds << dnnl_build(node, member, label, weights);
+        functions << dnnl_run(node, member, label, local);
+      } else {
+        functions << dnnl_run_per_shape(node, member, label, local, weights);
+      }
     }
     functions << portable_call(node, local) << "}\n\n";
   }
   if (index == 0) return out;
   std::ostringstream cpp;
-  cpp << "// Extern kernels of the model `" << n << "`: oneDNN primitives built once at creation, with\n"
-      << "// portable loops as the fallback. Generated by foundryc " << FOUNDRY_VERSION << ".\n"
+  cpp << "// Extern kernels of the model `" << n << "`: oneDNN primitives built once at creation (or per\n"
+      << "// shape on first use, for dynamic sizes), with portable loops as the fallback. Generated by foundryc " << FOUNDRY_VERSION << ".\n"
       << "#include <new>\n\n#include \"foundry_dnnl.h\"\n#include \"foundry_externs.h\"\n\n"
       << "namespace " << n << "_externs {\n\nconstexpr const char* kModel = " << c_string_literal(n)
       << ";  // names the model in warnings\n\nstruct State {\n"
-      << state.str() << "  // A run fell back from oneDNN to the portable loops: warned once per model.\n"
+      << state.str() << "  // The model's weights, for primitives built per shape.\n  const uint8_t* weights = nullptr;\n"
+      << "  // A run fell back from oneDNN to the portable loops: warned once per model.\n"
       << "  mutable std::atomic<bool> fallback_warned{false};\n};\n\n"
       << "State* create(const uint8_t* weights) {\n  auto* s = new (std::nothrow) State();\n  if (!s) return nullptr;\n"
-      << "  (void)weights;\n" << builds.str() << "  return s;\n}\n\nvoid destroy(State* s) { delete s; }\n\n"
+      << "  s->weights = weights;\n" << builds.str() << "  return s;\n}\n\nvoid destroy(State* s) { delete s; }\n\n"
       << functions.str() << "}  // namespace " << n << "_externs\n";
   out.cpp = cpp.str();
   out.wrapper_decls = "namespace " + n + "_externs {  // externs.cpp\nstruct State;\nState* create(const uint8_t* weights);\n"

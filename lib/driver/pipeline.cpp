@@ -161,6 +161,7 @@ void run_passes(const PipelineOptions& opts, PipelineState& state, const StageCo
 void run_lower(const PipelineOptions& opts, PipelineState& state, const StageContext& ctx) {
   lower::LowerOptions options;
   options.dynamic_shapes = true;
+  options.static_fallback = opts.static_fallback;
   state.program = lower::lower_graph(*state.graph, options);
   state.model_outputs = state.program->outputs.size();
   if (opts.debug_buffers) ir::expose_computed_buffers(*state.program);

@@ -480,10 +480,11 @@ Outs lower_select_scatter(LoweringContext& ctx, const Node& node) {
   TensorRef src = cast(ctx.tensor(node.arg("src"), dtype), dtype);
   int64_t rank = static_cast<int64_t>(self.rank());
   int64_t dim = normalize_dim(int_arg(node, "dim"), rank);
-  std::vector<int64_t> sizes = self.static_sizes();
   int64_t index = int_arg(node, "index");
-  if (rank > 0 && index < 0) index += sizes[dim];
-  if (rank > 0 && (index < 0 || index >= sizes[dim])) ctx.fail("select_scatter index out of range");
+  // Only the selected dim's size matters (and only to check the index): the others may be dynamic.
+  int64_t n = rank > 0 && (index < 0 || self.sizes[dim].is_const()) ? self.static_size(dim) : index + 1;
+  if (rank > 0 && index < 0) index += n;
+  if (rank > 0 && (index < 0 || index >= n)) ctx.fail("select_scatter index out of range");
   TensorRef base = cast(self, dtype);
   Loader ls = base.load, lsrc = src.load;
   size_t src_rank = src.rank();
@@ -505,7 +506,7 @@ Outs lower_diagonal_scatter(LoweringContext& ctx, const Node& node) {
   int64_t offset = int_arg(node, "offset");
   int64_t d1 = normalize_dim(int_arg(node, "dim1"), rank), d2 = normalize_dim(int_arg(node, "dim2"), rank);
   TensorRef base = cast(self, dtype);
-  if (src.static_sizes().back() == 0) return {base};
+  if (src.sizes.back().is_const(0)) return {base};
   Expr length = src.sizes.back();
   Loader ls = base.load, lsrc = src.load;
   return {LoweringContext::pointwise(dtype, self.sizes, [=](Ops& ops, const Index& idx) {
@@ -526,8 +527,7 @@ Outs lower_slice_scatter(LoweringContext& ctx, const Node& node) {
   TensorRef src = cast(ctx.tensor(node.arg("src"), dtype), dtype);
   int64_t rank = static_cast<int64_t>(self.rank());
   int64_t dim = normalize_dim(node.has_arg("dim") ? int_arg(node, "dim") : 0, rank);
-  std::vector<int64_t> sizes = self.static_sizes();
-  int64_t n = sizes[dim];
+  int64_t n = self.static_size(dim);  // the other dims may be dynamic
   int64_t start = is_none(node, "start") ? 0 : int_arg(node, "start");
   int64_t end = is_none(node, "end") ? n : int_arg(node, "end");
   int64_t step = is_none(node, "step") ? 1 : int_arg(node, "step");

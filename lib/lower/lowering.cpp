@@ -25,6 +25,13 @@ std::vector<int64_t> TensorRef::static_sizes() const {
   return out;
 }
 
+int64_t TensorRef::static_size(size_t d) const {
+  const Expr& e = sizes.at(d);
+  if (!e.is_const())
+    throw DynamicShapeUnsupported("needs a static size in dim " + std::to_string(d) + ", and it is " + ir::to_string(e));
+  return e.const_value();
+}
+
 TensorRef buffer_ref(const ir::Buffer* buf) {
   TensorRef ref;
   ref.dtype = buf->dtype;
@@ -434,7 +441,11 @@ ir::LoopProgram lower_graph(const Graph& graph, const LowerOptions& options) {
     try {
       return lower_with(graph, true);
     } catch (const DynamicShapeUnsupported& e) {
-      spdlog::warn("{}; compiling for the sizes recorded at export instead (no dynamic shapes)", e.what());
+      if (!options.static_fallback)
+        throw DynamicShapeUnsupported(std::string(e.what()) +
+                                      "; this lowering cannot keep the sizes dynamic (--static-fallback compiles for "
+                                      "the sizes recorded at export instead)");
+      spdlog::warn("{}; compiling for the sizes recorded at export instead (--static-fallback)", e.what());
     }
   } else {
     spdlog::warn("the inputs have dynamic sizes; specializing to the sizes recorded at export");

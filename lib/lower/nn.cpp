@@ -64,26 +64,22 @@ std::vector<int64_t> spatial_arg(LoweringContext& ctx, const Node& node, const s
   return v;
 }
 
-std::vector<int64_t> static_sizes_of(LoweringContext& ctx, const TensorRef& ref) {
-  (void)ctx;
-  return ref.static_sizes();
-}
-
-std::vector<int64_t> static_out_sizes(LoweringContext& ctx, const Node& node, size_t k = 0) {
-  std::vector<int64_t> out;
-  for (const Expr& e : out_sizes(ctx, node, k)) {
-    if (!e.is_const()) ctx.need_static_sizes();
-    out.push_back(e.const_value());
+// Sizes whose dims from `first` on must be static (spatial dims, channels); the dims before it
+// (the batch) may be dynamic and read as -1, which no caller uses.
+std::vector<int64_t> static_from(const std::vector<Expr>& sizes, size_t first) {
+  std::vector<int64_t> out(sizes.size(), -1);
+  for (size_t d = first; d < sizes.size(); ++d) {
+    if (!sizes[d].is_const())
+      throw DynamicShapeUnsupported("needs a static size in dim " + std::to_string(d) + ", and it is " +
+                                    ir::to_string(sizes[d]) + " (only the leading dims may be dynamic)");
+    out[d] = sizes[d].const_value();
   }
   return out;
 }
 
-Index sizes_index(const std::vector<int64_t>& s) { return Index(s.begin(), s.end()); }
-
-// A lazy row-major reshape of `src` (static sizes).
-TensorRef reshaped(const TensorRef& src, const std::vector<int64_t>& to) {
+// A lazy row-major reshape of `src`.
+TensorRef reshaped(const TensorRef& src, const std::vector<Expr>& sizes) {
   std::vector<Expr> src_sizes = src.sizes;
-  std::vector<Expr> sizes(to.begin(), to.end());
   if (src_sizes == sizes) return src;
   Loader inner = src.load;
   return LoweringContext::pointwise(src.dtype, sizes, [inner, sizes, src_sizes](Ops& ops, const Index& idx) {
@@ -146,15 +142,17 @@ TensorRef scaled(const TensorRef& x, double factor) {
 
 // A batched operand [B, M, K] whose batch is the outermost dim in memory and whose matrices are
 // row- or column-major. Other views (e.g. attention heads sliced out of [T, B*H, D] projections)
-// would make oneDNN fall back to its reference kernel, far slower than copying them first.
+// would make oneDNN fall back to its reference kernel, far slower than copying them first. With
+// dynamic sizes the strides must be those expressions exactly.
 bool plain_batched_layout(const ir::Operand& op) {
   if (op.sizes.size() != 3) return true;
-  for (const Expr& e : op.sizes)
-    if (!e.is_const()) return true;  // dynamic: the portable loops take it as it is
-  int64_t M = op.sizes[1].const_value(), K = op.sizes[2].const_value();
-  auto stride = [&](int d) { return op.strides[d].is_const() ? op.strides[d].const_value() : -1; };
-  bool matrix = (stride(1) == K && stride(2) == 1) || (stride(1) == 1 && stride(2) == M);
-  return matrix && (op.sizes[0].is_const(1) || stride(0) >= M * K);
+  const Expr &M = op.sizes[1], &K = op.sizes[2];
+  const std::vector<Expr>& s = op.strides;
+  bool matrix = (s[1] == K && s[2].is_const(1)) || (s[1].is_const(1) && s[2] == M);
+  Expr plain = ir::simplify(M * K, {});
+  bool batch = op.sizes[0].is_const(1) || s[0] == plain ||
+               (s[0].is_const() && plain.is_const() && s[0].const_value() >= plain.const_value());
+  return matrix && batch;
 }
 
 ir::Operand batched_operand(LoweringContext& ctx, const TensorRef& ref) {
@@ -215,8 +213,8 @@ struct ConvParams {
 // bias added afterwards. Handles transposed convolution and any dtype.
 TensorRef convolution_reduction(LoweringContext& ctx, const TensorRef& x, const TensorRef& w,
                                 const std::optional<TensorRef>& bias, const ConvParams& p, DType dtype,
-                                const std::vector<int64_t>& out) {
-  std::vector<int64_t> xs = static_sizes_of(ctx, x), ws = static_sizes_of(ctx, w);
+                                const std::vector<Expr>& out_sizes) {
+  std::vector<int64_t> xs = static_from(x.sizes, 1), ws = w.static_sizes(), out = static_from(out_sizes, 2);
   size_t nsp = xs.size() - 2;
   int64_t G = p.groups;
   int64_t cin_g = xs[1] / G;
@@ -230,7 +228,7 @@ TensorRef convolution_reduction(LoweringContext& ctx, const TensorRef& x, const 
   TensorRef xc = cast(cast(x, dtype), acc), wc = cast(cast(w, dtype), acc);
   Loader lx = xc.load, lw = wc.load;
   ConvParams prm = p;
-  TensorRef sum = ctx.reduction(acc, sizes_index(out), rranges, ReduceOp::Sum,
+  TensorRef sum = ctx.reduction(acc, out_sizes, rranges, ReduceOp::Sum,
       [=](Ops& ops, const Index& idx, const Index& r) {
         Expr co = idx[1];
         Expr g = ir::floordiv(co, cout_g);
@@ -276,7 +274,7 @@ TensorRef convolution_reduction(LoweringContext& ctx, const TensorRef& x, const 
   // The bias joins the float32 sum of 16-bit products before the one rounding, as in ATen.
   TensorRef b = cast(cast(*bias, dtype), acc);
   Loader lb = b.load, ls = sum.load;
-  return cast(LoweringContext::pointwise(acc, sizes_index(out), [lb, ls](Ops& ops, const Index& idx) {
+  return cast(LoweringContext::pointwise(acc, out_sizes, [lb, ls](Ops& ops, const Index& idx) {
     Val v = ls(ops, idx);
     Val b = lb(ops, {idx[1]});
     return ops.add(v, b);
@@ -289,15 +287,15 @@ Outs lower_conv(LoweringContext& ctx, const Node& node, const ConvParams& p) {
   std::optional<TensorRef> bias;
   if (!is_none(node, "bias")) bias = ctx.tensor(node.arg("bias"));
   DType dtype = out_dtype(node);
-  std::vector<int64_t> out = static_out_sizes(ctx, node);
+  std::vector<Expr> out = out_sizes(ctx, node);
   if (w.rank() < 3) ctx.fail("convolution weight must have at least 3 dims");
   bool unbatched = x.rank() == w.rank() - 1;
   if (unbatched) {
     // [C, spatial...]: run as a batch of one and drop the batch dim again.
-    std::vector<int64_t> xs = static_sizes_of(ctx, x);
-    xs.insert(xs.begin(), 1);
+    std::vector<Expr> xs = x.sizes;
+    xs.insert(xs.begin(), Expr(1));
     x = reshaped(x, xs);
-    out.insert(out.begin(), 1);
+    out.insert(out.begin(), Expr(1));
   }
   if (x.rank() != w.rank()) ctx.fail("convolution input and weight ranks do not match");
   TensorRef result;
@@ -312,9 +310,9 @@ Outs lower_conv(LoweringContext& ctx, const Node& node, const ConvParams& p) {
     call.padding = p.padding;
     call.dilation = p.dilation;
     call.groups = p.groups;
-    result = ctx.extern_call({call}, dtype, sizes_index(out));
+    result = ctx.extern_call({call}, dtype, out);
   }
-  if (unbatched) result = reshaped(result, std::vector<int64_t>(out.begin() + 1, out.end()));
+  if (unbatched) result = reshaped(result, std::vector<Expr>(out.begin() + 1, out.end()));
   return {result};
 }
 
@@ -388,19 +386,20 @@ constexpr int64_t kMaxUnrolledWindow = 25;
 Outs lower_max_pool(LoweringContext& ctx, const Node& node) {
   TensorRef x = ctx.tensor(node.arg("self"));
   if (x.rank() < 3) ctx.fail("max_pool2d expects a 3-d or 4-d input");
-  std::vector<int64_t> in = static_sizes_of(ctx, x);
-  std::vector<int64_t> out = static_out_sizes(ctx, node);
+  std::vector<int64_t> in = static_from(x.sizes, x.rank() - 2);
+  std::vector<Expr> out_e = out_sizes(ctx, node);
+  std::vector<int64_t> out = static_from(out_e, out_e.size() - 2);
   std::vector<WindowDim> dims = window_dims(ctx, node, in, out, true);
   DType dtype = x.dtype;
   bool with_indices = node.outputs.size() > 1;
   Loader load = x.load;
   if (dims[0].kernel * dims[1].kernel <= kMaxUnrolledWindow) {
     Outs outs;
-    outs.push_back(LoweringContext::pointwise(dtype, sizes_index(out), [=](Ops& ops, const Index& idx) {
+    outs.push_back(LoweringContext::pointwise(dtype, out_e, [=](Ops& ops, const Index& idx) {
       return unrolled_max(ops, load, dtype, dims, idx, false).first;
     }));
     if (with_indices)
-      outs.push_back(LoweringContext::pointwise(DType::Int64, sizes_index(out), [=](Ops& ops, const Index& idx) {
+      outs.push_back(LoweringContext::pointwise(DType::Int64, out_e, [=](Ops& ops, const Index& idx) {
         return unrolled_max(ops, load, dtype, dims, idx, true).second;
       }));
     return outs;
@@ -422,11 +421,11 @@ Outs lower_max_pool(LoweringContext& ctx, const Node& node) {
     return valid ? ops.where(*valid, v, ops.constant(lowest(dtype))) : v;
   };
   std::vector<Expr> rr = {dims[0].kernel, dims[1].kernel};
-  Outs outs = {ctx.reduction(dtype, sizes_index(out), rr, ReduceOp::Max, window_value)};
+  Outs outs = {ctx.reduction(dtype, out_e, rr, ReduceOp::Max, window_value)};
   if (!with_indices) return outs;
-  TensorRef pos = ctx.reduction(DType::Int64, sizes_index(out), rr, ReduceOp::ArgMax, window_value);
+  TensorRef pos = ctx.reduction(DType::Int64, out_e, rr, ReduceOp::ArgMax, window_value);
   Loader lp = pos.load;
-  outs.push_back(LoweringContext::pointwise(DType::Int64, sizes_index(out), [=](Ops& ops, const Index& idx) {
+  outs.push_back(LoweringContext::pointwise(DType::Int64, out_e, [=](Ops& ops, const Index& idx) {
     // Window position -> input plane position; a padding position (all values lowest) falls back
     // to the first valid position, as ATen's initial index.
     size_t lead = idx.size() - 2;
@@ -508,8 +507,9 @@ Outs lower_max_pool2d_with_indices(LoweringContext& ctx, const Node& node) { ret
 Outs lower_avg_pool2d(LoweringContext& ctx, const Node& node) {
   TensorRef x = ctx.tensor(node.arg("self"));
   if (x.rank() < 3) ctx.fail("avg_pool2d expects a 3-d or 4-d input");
-  std::vector<int64_t> in = static_sizes_of(ctx, x);
-  std::vector<int64_t> out = static_out_sizes(ctx, node);
+  std::vector<int64_t> in = static_from(x.sizes, x.rank() - 2);
+  std::vector<Expr> out_e = out_sizes(ctx, node);
+  std::vector<int64_t> out = static_from(out_e, out_e.size() - 2);
   std::vector<WindowDim> dims = window_dims(ctx, node, in, out, false);
   bool count_include_pad = node.has_arg("count_include_pad") ? bool_arg(node, "count_include_pad") : true;
   std::optional<int64_t> divisor_override;
@@ -518,7 +518,7 @@ Outs lower_avg_pool2d(LoweringContext& ctx, const Node& node) {
   DType dtype = out_dtype(node);
   TensorRef xc = cast(x, dtype);
   Loader load = xc.load;
-  TensorRef sum = ctx.reduction(dtype, sizes_index(out), {dims[0].kernel, dims[1].kernel}, ReduceOp::Sum,
+  TensorRef sum = ctx.reduction(dtype, out_e, {dims[0].kernel, dims[1].kernel}, ReduceOp::Sum,
       [=](Ops& ops, const Index& idx, const Index& r) {
         size_t lead = idx.size() - 2;
         Index src(idx.begin(), idx.begin() + lead);
@@ -535,7 +535,7 @@ Outs lower_avg_pool2d(LoweringContext& ctx, const Node& node) {
         return valid ? ops.where(*valid, v, ops.constant(zero(dtype))) : v;
       });
   Loader ls = sum.load;
-  return {LoweringContext::pointwise(dtype, sizes_index(out), [=](Ops& ops, const Index& idx) {
+  return {LoweringContext::pointwise(dtype, out_e, [=](Ops& ops, const Index& idx) {
     // ATen: the window [start, min(start + k, in + pad)) counts padding; clipped to the input it
     // counts the elements.
     size_t lead = idx.size() - 2;
@@ -573,7 +573,7 @@ struct AdaptiveDim {
 
 struct AdaptiveWindows {
   std::vector<AdaptiveDim> dims;  // the two spatial dims
-  std::vector<int64_t> out;       // the output sizes
+  std::vector<Expr> out;          // the output sizes
   size_t lead = 0;                // dims before the spatial ones
   // The input value at reduction position r of output idx's window; `outside` past its end.
   Val value(Ops& ops, const Loader& load, const Index& idx, const Index& r, const ir::Scalar& outside) const {
@@ -597,11 +597,11 @@ struct AdaptiveWindows {
 AdaptiveWindows adaptive_windows(LoweringContext& ctx, const Node& node, const TensorRef& x, const char* op) {
   if (x.rank() < 3) ctx.fail(std::string(op) + " expects a 3-d or 4-d input");
   AdaptiveWindows w;
-  std::vector<int64_t> in = static_sizes_of(ctx, x);
-  w.out = static_out_sizes(ctx, node);
+  std::vector<int64_t> in = static_from(x.sizes, x.rank() - 2);
+  w.out = out_sizes(ctx, node);
   w.lead = in.size() - 2;
   for (size_t j = 0; j < 2; ++j) {
-    int64_t n = in[w.lead + j], m = w.out[w.lead + j];
+    int64_t n = in[w.lead + j], m = static_from(w.out, w.lead)[w.lead + j];
     if (m > 0 && n <= 0) ctx.fail(std::string(op) + ": empty input plane");
     int64_t kmax = 0, kmin = std::numeric_limits<int64_t>::max();
     for (int64_t o = 0; o < m; ++o) {
@@ -621,12 +621,12 @@ Outs lower_adaptive_avg_pool2d(LoweringContext& ctx, const Node& node) {
   AdaptiveWindows w = adaptive_windows(ctx, node, x, "adaptive_avg_pool2d");
   DType dtype = out_dtype(node);
   Loader load = cast(x, dtype).load;
-  TensorRef sum = ctx.reduction(dtype, sizes_index(w.out), w.ranges(), ReduceOp::Sum,
+  TensorRef sum = ctx.reduction(dtype, w.out, w.ranges(), ReduceOp::Sum,
                                 [=](Ops& ops, const Index& idx, const Index& r) {
                                   return w.value(ops, load, idx, r, zero(dtype));
                                 });
   Loader ls = sum.load;
-  return {LoweringContext::pointwise(dtype, sizes_index(w.out), [=](Ops& ops, const Index& idx) {
+  return {LoweringContext::pointwise(dtype, w.out, [=](Ops& ops, const Index& idx) {
     // ATen: sum / kh / kw.
     Val v = ls(ops, idx);
     for (size_t j = 0; j < 2; ++j) {
@@ -648,10 +648,10 @@ Outs lower_adaptive_max_pool2d(LoweringContext& ctx, const Node& node) {
   auto window_value = [=](Ops& ops, const Index& idx, const Index& r) {
     return w.value(ops, load, idx, r, lowest(dtype));
   };
-  TensorRef first_max = ctx.reduction(DType::Int64, sizes_index(w.out), w.ranges(), ReduceOp::ArgMax, window_value);
+  TensorRef first_max = ctx.reduction(DType::Int64, w.out, w.ranges(), ReduceOp::ArgMax, window_value);
   std::optional<TensorRef> last_nan;  // the window position of the last NaN, -1 without one
   if (is_floating(dtype))
-    last_nan = ctx.reduction(DType::Int64, sizes_index(w.out), w.ranges(), ReduceOp::Max,
+    last_nan = ctx.reduction(DType::Int64, w.out, w.ranges(), ReduceOp::Max,
                              [=](Ops& ops, const Index& idx, const Index& r) {
                                Val position = index_val(ops, r[0] * w.dims[1].kmax + r[1]);
                                Val nan = ops.unary(UnaryOp::IsNan, window_value(ops, idx, r));
@@ -659,7 +659,7 @@ Outs lower_adaptive_max_pool2d(LoweringContext& ctx, const Node& node) {
                              });
   Loader lp = first_max.load;
   std::optional<Loader> ln = last_nan ? std::optional<Loader>(last_nan->load) : std::nullopt;
-  TensorRef index = LoweringContext::pointwise(DType::Int64, sizes_index(w.out), [=](Ops& ops, const Index& idx) {
+  TensorRef index = LoweringContext::pointwise(DType::Int64, w.out, [=](Ops& ops, const Index& idx) {
     const AdaptiveDim &H = w.dims[0], &W = w.dims[1];
     Val r = lp(ops, idx);
     if (ln) {
@@ -671,7 +671,7 @@ Outs lower_adaptive_max_pool2d(LoweringContext& ctx, const Node& node) {
     Val iw = ops.add(index_val(ops, W.start(idx[w.lead + 1])), ops.binary(BinaryOp::Mod, r, kw_n));
     return ops.add(ops.mul(ih, ops.constant(int_scalar(W.in))), iw);
   });
-  return {ctx.reduction(dtype, sizes_index(w.out), w.ranges(), ReduceOp::Max, window_value), index};
+  return {ctx.reduction(dtype, w.out, w.ranges(), ReduceOp::Max, window_value), index};
 }
 
 namespace {
@@ -697,8 +697,9 @@ float scale_value(std::optional<double> scale, int64_t in, int64_t out) {
 Outs lower_upsample_nearest2d(LoweringContext& ctx, const Node& node) {
   TensorRef x = ctx.tensor(node.arg("input"));
   if (x.rank() < 3) ctx.fail("upsample_nearest2d expects a 3-d or 4-d input");
-  std::vector<int64_t> in = static_sizes_of(ctx, x);
-  std::vector<int64_t> out = static_out_sizes(ctx, node);
+  std::vector<int64_t> in = static_from(x.sizes, x.rank() - 2);
+  std::vector<Expr> out_e = out_sizes(ctx, node);
+  std::vector<int64_t> out = static_from(out_e, out_e.size() - 2);
   size_t lead = in.size() - 2;
   auto scales = resample_scales(node);
   // ATen's nearest_idx: identity, halving, or min(floor(dst * scale), in - 1) in float.
@@ -711,7 +712,7 @@ Outs lower_upsample_nearest2d(LoweringContext& ctx, const Node& node) {
     scale[j] = scale_value(scales[j], n, m);
   }
   Loader load = x.load;
-  return {LoweringContext::pointwise(x.dtype, sizes_index(out), [=](Ops& ops, const Index& idx) {
+  return {LoweringContext::pointwise(x.dtype, out_e, [=](Ops& ops, const Index& idx) {
     Index src(idx.begin(), idx.begin() + lead);
     for (size_t j = 0; j < 2; ++j) {
       Expr o = idx[lead + j];
@@ -735,8 +736,9 @@ Outs lower_upsample_nearest2d(LoweringContext& ctx, const Node& node) {
 Outs lower_upsample_bilinear2d(LoweringContext& ctx, const Node& node) {
   TensorRef x = ctx.tensor(node.arg("input"));
   if (x.rank() < 3) ctx.fail("upsample_bilinear2d expects a 3-d or 4-d input");
-  std::vector<int64_t> in = static_sizes_of(ctx, x);
-  std::vector<int64_t> out = static_out_sizes(ctx, node);
+  std::vector<int64_t> in = static_from(x.sizes, x.rank() - 2);
+  std::vector<Expr> out_e = out_sizes(ctx, node);
+  std::vector<int64_t> out = static_from(out_e, out_e.size() - 2);
   size_t lead = in.size() - 2;
   bool align_corners = bool_arg(node, "align_corners");
   auto scales = resample_scales(node);
@@ -757,7 +759,7 @@ Outs lower_upsample_bilinear2d(LoweringContext& ctx, const Node& node) {
   }
   TensorRef xc = cast(x, acc);
   Loader load = xc.load;
-  return {LoweringContext::pointwise(dtype, sizes_index(out), [=](Ops& ops, const Index& idx) {
+  return {LoweringContext::pointwise(dtype, out_e, [=](Ops& ops, const Index& idx) {
     auto c = [&](double v) { return ops.constant(Scalar::of(v, acc)); };
     // Per dim: the two source positions and their weights (ATen's compute_indices_weights_linear).
     Expr i0[2], i1[2];

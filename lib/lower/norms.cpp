@@ -111,7 +111,7 @@ Outs lower_native_group_norm(LoweringContext& ctx, const Node& node) {
   DType t = out_dtype(node, 0);
   TensorRef x = cast(ctx.tensor(node.arg("input")), t);
   if (x.rank() < 2) ctx.fail("group norm needs an input of rank >= 2");
-  if (!x.sizes[1].is_const()) ctx.fail("group norm needs a static channel count");
+  if (!x.sizes[1].is_const()) throw DynamicShapeUnsupported("group norm needs a static channel count");
   int64_t group = int_arg(node, "group");
   int64_t channels = x.sizes[1].const_value();
   if (group <= 0 || channels % group != 0) ctx.fail("channels must divide into groups");

@@ -25,24 +25,24 @@ Outs lower_cat(LoweringContext& ctx, const Node& node) {
 
   // The pieces that contribute: legacy empty 1-d tensors (shape [0]) are skipped whatever the
   // rank of the others, and so is any piece empty along `dim`.
+  // Offsets and sizes along `dim` may be dynamic: the piece bounds are index expressions.
   struct Piece {
     Loader load;
-    int64_t offset, size;
+    Expr offset, size;
   };
   std::vector<Piece> pieces;
-  int64_t offset = 0;
+  Expr offset = 0;
   for (const Value* v : list.tensors) {
     if (!v) ctx.fail("cat of a missing tensor");
     TensorRef t = cast(ctx.value(v), dtype);
     if (t.rank() == 1 && t.sizes[0].is_const(0) && rank != 1) continue;
     if (static_cast<int64_t>(t.rank()) != rank) ctx.fail("cat of tensors of different ranks");
-    if (!t.sizes[dim].is_const()) ctx.fail("cat along a symbolic dimension is not supported");
-    int64_t n = t.sizes[dim].const_value();
-    if (n == 0) continue;
+    Expr n = t.sizes[dim];
+    if (n.is_const(0)) continue;
     pieces.push_back({t.load, offset, n});
-    offset += n;
+    offset = offset + n;
   }
-  if (!sizes[dim].is_const(offset)) ctx.fail("cat: the pieces do not add up to the recorded size");
+  if (!(ir::simplify(offset, {}) == sizes[dim])) ctx.fail("cat: the pieces do not add up to the recorded size");
   if (pieces.empty())
     return {LoweringContext::pointwise(dtype, sizes, [dtype](Ops& ops, const Index&) { return ops.constant(0, dtype); })};
   if (pieces.size() == 1) return {LoweringContext::pointwise(dtype, sizes, pieces[0].load)};
@@ -60,7 +60,7 @@ Outs lower_cat(LoweringContext& ctx, const Node& node) {
     };
     Val result = pieces[last].load(ops, piece_index(last));
     for (size_t k = last; k-- > 0;) {
-      Val here = ops.binary(BinaryOp::Lt, index_val(ops, idx[dim]), int_const(ops, pieces[k].offset + pieces[k].size));
+      Val here = ops.binary(BinaryOp::Lt, index_val(ops, idx[dim]), index_val(ops, pieces[k].offset + pieces[k].size));
       result = ops.where(here, pieces[k].load(ops, piece_index(k)), result);
     }
     return result;
@@ -75,7 +75,7 @@ Outs lower_constant_pad_nd(LoweringContext& ctx, const Node& node) {
   std::vector<int64_t> pad = ints_arg(node, "pad");
   size_t rank = self.rank();
   if (pad.size() % 2 != 0 || pad.size() / 2 > rank) ctx.fail("constant_pad_nd: bad padding list");
-  std::vector<int64_t> in = self.static_sizes();
+  std::vector<Expr> in = self.sizes;  // dynamic dims are fine: the pad bounds are index expressions
   std::vector<int64_t> left(rank, 0), right(rank, 0);
   for (size_t k = 0; k < pad.size() / 2; ++k) {
     left[rank - 1 - k] = pad[2 * k];
@@ -83,7 +83,7 @@ Outs lower_constant_pad_nd(LoweringContext& ctx, const Node& node) {
   }
   std::vector<Expr> sizes = out_sizes(ctx, node);
   for (size_t d = 0; d < rank; ++d)
-    if (!sizes[d].is_const(in[d] + left[d] + right[d])) ctx.fail("constant_pad_nd: unexpected output shape");
+    if (!(sizes[d] == ir::simplify(in[d] + left[d] + right[d], {}))) ctx.fail("constant_pad_nd: unexpected output shape");
   ir::Scalar value = ir::Scalar::of(node.has_arg("value") && !node.arg("value").is_none() ? float_arg(node, "value") : 0.0, dtype);
   Loader load = self.load;
   return {LoweringContext::pointwise(dtype, sizes, [=](Ops& ops, const Index& idx) {
@@ -93,7 +93,7 @@ Outs lower_constant_pad_nd(LoweringContext& ctx, const Node& node) {
       Expr src = idx[d] - left[d];
       // A position reads the input when 0 <= src < in[d]; only the padded sides can fail that.
       if (left[d] > 0) inside = both(ops, inside, ops.binary(BinaryOp::Ge, index_val(ops, src), int_const(ops, 0)));
-      if (right[d] > 0) inside = both(ops, inside, ops.binary(BinaryOp::Lt, index_val(ops, src), int_const(ops, in[d])));
+      if (right[d] > 0) inside = both(ops, inside, ops.binary(BinaryOp::Lt, index_val(ops, src), index_val(ops, in[d])));
       if (left[d] > 0) src = ir::max(src, 0);
       if (right[d] > 0) src = ir::min(src, in[d] - 1);
       s[d] = src;
@@ -101,8 +101,8 @@ Outs lower_constant_pad_nd(LoweringContext& ctx, const Node& node) {
     Val pad_value = ops.constant(value);
     if (!inside) return load(ops, s);
     // Any empty input dim leaves the output all padding (and nothing may be loaded).
-    for (int64_t n : in)
-      if (n == 0) return pad_value;
+    for (const Expr& n : in)
+      if (n.is_const(0)) return pad_value;
     return ops.where(*inside, load(ops, s), pad_value);
   })};
 }

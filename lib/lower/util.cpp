@@ -10,12 +10,22 @@ std::vector<Expr> out_sizes(LoweringContext& ctx, const Node& node, size_t k) {
   return ctx.recorded_sizes(node.outputs.at(k)->type);
 }
 
-int64_t int_arg(const Node& node, const std::string& name) {
+// A SymInt argument (a size computed at run time) has no static value: a lowering that reads one
+// as a number cannot keep the sizes dynamic. Its size arguments come from the recorded types.
+const Arg& number_arg(const Node& node, const std::string& name) {
   const Arg& a = node.arg(name);
+  if (a.kind == Arg::Kind::SymInt)
+    throw DynamicShapeUnsupported("argument '" + name + "' is a size known only at run time, and this lowering needs "
+                                  "its value");
+  return a;
+}
+
+int64_t int_arg(const Node& node, const std::string& name) {
+  const Arg& a = number_arg(node, name);
   if (a.kind == Arg::Kind::Float) return static_cast<int64_t>(a.f);
   return a.i;
 }
-double float_arg(const Node& node, const std::string& name) { return node.arg(name).as_double(); }
+double float_arg(const Node& node, const std::string& name) { return number_arg(node, name).as_double(); }
 bool bool_arg(const Node& node, const std::string& name) { return node.arg(name).i != 0; }
 std::vector<int64_t> ints_arg(const Node& node, const std::string& name) {
   const Arg& a = node.arg(name);

@@ -105,33 +105,40 @@ Outs lower_squeeze(LoweringContext& ctx, const Node& node) {
 
 Outs lower_select(LoweringContext& ctx, const Node& node) {
   TensorRef src = ctx.tensor(node.arg("self"));
-  std::vector<int64_t> src_sizes = src.static_sizes();
   int64_t dim = normalize_dim(int_arg(node, "dim"), static_cast<int64_t>(src.rank()));
   int64_t index = int_arg(node, "index");
-  if (index < 0) index += src_sizes[dim];
-  if (index < 0 || index >= src_sizes[dim]) ctx.fail("select index out of range");
+  const Expr& n = src.sizes[dim];
+  // On a dynamic dim a negative index counts from its run-time end; torch.export checked the
+  // index against the size's range.
+  Expr at = index < 0 ? n + index : Expr(index);
+  if (n.is_const() && (index < -n.const_value() || index >= n.const_value())) ctx.fail("select index out of range");
   std::vector<Expr> sizes = src.sizes;
   sizes.erase(sizes.begin() + dim);
-  return {remap(src, sizes, [dim, index](const Index& idx) {
+  return {remap(src, sizes, [dim, at](const Index& idx) {
     Index s = idx;
-    s.insert(s.begin() + dim, Expr(index));
+    s.insert(s.begin() + dim, at);
     return s;
   })};
 }
 
 Outs lower_slice(LoweringContext& ctx, const Node& node) {
   TensorRef src = ctx.tensor(node.arg("self"));
-  std::vector<int64_t> src_sizes = src.static_sizes();
   int64_t dim = normalize_dim(node.has_arg("dim") ? int_arg(node, "dim") : 0, static_cast<int64_t>(src.rank()));
-  int64_t n = src_sizes[dim];
+  const Expr& n = src.sizes[dim];
   int64_t start = is_none(node, "start") ? 0 : int_arg(node, "start");
   int64_t step = is_none(node, "step") ? 1 : int_arg(node, "step");
-  if (start < 0) start += n;
-  start = std::clamp<int64_t>(start, 0, n);
+  // ATen clamps the start into [0, n]; on a dynamic dim that is min/max of index expressions.
+  Expr first;
+  if (n.is_const()) {
+    int64_t c = start < 0 ? start + n.const_value() : start;
+    first = Expr(std::clamp<int64_t>(c, 0, n.const_value()));
+  } else {
+    first = start < 0 ? ir::max(n + start, 0) : ir::min(Expr(start), n);
+  }
   std::vector<Expr> sizes = out_sizes(ctx, node);
-  return {remap(src, sizes, [dim, start, step](const Index& idx) {
+  return {remap(src, sizes, [dim, first, step](const Index& idx) {
     Index s = idx;
-    s[dim] = idx[dim] * step + start;
+    s[dim] = idx[dim] * step + first;
     return s;
   })};
 }

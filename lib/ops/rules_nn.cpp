@@ -257,11 +257,12 @@ std::vector<TensorType> scaled_dot_product_attention(const Node& node) {
   return {make_type(q.dtype, sizes)};
 }
 
-// convolution and conv2d: input [N, C, *spatial] (conv2d also takes unbatched [C, H, W]).
-std::vector<TensorType> convolution(const Node& node) {
+namespace {
+
+// input [N, C, *spatial] (conv2d also takes unbatched [C, H, W]); transposed: weight [C, O/G, *k].
+std::vector<TensorType> convolution_of(const Node& node, bool transposed) {
   const TensorType& input = shape::tensor(node, "input");
   const TensorType& weight = shape::tensor(node, "weight");
-  bool transposed = shape::has_arg(node, "transposed") && shape::bool_arg(node, "transposed");
   bool unbatched = input.rank() == weight.rank() - 1;
   std::vector<int64_t> in = input.sizes;
   if (unbatched) in.insert(in.begin(), 1);
@@ -307,6 +308,16 @@ std::vector<TensorType> convolution(const Node& node) {
   if (unbatched) sizes.erase(sizes.begin());
   return {make_type(input.dtype, sizes)};
 }
+
+}  // namespace
+
+// convolution, conv1d and conv2d.
+std::vector<TensorType> convolution(const Node& node) {
+  return convolution_of(node, shape::has_arg(node, "transposed") && shape::bool_arg(node, "transposed"));
+}
+
+// conv_transpose1d, conv_transpose2d.input: a transposed convolution.
+std::vector<TensorType> conv_transpose(const Node& node) { return convolution_of(node, true); }
 
 // lstm.input, gru.input: the output [T, B, D*H] ([B, T, D*H] batch first, [T, D*H] unbatched),
 // then the last hidden state (and for the LSTM the last cell state) of hx's shape [L*D, B, H].

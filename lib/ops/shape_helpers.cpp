@@ -38,15 +38,19 @@ const TensorType& tensor(const Node& node, std::string_view name) {
   return a.tensor->type;
 }
 
-// A SymInt argument names a value computed at run time (sym_size, item): no rule can read it.
-[[noreturn]] void symbolic_int_unsupported(std::string_view name) {
+// A SymInt argument names a value computed at run time (sym_size, item). Shape rules compute the
+// recorded sizes, which are the export's hints for symbolic dims, so they read its hint; a value
+// without one (data-dependent) cannot be read.
+int64_t symbolic_int_hint(const Arg& a, std::string_view name) {
+  if (a.tensor && a.tensor->hint) return *a.tensor->hint;
   throw UserError("argument '" + std::string(name) +
-                  "' is a symbolic int known only at run time; sizes that depend on it are not supported yet");
+                  "' is a symbolic int known only at run time, with no value recorded at export; sizes that depend "
+                  "on it are not supported yet");
 }
 
 int64_t int_arg(const Node& node, std::string_view name) {
   const Arg& a = arg(node, name);
-  if (a.kind == Arg::Kind::SymInt) symbolic_int_unsupported(name);
+  if (a.kind == Arg::Kind::SymInt) return symbolic_int_hint(a, name);
   if (a.kind != Arg::Kind::Int && a.kind != Arg::Kind::Bool)
     throw UserError("argument '" + std::string(name) + "' must be an int");
   return a.i;
@@ -56,14 +60,14 @@ bool bool_arg(const Node& node, std::string_view name) { return int_arg(node, na
 
 double number_arg(const Node& node, std::string_view name) {
   const Arg& a = arg(node, name);
-  if (a.kind == Arg::Kind::SymInt) symbolic_int_unsupported(name);
+  if (a.kind == Arg::Kind::SymInt) return static_cast<double>(symbolic_int_hint(a, name));
   if (!a.is_number()) throw UserError("argument '" + std::string(name) + "' must be a number");
   return a.as_double();
 }
 
 std::vector<int64_t> ints_arg(const Node& node, std::string_view name) {
   const Arg& a = arg(node, name);
-  if (a.kind == Arg::Kind::SymInt) symbolic_int_unsupported(name);
+  if (a.kind == Arg::Kind::SymInt) return {symbolic_int_hint(a, name)};
   if (a.kind == Arg::Kind::Int) return {a.i};
   if (a.kind != Arg::Kind::IntList)
     throw UserError("argument '" + std::string(name) + "' must be a list of ints");

@@ -17,6 +17,7 @@
 #include "foundry/ops/einsum.h"
 #include "foundry/ops/registry.h"
 #include "foundry/passes/rewrite.h"
+#include "foundry/passes/symbolic_types.h"
 #include "foundry/support/error.h"
 
 namespace foundry::passes {
@@ -59,6 +60,7 @@ class Emitter {
     } catch (const UserError& e) {
       throw UserError(node_label(at_) + ": decomposing into aten." + op + ": " + e.what());
     }
+    propagate_symbols(rw_.graph(), *tmp, types);  // shape rules give the export's sizes only
     return rw_.insert_node(op, std::move(tmp->args), types, &at_)->outputs;
   }
   Value* one(const std::string& op, const std::vector<std::pair<std::string, Arg>>& named) { return all(op, named)[0]; }
@@ -206,6 +208,29 @@ std::optional<Replacement> conv_nd(Rewriter& rw, Node& n) {
                                    {"dilation", Arg::of_ints(spatial_list(n, "dilation", spatial))},
                                    {"transposed", Arg::of_bool(false)},
                                    {"output_padding", Arg::of_ints(std::vector<int64_t>(spatial, 0))},
+                                   {"groups", shape::arg(n, "groups")}});
+  if (unbatched) y = e.one("squeeze.dims", {{"self", Emit::T(y)}, {"dim", Arg::of_ints({0})}});
+  return same(y);
+}
+
+// conv_transpose1d/2d -> convolution(transposed=True), as ATen's conv_transpose2d does (an
+// unbatched input gets a batch dim of 1 around it).
+std::optional<Replacement> conv_transpose(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = tensor_arg(n, "input");
+  Value* w = tensor_arg(n, "weight");
+  if (w->type.rank() < 3) refuse(n, "the weight must be at least 3-d, got " + shape::format_sizes(w->type.sizes));
+  const size_t spatial = static_cast<size_t>(w->type.rank() - 2);
+  const bool unbatched = x->type.rank() == w->type.rank() - 1;
+  if (unbatched) x = e.one("unsqueeze", {{"self", Emit::T(x)}, {"dim", Arg::of_int(0)}});
+  Value* y = e.one("convolution", {{"input", Emit::T(x)},
+                                   {"weight", Emit::T(w)},
+                                   {"bias", shape::arg(n, "bias")},
+                                   {"stride", Arg::of_ints(spatial_list(n, "stride", spatial))},
+                                   {"padding", Arg::of_ints(spatial_list(n, "padding", spatial))},
+                                   {"dilation", Arg::of_ints(spatial_list(n, "dilation", spatial))},
+                                   {"transposed", Arg::of_bool(true)},
+                                   {"output_padding", Arg::of_ints(spatial_list(n, "output_padding", spatial))},
                                    {"groups", shape::arg(n, "groups")}});
   if (unbatched) y = e.one("squeeze.dims", {{"self", Emit::T(y)}, {"dim", Arg::of_ints({0})}});
   return same(y);
@@ -1263,6 +1288,7 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
   static const std::vector<std::pair<std::vector<std::string>, ReplaceFn>> table = {
       {{"linear"}, linear},
       {{"conv1d", "conv2d", "conv1d.padding", "conv2d.padding"}, conv_nd},
+      {{"conv_transpose1d", "conv_transpose2d.input"}, conv_transpose},
       {{"batch_norm"}, batch_norm},
       {{"layer_norm"}, layer_norm},
       {{"instance_norm"}, instance_norm},
@@ -1384,7 +1410,9 @@ std::vector<Node*> view_chain(const std::unordered_map<const Value*, Node*>& pro
 // Inserts `op` into g at position `pos`, its arguments by name and its output types from its rule.
 Value* insert_at(Graph& g, size_t pos, const std::string& op, const std::vector<std::pair<std::string, Arg>>& named) {
   std::unique_ptr<Node> node = bound_node(op, named);
-  for (const TensorType& t : node->op->infer(*node)) node->outputs.push_back(g.new_value(node->name, t));
+  std::vector<TensorType> types = node->op->infer(*node);
+  propagate_symbols(g, *node, types);
+  for (const TensorType& t : types) node->outputs.push_back(g.new_value(node->name, t));
   Node* placed = g.append_node(std::move(node));
   std::rotate(g.nodes.begin() + static_cast<std::ptrdiff_t>(pos), g.nodes.end() - 1, g.nodes.end());
   return placed->outputs[0];

@@ -305,6 +305,11 @@ void Rewriter::replace_uses(Value* from, Value* to) {
                     (!from->is_tensor || (from->type.dtype == to->type.dtype && from->type.sizes == to->type.sizes)),
                 "Rewriter: replacing %" + from->name + " (" + type_to_string(from->type) + ") by %" + to->name +
                     " (" + type_to_string(to->type) + ")");
+  // The value replaced is the same tensor: its recorded symbolic sizes hold for the replacement,
+  // whose shape rule saw only the export's sizes (e.g. an arange up to a size known at run time).
+  // Graph inputs (weights, constants) keep their own types.
+  if (from->is_tensor && from->type.has_symbolic_sizes() && !to->type.has_symbolic_sizes() && producer(to))
+    to->type.symbols = from->type.symbols;
   std::vector<Node*> us = users(from);
   auto& to_users = users_[to];
   for (Node* u : us) {

@@ -47,6 +47,8 @@ def classify_compile_error(status, text):
     op = re.search(r"operator (\S+) is not supported", msg)
     if op:
         return "unsupported op " + op.group(1), msg
+    if "cannot keep the sizes dynamic" in msg:
+        return "dynamic size unsupported (a lowering that needs static sizes)", msg
     if "known only at run time" in msg:
         return "dynamic size unsupported (a symbolic int known only at run time)", msg
     if status == 3 or "internal error" in msg:

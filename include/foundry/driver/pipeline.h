@@ -31,6 +31,9 @@ struct PipelineOptions {
   std::ostream* timing_out = nullptr;  // --time-passes: each stage's wall time, as it finishes
   std::string name;                 // C symbol prefix; empty: from the input file's stem
   bool fusion = true;               // --no-fusion: one kernel per IR node
+  // --static-fallback: a lowering that cannot keep dynamic sizes compiles for the export's sizes
+  // (with a warning) instead of failing
+  bool static_fallback = false;
   std::string cxx;                  // C++ compiler; empty: $CXX, g++, clang++
   std::string cxx_launcher;         // runs each compile (ccache, sccache); empty: $FOUNDRY_CXX_LAUNCHER
   std::string cache_dir;            // empty: ~/.cache/foundry

@@ -55,8 +55,8 @@ struct ViewStep {
   Loader base;                           // on the last step: the loader the chain reads
 };
 
-// A lowering that cannot handle a symbolic (dynamic) size: the driver then compiles the program
-// for the recorded sizes instead, with a warning.
+// A lowering that cannot handle a symbolic (dynamic) size: a compile error naming the node and op,
+// unless LowerOptions::static_fallback asks to compile for the recorded sizes instead.
 class DynamicShapeUnsupported : public UserError {
  public:
   using UserError::UserError;
@@ -73,6 +73,8 @@ struct TensorRef {
   size_t rank() const { return sizes.size(); }
   // Static sizes (throws DynamicShapeUnsupported when a size is symbolic).
   std::vector<int64_t> static_sizes() const;
+  // Size `d` alone, which must be static (the other dims may be dynamic).
+  int64_t static_size(size_t d) const;
 };
 
 class LoweringContext {
@@ -148,9 +150,12 @@ const Lowering* find_lowering(const std::string& op);
 const std::vector<Lowering>& all_lowerings();
 
 struct LowerOptions {
-  // Keep symbolic sizes symbolic (kernels take them at run time). Otherwise, and whenever a
-  // lowering needs static sizes, the program is specialized to the sizes recorded at export.
+  // Keep symbolic sizes symbolic (kernels take them at run time). Otherwise the program is
+  // specialized to the sizes recorded at export.
   bool dynamic_shapes = false;
+  // With dynamic_shapes: when some lowering needs static sizes, warn and specialize to the
+  // recorded sizes (foundryc --static-fallback) instead of failing with DynamicShapeUnsupported.
+  bool static_fallback = false;
 };
 
 // Lowers the whole graph. Throws UserError naming the node and op when an op has no lowering.

@@ -15,6 +15,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -363,6 +366,68 @@ inline void warn_fallback(std::atomic<bool>& warned, const char* model, const ch
   std::fprintf(stderr, "%s: warning: %s fell back to the portable loops: oneDNN failed: %s (said once per model)\n",
                model, call, why);
 }
+
+// --- Primitives for dynamic shapes: built per shape on first use --------------------------------
+
+// Every size and stride a spec describes, as the key of its primitive.
+inline std::vector<int64_t> shape_key(const ConvSpec& s) {
+  std::vector<int64_t> k;
+  for (const dims* d : {&s.input_sizes, &s.input_strides, &s.weight_sizes, &s.weight_strides, &s.output_sizes})
+    k.insert(k.end(), d->begin(), d->end());
+  return k;
+}
+inline std::vector<int64_t> shape_key(const MatmulSpec& s) {
+  std::vector<int64_t> k;
+  for (const dims* d : {&s.a_sizes, &s.a_strides, &s.b_sizes, &s.b_strides, &s.output_sizes, &s.bias_sizes, &s.bias_strides})
+    k.insert(k.end(), d->begin(), d->end());
+  return k;
+}
+
+// The primitives of one library call whose shapes depend on dynamic sizes, one per shape met,
+// owned by the model (its State). Runs may be concurrent: the map is guarded by a mutex (a
+// primitive is built under it, once), and entries are shared pointers, so that a run keeps its
+// primitive even when the cache drops it. At most kMaxShapes are kept; then the cache starts over.
+template <typename Primitive, typename Spec>
+class PerShape {
+ public:
+  static constexpr size_t kMaxShapes = 64;
+
+  // The primitive for `spec`'s shapes, built on first use; nullptr when it runs on the portable
+  // loops (oneDNN could not build it, said once per call; or FOUNDRY_NO_DNNL=1).
+  std::shared_ptr<const Primitive> get(const Spec& spec, const char* model, const char* call) const {
+    std::vector<int64_t> key = shape_key(spec);
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = built_.find(key);
+    if (it != built_.end()) return it->second;
+    if (built_.size() >= kMaxShapes) built_.clear();
+    auto primitive = std::make_shared<Primitive>();
+    const char* disabled = std::getenv("FOUNDRY_NO_DNNL");
+    if (disabled && std::string(disabled) == "1") {
+      if (!warned_) std::fprintf(stderr, "%s: warning: %s runs on the portable loops: FOUNDRY_NO_DNNL=1 is set\n", model, call);
+      warned_ = true;
+      primitive = nullptr;
+    } else {
+      primitive->build(spec);
+      if (!primitive->ok) {
+        if (!warned_)
+          std::fprintf(stderr, "%s: warning: %s runs on the portable loops for some shapes: oneDNN could not build it: %s\n",
+                       model, call, primitive->error.c_str());
+        warned_ = true;
+        primitive = nullptr;
+      }
+    }
+    built_[key] = primitive;
+    return primitive;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::map<std::vector<int64_t>, std::shared_ptr<const Primitive>> built_;
+  mutable bool warned_ = false;  // guarded by mutex_
+};
+
+using PerShapeConv = PerShape<Conv, ConvSpec>;
+using PerShapeMatmul = PerShape<Matmul, MatmulSpec>;
 
 }  // namespace dnnl_glue
 }  // namespace foundry_rt
