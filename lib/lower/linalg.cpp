@@ -71,10 +71,12 @@ TensorRef as_column(const TensorRef& ref) {
 
 // `ref` broadcast to `sizes` and laid out contiguously (a copy where it is not already).
 ir::Operand operand(LoweringContext& ctx, const TensorRef& ref, const std::vector<int64_t>& sizes) {
-  TensorRef r = ctx.realize(broadcast_to(ref, exprs(sizes)));
-  ir::Operand op = ctx.strided_operand(r);
+  // Already of that shape: a contiguous view of a buffer (a model input, a weight, another call's
+  // output, a slice of one) is read in place, not copied.
+  TensorRef shaped = ref.sizes == exprs(sizes) ? ref : broadcast_to(ref, exprs(sizes));
+  ir::Operand op = ctx.strided_operand(shaped);
   if (op.strides != ir::contiguous_strides(op.sizes)) {
-    TensorRef copy = broadcast_to(ref, exprs(sizes));
+    TensorRef copy = shaped;
     copy.buffer = nullptr;
     op = ctx.strided_operand(ctx.realize_operand_copy(copy));
   }
