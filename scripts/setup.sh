@@ -31,7 +31,7 @@ BUILD_DIR="${BUILD_DIR:-build}"
 packages=(
   build-essential cmake ninja-build clang libclang-rt-14-dev pkg-config
   libcli11-dev libspdlog-dev nlohmann-json3-dev catch2 libzip-dev zlib1g-dev libxxhash-dev
-  libdnnl-dev libsleef-dev libopenblas-dev
+  libdnnl-dev libsleef-dev libopenblas-dev liblapacke-dev
   python3 python3-numpy zip unzip
   ccache  # the compiler-launcher test (--cxx-launcher ccache)
 )

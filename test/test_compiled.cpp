@@ -44,12 +44,13 @@ struct Batch {
 std::vector<std::string> batch_command(const Batch& batch, const std::string& root, int index) {
   std::string tu = root + "/batch" + std::to_string(index) + ".cpp";
   std::ofstream out(tu);
-  bool dnnl = false;
+  bool dnnl = false, lapack = false;
   for (const auto& [dir, name] : batch.members) {
     out << "#include \"" << name << "/kernels.cpp\"\n#include \"" << name << "/wrapper.cpp\"\n";
     if (fs::exists(root + "/" + name + "/externs.cpp")) {
       out << "#include \"" << name << "/externs.cpp\"\n";
       dnnl = true;
+      lapack = lapack || build::externs_use_lapack(root + "/" + name + "/externs.cpp");
     }
   }
   std::vector<std::string> argv = {build::find_compiler("")};
@@ -57,7 +58,7 @@ std::vector<std::string> batch_command(const Batch& batch, const std::string& ro
                         "-march=native", "-shared"})
     argv.push_back(f);
   argv.insert(argv.end(), {tu, "-o", root + "/batch" + std::to_string(index) + ".so"});
-  for (const std::string& f : build::model_link_flags(dnnl)) argv.push_back(f);
+  for (const std::string& f : build::model_link_flags(dnnl, lapack)) argv.push_back(f);
   return argv;
 }
 

@@ -168,11 +168,16 @@ std::string find_launcher(const std::string& requested) {
   return launcher.find('/') != std::string::npos ? fs::absolute(launcher).string() : launcher;
 }
 
-std::vector<std::string> model_link_flags(bool uses_dnnl) {
+std::vector<std::string> model_link_flags(bool uses_dnnl, bool uses_lapack) {
   // --as-needed: a model whose kernels call no SLEEF function does not depend on libsleef.
   std::vector<std::string> flags = {"-fopenmp", "-Wl,--as-needed", "-lsleef"};
   if (uses_dnnl) flags.push_back("-ldnnl");
+  if (uses_lapack) flags.push_back("-llapacke");
   return flags;
+}
+
+bool externs_use_lapack(const std::string& externs_cpp) {
+  return fs::exists(externs_cpp) && read_all(externs_cpp).find("#include \"foundry_lapack.h\"") != std::string::npos;
 }
 
 std::string default_cache_dir() {
@@ -210,7 +215,7 @@ CompileResult compile_model(const std::string& dir, const CompileOptions& option
   }
   result.key = hash_hex(key_parts);
   // The libraries the objects need: model.so records them, a program linking libmodel.a names them.
-  result.link_flags = model_link_flags(uses_dnnl);
+  result.link_flags = model_link_flags(uses_dnnl, externs_use_lapack((out / "externs.cpp").string()));
 
   // What to build, and where each one is cached (under the same key: same sources and flags).
   CompileCache cache(options.cache_dir.empty() ? default_cache_dir() : options.cache_dir,

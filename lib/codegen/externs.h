@@ -20,6 +20,13 @@ ExternsSource generate_externs(const ir::LoopProgram& program, const sched::Sche
                                const WeightsLayout& weights, const std::string& model_name,
                                const std::map<const ir::Buffer*, std::string>& wrapper_ptrs);
 
+// The statements of a LAPACK call (foundry_lapack.h) over the function's pointers (`ptrs`:
+// operand buffers and the output, "out"); lapack_externs.cpp.
+std::string linalg_statements(const ir::LoopNode& node, const ir::Linalg& call,
+                              const std::map<const ir::Buffer*, std::string>& ptrs);
+// The line externs.cpp includes the LAPACK routines with; the build links -llapacke when it is there.
+constexpr const char* kLapackInclude = "#include \"foundry_lapack.h\"";
+
 std::string int_list(const std::vector<int64_t>& v);
 std::string expr_list(const std::vector<ir::Expr>& v);
 // The dynamic sizes (s0, ...) that the expressions mention, in name order.

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "foundry/runtime/foundry_kernel_support.h"
+#include "foundry/runtime/foundry_lapack.h"
 #include "foundry/runtime/foundry_special.h"
 #include "foundry/support/error.h"
 
@@ -613,6 +614,34 @@ void run_convolution(const Convolution& call, Storage& out, const std::unordered
     }
 }
 
+// A LAPACK call: the same runtime routine the generated externs run (foundry_lapack.h), on
+// float32 / int32 copies of the operands in logical order.
+void run_linalg(const Linalg& call, Storage& out, const std::unordered_map<const Buffer*, Storage>& memory) {
+  std::vector<std::vector<float>> floats;
+  std::vector<std::vector<int32_t>> ints;
+  std::vector<const void*> inputs;
+  floats.reserve(call.inputs.size());
+  ints.reserve(call.inputs.size());
+  for (const Operand& op : call.inputs) {
+    const StaticOperand s = static_operand(op);
+    const bool integral = op.buffer->dtype == DType::Int32;
+    if (integral) ints.emplace_back(); else floats.emplace_back();
+    for_each_point(s.sizes, [&](const std::vector<int64_t>& idx) {
+      double v = operand_at(memory, s, idx);
+      if (integral) ints.back().push_back(static_cast<int32_t>(v)); else floats.back().push_back(static_cast<float>(v));
+    });
+    inputs.push_back(integral ? static_cast<const void*>(ints.back().data()) : floats.back().data());
+  }
+  const bool int_out = out.dtype == DType::Int32;
+  std::vector<float> fout(int_out ? 0 : out.elems.size());
+  std::vector<int32_t> iout(int_out ? out.elems.size() : 0);
+  foundry_rt::lapack::Call c{static_cast<foundry_rt::lapack::Routine>(call.op), call.output, call.batch, call.m, call.n,
+                             call.k, call.upper, call.trans, call.unit, call.left, call.full_matrices, call.compute_uv};
+  foundry_rt::lapack::run(c, inputs.data(), int_out ? static_cast<void*>(iout.data()) : fout.data());
+  for (size_t e = 0; e < out.elems.size(); ++e)
+    out.elems[e] = int_out ? make_int(out.dtype, iout[e]) : make(out.dtype, fout[e]);
+}
+
 double activated(Activation activation, double x) {
   switch (activation) {
     case Activation::None: return x;
@@ -632,7 +661,8 @@ void run_extern(const LoopNode& node, std::unordered_map<const Buffer*, Storage>
   Storage& out = memory.at(node.output);
   std::vector<int64_t> sizes = const_sizes(node.output->sizes, "extern output");
   std::visit(overloaded{[&](const Matmul& call) { run_matmul(call, out, memory, sizes); },
-                        [&](const Convolution& call) { run_convolution(call, out, memory, sizes); }},
+                        [&](const Convolution& call) { run_convolution(call, out, memory, sizes); },
+                        [&](const Linalg& call) { run_linalg(call, out, memory); }},
              node.call.op);
   apply_activation(node.call.activation, out);
 }

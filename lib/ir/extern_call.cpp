@@ -4,7 +4,8 @@ namespace foundry::ir {
 
 std::string extern_name(const ExternCall& call) {
   return std::visit(overloaded{[](const Matmul& m) -> std::string { return m.batched ? "bmm" : m.bias ? "addmm" : "mm"; },
-                               [](const Convolution&) -> std::string { return "convolution"; }},
+                               [](const Convolution&) -> std::string { return "convolution"; },
+                               [](const Linalg& l) -> std::string { return "linalg." + linalg_name(l.op); }},
                     call.op);
 }
 
@@ -29,6 +30,11 @@ std::vector<const Operand*> operands(const ExternCall& call) {
                                [](const Convolution& c) {
                                  std::vector<const Operand*> out = {&c.input, &c.weight};
                                  if (c.bias) out.push_back(&*c.bias);
+                                 return out;
+                               },
+                               [](const Linalg& l) {
+                                 std::vector<const Operand*> out;
+                                 for (const Operand& op : l.inputs) out.push_back(&op);
                                  return out;
                                }},
                     call.op);

@@ -73,6 +73,18 @@ std::string ints_param(const char* key, const std::vector<int64_t>& values) {
 
 std::string float_param(const char* key, double value) { return std::string(" ") + key + "=" + number_text(value); }
 
+// A LAPACK call's sizes and the flags that are set, after its output number.
+std::string linalg_params(const Linalg& l) {
+  std::string out = ints_param("output", {l.output}) + ints_param("batch", {l.batch}) + ints_param("m", {l.m}) +
+                    ints_param("n", {l.n}) + ints_param("k", {l.k});
+  const std::pair<const char*, bool> flags[] = {{"upper", l.upper}, {"trans", l.trans}, {"unit", l.unit},
+                                                {"right", !l.left}, {"full_matrices", l.full_matrices},
+                                                {"compute_uv", l.compute_uv}};
+  for (const auto& [name, set] : flags)
+    if (set) out += std::string(" ") + name;
+  return out;
+}
+
 // Operands in the aten op's argument order (an absent optional one as None), then the parameters
 // in name order: the text form predates the typed calls and the golden files keep it.
 std::string call_arguments(const ExternCall& call) {
@@ -86,6 +98,11 @@ std::string call_arguments(const ExternCall& call) {
                    return "(" + operand_list({&c.input, &c.weight, c.bias ? &*c.bias : nullptr}) + ")" +
                           ints_param("dilation", c.dilation) + ints_param("groups", {c.groups}) +
                           ints_param("padding", c.padding) + ints_param("stride", c.stride);
+                 },
+                 [](const Linalg& l) {
+                   std::vector<const Operand*> ops;
+                   for (const Operand& op : l.inputs) ops.push_back(&op);
+                   return "(" + operand_list(ops) + ")" + linalg_params(l);
                  }},
       call.op);
 }
@@ -206,6 +223,11 @@ std::string extern_inputs(const ExternCall& call) {
                  },
                  [](const Convolution& c) {
                    return operand_shape(c.input) + " * " + operand_shape(c.weight) + (c.bias ? " + bias" : "");
+                 },
+                 [](const Linalg& l) {
+                   std::string out;
+                   for (const Operand& op : l.inputs) out += (out.empty() ? "" : ", ") + operand_shape(op);
+                   return out;
                  }},
       call.op);
 }
@@ -215,6 +237,10 @@ std::string extern_options(const ExternCall& call) {
                                [](const Convolution& c) {
                                  return ", stride " + ints_text(c.stride) + ", padding " + ints_text(c.padding) +
                                         ", dilation " + ints_text(c.dilation) + ", groups " + std::to_string(c.groups);
+                               },
+                               [](const Linalg& l) {
+                                 return ", output " + std::to_string(l.output) + " of LAPACK " +
+                                        linalg_lapack_routine(l.op);
                                }},
                     call.op);
 }

@@ -417,6 +417,7 @@ ir::LoopProgram lower_with(const Graph& graph, bool dynamic) {
   LoweringContext ctx(program, symbols);
   bind_inputs(graph, ctx, program);
   const std::unordered_set<const Value*> used = used_values(graph);
+  ctx.set_used(&used);
   for (const auto& node : graph.nodes) {
     ctx.node = node.get();
     lower_node(used, *node, ctx, dynamic);

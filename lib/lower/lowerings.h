@@ -98,6 +98,23 @@ Outs lower_embedding_bag(LoweringContext&, const Node&);  // _embedding_bag
 
 // grid_sample.cpp
 Outs lower_grid_sampler_2d(LoweringContext&, const Node&);
+
+// linalg.cpp
+Outs lower_cholesky(LoweringContext&, const Node&);
+Outs lower_cholesky_inverse(LoweringContext&, const Node&);
+Outs lower_cholesky_solve(LoweringContext&, const Node&);
+Outs lower_lu_factor(LoweringContext&, const Node&);
+Outs lower_lu_solve(LoweringContext&, const Node&);
+Outs lower_inv(LoweringContext&, const Node&);
+Outs lower_solve(LoweringContext&, const Node&);
+Outs lower_det(LoweringContext&, const Node&);
+Outs lower_slogdet(LoweringContext&, const Node&);
+Outs lower_solve_triangular(LoweringContext&, const Node&);
+Outs lower_eigh(LoweringContext&, const Node&);
+Outs lower_svd(LoweringContext&, const Node&);
+Outs lower_householder_product(LoweringContext&, const Node&);
+Outs lower_ormqr(LoweringContext&, const Node&);
+Outs lower_ldl_solve(LoweringContext&, const Node&);
 Outs lower_index_tensor(LoweringContext&, const Node&);  // index.Tensor (advanced indexing)
 Outs lower_index_put(LoweringContext&, const Node&);
 Outs lower_scatter_src(LoweringContext&, const Node&);

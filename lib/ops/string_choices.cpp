@@ -33,6 +33,9 @@ const std::vector<StringChoices>& table() {
        "index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got "},
       {"searchsorted.Tensor", "side", {"left", "right"}, "side can only be 'left' or 'right' but got "},
       {"_assert_scalar", "assert_msg", {}, ""},  // a message, only ever printed (quoted)
+      {"_linalg_eigh", "UPLO", {"L", "U"}, "Expected UPLO argument to be 'L' or 'U', but got "},
+      // gesdd, gesvd, gesvdj, gesvda: CUDA drivers; on the CPU ATen runs gesdd whatever it says.
+      {"_linalg_svd", "driver", {"gesdd", "gesvd", "gesvdj", "gesvda"}, "driver must be gesdd, gesvd, gesvdj or gesvda, got "},
   };
   return choices;
 }

@@ -1284,6 +1284,73 @@ std::optional<Replacement> resize(Rewriter& rw, Node& n) {
 
 using ReplaceFn = std::optional<Replacement> (*)(Rewriter&, Node&);
 
+// linalg_pinv as ATen's linalg_pinv: from the SVD (V diag(1/S) U^T) or, for a symmetric input,
+// the eigendecomposition (U diag(1/S) U^T), with singular values at or below
+// tol = max(atol, rtol * largest) taken as zero; rtol defaults to eps * max(m, n) (0 when atol is
+// given). ATen compares in float64; here the tolerances are float32, the singular values' dtype.
+std::optional<Replacement> pinv(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* a = tensor_arg(n, "self");
+  const std::vector<int64_t>& as = a->type.sizes;
+  if (a->type.dtype != DType::Float32) refuse(n, "linalg_pinv is supported for float32 only");
+  const TensorType out = n.op->infer(n)[0];
+  const int64_t m = as[as.size() - 2], cols = as.back();
+  int64_t numel = 1;
+  for (int64_t s : as) numel *= s;
+  if (numel == 0)  // no matrix element: the (empty) result has nothing to compute
+    return same(e.one("full", {{"size", Arg::of_ints(out.sizes)}, {"fill_value", Arg::of_float(0)},
+                               {"dtype", Arg::of_dtype(DType::Float32)}}));
+  auto scalar = [&](double v) {
+    return e.one("scalar_tensor", {{"s", Arg::of_float(v)}, {"dtype", Arg::of_dtype(DType::Float32)}});
+  };
+  auto float32 = [&](Value* v) {
+    return v->type.dtype == DType::Float32 ? v : e.one("_to_copy", {{"self", Emit::T(v)}, {"dtype", Arg::of_dtype(DType::Float32)}});
+  };
+  const Arg& atol_arg = shape::arg(n, "atol");
+  const Arg& rtol_arg = shape::arg(n, "rtol");
+  Value* atol = atol_arg.is_none() ? scalar(0) : float32(atol_arg.tensor);
+  Value* rtol = nullptr;
+  if (!rtol_arg.is_none()) {
+    rtol = float32(rtol_arg.tensor);
+  } else {
+    Value* fallback = scalar(std::numeric_limits<float>::epsilon() * static_cast<double>(std::max(m, cols)));
+    rtol = atol_arg.is_none() ? fallback
+                              : e.one("where.self", {{"condition", Emit::T(e.one("gt.Scalar", {{"self", Emit::T(atol)}, {"other", Arg::of_int(0)}}))},
+                                                     {"self", Emit::T(scalar(0))}, {"other", Emit::T(fallback)}});
+  }
+  auto last = [](Value* v) { return static_cast<int64_t>(v->type.rank()) - 1; };
+  auto unsqueeze = [&](Value* v, int64_t dim) { return e.one("unsqueeze", {{"self", Emit::T(v)}, {"dim", Arg::of_int(dim)}}); };
+  auto transpose = [&](Value* v) {
+    std::vector<int64_t> dims(v->type.rank());
+    for (size_t d = 0; d < dims.size(); ++d) dims[d] = static_cast<int64_t>(d);
+    std::swap(dims[dims.size() - 1], dims[dims.size() - 2]);
+    return e.permute(v, dims);
+  };
+  auto binary = [&](const char* op, Value* x, Value* y) { return e.one(op, {{"self", Emit::T(x)}, {"other", Emit::T(y)}}); };
+  // 1/S where the magnitude is above tol, else 0, as a row to scale the columns of the left factor.
+  auto inverted = [&](Value* s, Value* magnitude, Value* largest) {
+    Value* tol = binary("maximum", unsqueeze(atol, -1), binary("mul.Tensor", unsqueeze(rtol, -1), largest));
+    Value* kept = binary("gt.Tensor", magnitude, tol);
+    Value* inv = e.one("where.self", {{"condition", Emit::T(kept)}, {"self", Emit::T(e.one("reciprocal", {{"self", Emit::T(s)}}))},
+                                      {"other", Emit::T(scalar(0))}});
+    return unsqueeze(inv, -2);
+  };
+  if (!shape::bool_arg(n, "hermitian")) {
+    std::vector<Value*> usv = e.all("_linalg_svd", {{"A", Emit::T(a)}, {"full_matrices", Arg::of_bool(false)}});
+    Value* s = usv[1];
+    Value* largest = e.one("slice.Tensor", {{"self", Emit::T(s)}, {"dim", Arg::of_int(last(s))}, {"start", Arg::of_int(0)},
+                                            {"end", Arg::of_int(1)}});
+    Value* scaled = binary("mul.Tensor", transpose(usv[2]), inverted(s, s, largest));
+    return same(e.matmul(scaled, transpose(usv[0])));
+  }
+  std::vector<Value*> eig = e.all("_linalg_eigh", {{"A", Emit::T(a)}});
+  Value* s = eig[0];
+  Value* magnitude = e.one("abs", {{"self", Emit::T(s)}});
+  Value* largest = e.one("amax", {{"self", Emit::T(magnitude)}, {"dim", Arg::of_ints({last(s)})}, {"keepdim", Arg::of_bool(true)}});
+  Value* scaled = binary("mul.Tensor", eig[1], inverted(s, magnitude, largest));
+  return same(e.matmul(scaled, transpose(eig[1])));
+}
+
 const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() {
   static const std::vector<std::pair<std::vector<std::string>, ReplaceFn>> table = {
       {{"linear"}, linear},
@@ -1326,6 +1393,7 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
        bitwise_operator},
       {{"lift_fresh_copy", "detach"}, identity},
       {{"matmul"}, matmul},
+      {{"linalg_pinv.atol_rtol_tensor"}, pinv},
       {{"diff"}, diff},
       {{"pad"}, pad},
       {{"roll"}, roll},

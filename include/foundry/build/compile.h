@@ -42,8 +42,12 @@ struct CompileResult {
 CompileResult compile_model(const std::string& dir, const CompileOptions& options);
 
 // What a program or shared object made of a model's objects links with: OpenMP's runtime,
-// SLEEF (vector kernels' math functions) and, for a model with library calls, oneDNN.
-std::vector<std::string> model_link_flags(bool uses_dnnl);
+// SLEEF (vector kernels' math functions) and, for a model with library calls, oneDNN, and LAPACKE
+// for one with linear-algebra calls.
+std::vector<std::string> model_link_flags(bool uses_dnnl, bool uses_lapack = false);
+// Whether a generated externs.cpp calls LAPACK: it includes foundry_lapack.h (codegen writes that
+// include only then, kLapackInclude in lib/codegen/externs.h).
+bool externs_use_lapack(const std::string& externs_cpp);
 
 // The compiler to use and its identity (first line of `--version`), for the cache key.
 std::string find_compiler(const std::string& requested);

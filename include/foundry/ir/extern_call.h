@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "foundry/ir/expr.h"
+#include "foundry/ir/linalg_call.h"
 
 namespace foundry::ir {
 
@@ -44,11 +45,12 @@ struct Convolution {
 enum class Activation { None, Relu, Tanh, Sigmoid };
 
 struct ExternCall {
-  std::variant<Matmul, Convolution> op;
+  std::variant<Matmul, Convolution, Linalg> op;
   Activation activation = Activation::None;
 };
 
-// The aten op the call computes: "mm", "bmm", "addmm" or "convolution".
+// The aten op the call computes: "mm", "bmm", "addmm" or "convolution"; a LAPACK call
+// "linalg.<routine>" (linalg_name).
 std::string extern_name(const ExternCall& call);
 // "relu", "tanh", "sigmoid"; "" for None.
 std::string activation_name(Activation activation);

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <unordered_set>
 #include <vector>
 
 #include "foundry/graph/graph.h"
@@ -116,6 +117,12 @@ class LoweringContext {
   // buffer, else a realized copy (realize_operand_copy).
   ir::Operand strided_operand(const TensorRef& ref);
 
+  // Whether the graph reads `v` (an argument of a node or a graph output), for ops that compute
+  // each of several outputs separately (LAPACK calls). Everything counts as read until the driver
+  // sets the graph's reads.
+  bool is_used(const Value* v) const { return !used_ || used_->count(v) != 0; }
+  void set_used(const std::unordered_set<const Value*>* used) { used_ = used; }
+
   ir::LoopProgram& program() { return program_; }
   // A recorded type's sizes: constants, or expressions in s0, s1, ... where the archive has
   // symbolic sizes (unless the program is being specialized to the recorded sizes).
@@ -128,6 +135,7 @@ class LoweringContext {
   ir::LoopProgram& program_;
   SymbolTable& symbols_;
   std::map<const Value*, TensorRef> env_;
+  const std::unordered_set<const Value*>* used_ = nullptr;
   std::vector<std::string> origins() const;
   std::vector<std::string> origin_ops() const;
   TensorRef realize_node(const TensorRef& ref, std::vector<std::string> ops);
