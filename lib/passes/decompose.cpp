@@ -190,8 +190,9 @@ std::vector<int64_t> conv_padding(Emit& e, const Node& n, Value*& x, const Value
   return symmetric;
 }
 
-// conv1d and conv2d -> convolution (an unbatched input gets a batch dim of 1 around it).
-std::optional<Replacement> conv_nd(Rewriter& rw, Node& n) {
+// conv1d/2d and conv_transpose1d/2d -> convolution, as ATen's do: an unbatched input gets a
+// batch dim of 1 around it; a direct convolution's padding may be a string ("same", "valid").
+std::optional<Replacement> as_convolution(Rewriter& rw, Node& n, bool transposed) {
   Emit e(rw, n);
   Value* x = tensor_arg(n, "input");
   Value* w = tensor_arg(n, "weight");
@@ -199,42 +200,25 @@ std::optional<Replacement> conv_nd(Rewriter& rw, Node& n) {
   const size_t spatial = static_cast<size_t>(w->type.rank() - 2);
   const bool unbatched = x->type.rank() == w->type.rank() - 1;
   if (unbatched) x = e.one("unsqueeze", {{"self", Emit::T(x)}, {"dim", Arg::of_int(0)}});
-  const std::vector<int64_t> padding = conv_padding(e, n, x, w, spatial);
+  const std::vector<int64_t> padding =
+      transposed ? spatial_list(n, "padding", spatial) : conv_padding(e, n, x, w, spatial);
+  const std::vector<int64_t> output_padding =
+      transposed ? spatial_list(n, "output_padding", spatial) : std::vector<int64_t>(spatial, 0);
   Value* y = e.one("convolution", {{"input", Emit::T(x)},
                                    {"weight", Emit::T(w)},
                                    {"bias", shape::arg(n, "bias")},
                                    {"stride", Arg::of_ints(spatial_list(n, "stride", spatial))},
                                    {"padding", Arg::of_ints(padding)},
                                    {"dilation", Arg::of_ints(spatial_list(n, "dilation", spatial))},
-                                   {"transposed", Arg::of_bool(false)},
-                                   {"output_padding", Arg::of_ints(std::vector<int64_t>(spatial, 0))},
+                                   {"transposed", Arg::of_bool(transposed)},
+                                   {"output_padding", Arg::of_ints(output_padding)},
                                    {"groups", shape::arg(n, "groups")}});
   if (unbatched) y = e.one("squeeze.dims", {{"self", Emit::T(y)}, {"dim", Arg::of_ints({0})}});
   return same(y);
 }
 
-// conv_transpose1d/2d -> convolution(transposed=True), as ATen's conv_transpose2d does (an
-// unbatched input gets a batch dim of 1 around it).
-std::optional<Replacement> conv_transpose(Rewriter& rw, Node& n) {
-  Emit e(rw, n);
-  Value* x = tensor_arg(n, "input");
-  Value* w = tensor_arg(n, "weight");
-  if (w->type.rank() < 3) refuse(n, "the weight must be at least 3-d, got " + shape::format_sizes(w->type.sizes));
-  const size_t spatial = static_cast<size_t>(w->type.rank() - 2);
-  const bool unbatched = x->type.rank() == w->type.rank() - 1;
-  if (unbatched) x = e.one("unsqueeze", {{"self", Emit::T(x)}, {"dim", Arg::of_int(0)}});
-  Value* y = e.one("convolution", {{"input", Emit::T(x)},
-                                   {"weight", Emit::T(w)},
-                                   {"bias", shape::arg(n, "bias")},
-                                   {"stride", Arg::of_ints(spatial_list(n, "stride", spatial))},
-                                   {"padding", Arg::of_ints(spatial_list(n, "padding", spatial))},
-                                   {"dilation", Arg::of_ints(spatial_list(n, "dilation", spatial))},
-                                   {"transposed", Arg::of_bool(true)},
-                                   {"output_padding", Arg::of_ints(spatial_list(n, "output_padding", spatial))},
-                                   {"groups", shape::arg(n, "groups")}});
-  if (unbatched) y = e.one("squeeze.dims", {{"self", Emit::T(y)}, {"dim", Arg::of_ints({0})}});
-  return same(y);
-}
+std::optional<Replacement> conv_nd(Rewriter& rw, Node& n) { return as_convolution(rw, n, false); }
+std::optional<Replacement> conv_transpose(Rewriter& rw, Node& n) { return as_convolution(rw, n, true); }
 
 // Without running statistics (BatchNorm2d(track_running_stats=False)) batch norm normalizes by
 // the batch's statistics: _native_batch_norm_legit.no_stats, in training mode only (as in ATen).

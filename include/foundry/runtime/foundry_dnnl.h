@@ -42,6 +42,22 @@ inline dnnl::memory::desc strided(const dims& sizes, const dims& strides, dt typ
 // a float32 copy, exactly, and the result back, rounded once, as float32 accumulation does).
 inline dt compute_type(dt type, bool native_failed) { return type == dt::f16 && native_failed ? dt::f32 : type; }
 
+// Builds `p` (a Conv or a Matmul) computing in its operands' type, or for float16, when oneDNN has
+// no float16 kernel for this CPU, in float32 on converted operands; `p.ok` says whether it built.
+template <typename Primitive, typename Spec>
+void build_with_f32_fallback(Primitive& p, const Spec& spec) {
+  for (bool native_failed : {false, true}) {
+    try {
+      p.build_as(spec, compute_type(spec.data_type, native_failed));
+      p.ok = true;
+      return;
+    } catch (const dnnl::error& e) {
+      p.error = e.what();
+    }
+    if (spec.data_type != dt::f16) return;
+  }
+}
+
 inline dnnl::memory wrap(const dnnl::memory::desc& md, const void* p) {
   return dnnl::memory(md, engine(), const_cast<void*>(p));
 }
@@ -175,18 +191,7 @@ struct Conv {
   Conversion src_in, w_in, bias_in, dst_out;     // float16 operands of a float32 primitive
   dnnl::memory weights;  // reordered constant weights, when packed
 
-  void build(const ConvSpec& spec) {
-    for (bool native_failed : {false, true}) {
-      try {
-        build_as(spec, compute_type(spec.data_type, native_failed));
-        ok = true;
-        return;
-      } catch (const dnnl::error& e) {
-        error = e.what();
-      }
-      if (spec.data_type != dt::f16) return;
-    }
-  }
+  void build(const ConvSpec& spec) { build_with_f32_fallback(*this, spec); }
 
   // Builds the primitive computing in `compute` (the operands' type, or float32 for float16).
   void build_as(const ConvSpec& spec, dt compute) {
@@ -286,18 +291,7 @@ struct Matmul {
   Conversion b_in, bias_in;  // float16 operands of a float32 primitive (a and the output: per run)
   dnnl::memory converted_b;  // constant b converted at creation, when b_in is needed
 
-  void build(const MatmulSpec& spec) {
-    for (bool native_failed : {false, true}) {
-      try {
-        build_as(spec, compute_type(spec.data_type, native_failed));
-        ok = true;
-        return;
-      } catch (const dnnl::error& e) {
-        error = e.what();
-      }
-      if (spec.data_type != dt::f16) return;
-    }
-  }
+  void build(const MatmulSpec& spec) { build_with_f32_fallback(*this, spec); }
 
   void build_as(const MatmulSpec& spec, dt compute_as) {
     const dt type = spec.data_type;
