@@ -89,6 +89,21 @@ std::string python3() {
   return "python3";
 }
 
+// Under scripts/sanitize.sh the models are built with AddressSanitizer, whose runtime must be the
+// first library of the process that loads them: Python is not built with it, so it is preloaded
+// (and leak checking, which Python's own allocations would fail, is off in that process).
+std::vector<std::string> python_command(std::vector<std::string> args) {
+  std::vector<std::string> argv;
+#ifdef __SANITIZE_ADDRESS__
+  ProcResult lib = run_process({"g++", "-print-file-name=libasan.so"});
+  if (lib.exit_code == 0)
+    argv = {"env", "LD_PRELOAD=" + lib.out.substr(0, lib.out.find('\n')), "ASAN_OPTIONS=detect_leaks=0"};
+#endif
+  argv.push_back(python3());
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
 std::string foundryc_exe() { return FOUNDRYC_EXE; }
 std::string foundry_run_exe() { return FOUNDRY_RUN_EXE; }
 

@@ -22,6 +22,9 @@ std::string test_source_dir();
 std::string samples_dir();
 // /usr/bin/python3 if it exists, else "python3" (found on PATH).
 std::string python3();
+// python3 with `args`, as a command that can load a compiled model (under AddressSanitizer, with
+// its runtime preloaded).
+std::vector<std::string> python_command(std::vector<std::string> args);
 
 struct ProcResult {
   int exit_code = -1;  // the exit status; 128 + N when killed by signal N

@@ -125,21 +125,7 @@ except fm.FoundryError as e:
 print("python loader OK")
 )PY";
 
-// python3 with `args`. Under scripts/sanitize.sh the models are built with AddressSanitizer,
-// whose runtime must be the first library of the process that loads them: Python is not built
-// with it, so it is preloaded (and leak checking, which Python's own allocations would fail, is
-// off in that process).
-std::vector<std::string> python(std::vector<std::string> args) {
-  std::vector<std::string> argv;
-#ifdef __SANITIZE_ADDRESS__
-  ProcResult lib = run_process({"g++", "-print-file-name=libasan.so"});
-  REQUIRE(lib.exit_code == 0);
-  argv = {"env", "LD_PRELOAD=" + lib.out.substr(0, lib.out.find('\n')), "ASAN_OPTIONS=detect_leaks=0"};
-#endif
-  argv.push_back(python3());
-  argv.insert(argv.end(), args.begin(), args.end());
-  return argv;
-}
+std::vector<std::string> python(std::vector<std::string> args) { return python_command(std::move(args)); }
 
 // Runs `script` with argv: python_dir, tmp/out (the compiled model), sample/inputs/0.npy,
 // sample/expected/0.npy; it must exit 0 and print `ok_line`.

@@ -186,9 +186,9 @@ TEST_CASE("threads: foundry-run and the Python loader start OpenMP with a short 
   CHECK(spin_count({}, run) == "10000");
   CHECK(spin_count({"GOMP_SPINCOUNT=77"}, run) == "77");
   CHECK(spin_count({"OMP_WAIT_POLICY=active"}, run) != "10000");  // the user's policy, libgomp's count
-  const std::vector<std::string> python = {
-      python3(), "-c", "import sys; sys.path.insert(0, sys.argv[1]); import foundry_model; foundry_model.load(sys.argv[2])",
-      test_source_dir() + "/../python", tmp / "out"};
+  const std::vector<std::string> python = python_command(
+      {"-c", "import sys; sys.path.insert(0, sys.argv[1]); import foundry_model; foundry_model.load(sys.argv[2])",
+       test_source_dir() + "/../python", tmp / "out"});
   CHECK(spin_count({}, python) == "10000");
   CHECK(spin_count({"GOMP_SPINCOUNT=77"}, python) == "77");
 }
