@@ -126,12 +126,14 @@ ProcResult interrupt_build(const std::string& out, const std::string& cache, con
   const std::string marker = "FOUNDRY_INTERRUPT_TEST=" + out;
   const std::string script =
       "marked() { grep -l -s -z -F -x \"$MARKER\" /proc/[0-9]*/environ | sed 's|/proc/||; s|/environ||' | grep -v -x \"$1\"; }\n"
+      // Short probes (the compiler's --version, its -march=native macros) hold the marker too;
+      // only a process compiling one of the generated sources counts as a compile in progress.
+      "compiling() { for p in $(marked $1); do tr '\\0' ' ' < /proc/$p/cmdline 2>/dev/null | grep -q '\\.cpp' && echo $p; done; }\n"
       // A background job of a script starts with SIGINT ignored: python puts back the default.
       "\"$PYTHON\" -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])' \\\n"
       "  env \"$MARKER\" \"$FOUNDRYC\" \"$MODEL\" -o \"$OUT\" --cache-dir \"$CACHE\" --no-cache &\n"
       "pid=$!\n"
-      "while kill -0 $pid 2>/dev/null && [ -z \"$(marked $pid)\" ]; do sleep 0.05; done\n"
-      "[ -n \"$(marked $pid)\" ] && echo seen\n"
+      "while kill -0 $pid 2>/dev/null; do [ -n \"$(compiling $pid)\" ] && echo seen && break; sleep 0.05; done\n"
       "kill -" + signal + " $pid\n"
       "wait $pid\n"
       "echo \"exit $?\"\n"
