@@ -1,5 +1,6 @@
 #include "sweep.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -76,11 +77,15 @@ SweepResult run_sweep(const std::string& title, const std::vector<std::string>& 
   for (const std::string& dir : sample_dirs) {
     std::string name = std::filesystem::path(dir).filename().string();
     std::string reason;
+    const auto start = std::chrono::steady_clock::now();
     try {
       reason = check(dir);
     } catch (const std::exception& e) {
       reason = std::string("exception: ") + e.what();
     }
+    // The suite's time budget is spent by a few samples: name them.
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (seconds > 2) std::cerr << "sweep: " << title << ": " << name << " took " << seconds << " s\n";
     bool is_known = known.count(name) != 0;
     if (reason.empty()) {
       ++r.passed;
