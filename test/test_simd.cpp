@@ -2,11 +2,14 @@
 // whole models compiled with vector loops of each width (and without them) against PyTorch.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+
 #include "foundry/build/compile.h"
 #include "support.h"
 
 using namespace foundry::test;
 
+namespace fs = std::filesystem;
 namespace {
 
 // The -march levels (or the one-lane build) that this CPU can run.
@@ -61,8 +64,15 @@ TEST_CASE("simd: models match PyTorch with vector loops of each width and withou
   std::vector<std::vector<std::string>> variants = {{"--target=generic"}, {"--no-simd"}};
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) variants.push_back({"--target=avx2"});
   if (__builtin_cpu_supports("avx512f")) variants.push_back({"--target=avx512"});
-  for (const std::string model : {"norm_softmax", "reductions", "encoder_layer", "small_cnn"}) {
-    std::string dir = corpus_dir() + "/models/" + model;
+  std::vector<std::string> dirs;
+  for (const char* model : {"norm_softmax", "reductions", "encoder_layer", "small_cnn"})
+    dirs.push_back(corpus_dir() + "/models/" + model);
+  // 16-bit floats: vector loads, stores and rounding (F16C's instructions from avx2 up, lane by
+  // lane with --target=generic), checked with assert_close's tolerances for the type.
+  for (const char* model : {"cnn_float16", "cnn_bfloat16", "mlp_float16", "mlp_bfloat16"})
+    dirs.push_back(test_source_dir() + "/data/half_floats/" + model);
+  for (const std::string& dir : dirs) {
+    const std::string model = fs::path(dir).filename().string();
     for (const auto& variant : variants) {
       INFO(model << " " << variant[0]);
       std::string out = tmp / (model + variant[0]);

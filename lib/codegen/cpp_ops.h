@@ -64,7 +64,7 @@ class CppVectorOps final : public ir::Ops {
   int next_ = 0, indirect_ = 0, accumulators_ = 0;
 
   // Defines value number next_ as `rhs` (nullopt: it has no vector form).
-  ir::Val def(DType t, const std::optional<std::string>& rhs);
+  ir::Val def(DType t, const std::optional<std::string>& rhs, bool loaded = false);
   std::optional<std::string> vec(ir::Val v) const;
   const std::string* vector_var() const;
   std::optional<int> lane_step(const ir::Expr& index) const;

@@ -9,11 +9,24 @@ using ir::Expr;
 using ir::ReduceOp;
 using ir::Val;
 
+namespace {
+// The 16-bit type's own functions in foundry_vec.h ("half", "bfloat16"), or nullptr.
+const char* half_name(DType t) {
+  return t == DType::Float16 ? "half" : t == DType::BFloat16 ? "bfloat16" : nullptr;
+}
+}  // namespace
+
 // A value without a vector form only stops vectorization when a store or reduction needs it.
-Val CppVectorOps::def(DType t, const std::optional<std::string>& rhs) {
+// A 16-bit value is rounded to its type, as the scalar code rounds it, unless it was just loaded.
+Val CppVectorOps::def(DType t, const std::optional<std::string>& rhs, bool loaded) {
   Val v{next_++, t};
-  if (rhs && has_vector_form(t)) emit("const " + vector_type(t) + " " + value_name(v) + " = " + *rhs + ";");
-  else no_vector_form_.insert(v.id);
+  if (!rhs || !has_vector_form(t)) {
+    no_vector_form_.insert(v.id);
+    return v;
+  }
+  const char* half = half_name(t);
+  std::string value = half && !loaded ? "foundry_vec::round_" + std::string(half) + "(" + *rhs + ")" : *rhs;
+  emit("const " + vector_type(t) + " " + value_name(v) + " = " + value + ";");
   return v;
 }
 
@@ -47,15 +60,22 @@ std::string CppVectorOps::lane_index(const Expr& index) {
 Val CppVectorOps::load(const ir::Buffer& buf, const Expr& index) {
   if (!has_vector_form(buf.dtype) || !vector_var()) return def(buf.dtype, std::nullopt);
   bool is_bool = buf.dtype == DType::Bool;
+  const char* half = half_name(buf.dtype);
   std::string p = scopes_.ptr(buf);
+  // One element as a scalar of the compute type (16-bit floats widened).
+  auto element = [&](const std::string& at) {
+    std::string e = p + "[" + at + "]";
+    return half ? "foundry_rt::" + std::string(half) + "_to_float(" + e + ")" : e;
+  };
   auto step = lane_step(index);
-  if (!step) return def(buf.dtype, vector_splat(buf.dtype, p + "[" + scopes_.idx(index) + "]"));
-  if (*step == 1)
-    return def(buf.dtype, std::string(is_bool ? "foundry_vec::load_bool(" : "foundry_vec::load(") + p + " + " +
-                              scopes_.idx(index) + ")");
-  if (auto tile = tile_load(buf, index)) return def(buf.dtype, tile);
+  if (!step) return def(buf.dtype, vector_splat(buf.dtype, element(scopes_.idx(index))), true);
+  if (*step == 1) {
+    std::string fn = is_bool ? "load_bool" : half ? "load_" + std::string(half) : "load";
+    return def(buf.dtype, "foundry_vec::" + fn + "(" + p + " + " + scopes_.idx(index) + ")", true);
+  }
+  if (auto tile = tile_load(buf, index)) return def(buf.dtype, tile, true);
   return def(buf.dtype, std::string(is_bool ? "foundry_vec::gather_bool" : "foundry_vec::gather") + "([&](int64_t " +
-                            kLane + ") { return " + p + "[" + lane_index(index) + "]; })");
+                            kLane + ") { return " + element(lane_index(index)) + "; })", true);
 }
 
 // A float load of a tiled scope (the plan chose `tile_var`: see plan_tiles in cpp_kernel.cpp)
@@ -82,10 +102,15 @@ void CppVectorOps::store(const ir::Buffer& buf, const Expr& index, Val v, ir::St
     return;
   }
   bool is_bool = buf.dtype == DType::Bool;
+  const char* half = half_name(buf.dtype);
   std::string p = scopes_.ptr(buf);
   if (lane_step(index) == 1) {
-    emit(std::string(is_bool ? "foundry_vec::store_bool(" : "foundry_vec::store(") + p + " + " + scopes_.idx(index) +
-         ", " + *x + ");");
+    std::string fn = is_bool ? "store_bool" : half ? "store_" + std::string(half) : "store";
+    emit("foundry_vec::" + fn + "(" + p + " + " + scopes_.idx(index) + ", " + *x + ");");
+    return;
+  }
+  if (half) {  // lane by lane, each encoded: left to the scalar loop
+    scopes_.top().vector_ok = false;
     return;
   }
   emit(std::string(is_bool ? "foundry_vec::scatter_bool(" : "foundry_vec::scatter(") + *x + ", [&](int64_t " + kLane +
@@ -136,7 +161,7 @@ Val CppVectorOps::reduction(ReduceOp op, Val v) {
   Val r{next_++, ir::reduce_result_dtype(op, v.dtype)};
   auto x = vec(v);
   Scope& s = scopes_.top();
-  if (!x || v.dtype != DType::Float32 || !(op == ReduceOp::Sum || op == ReduceOp::Max || op == ReduceOp::Min)) {
+  if (!x || !(v.dtype == DType::Float32 || half_name(v.dtype)) || !(op == ReduceOp::Sum || op == ReduceOp::Max || op == ReduceOp::Min)) {
     s.vector_ok = false;
     return r;
   }

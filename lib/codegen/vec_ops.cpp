@@ -28,7 +28,13 @@ const char* infix_operator(BinaryOp op) {
   }
 }
 
-bool has_vector_form(DType t) { return t == DType::Float32 || t == DType::Bool; }
+namespace {
+// 16-bit floats are float32 lanes in vector form, rounded where each value is defined (the
+// vector handler's def), so their operations have float32's forms.
+bool is_float_lanes(DType t) { return t == DType::Float32 || t == DType::Float16 || t == DType::BFloat16; }
+}  // namespace
+
+bool has_vector_form(DType t) { return is_float_lanes(t) || t == DType::Bool; }
 
 std::string vector_type(DType t) { return t == DType::Bool ? "foundry_vec::Mask" : "foundry_vec::VecF"; }
 
@@ -41,7 +47,7 @@ std::optional<std::string> vector_unary(UnaryOp op, DType t, const std::string& 
     if (op == UnaryOp::LogicalNot || op == UnaryOp::BitwiseNot) return call("logical_not", x);
     return std::nullopt;
   }
-  if (t != DType::Float32) return std::nullopt;
+  if (!is_float_lanes(t)) return std::nullopt;
   switch (op) {
     case UnaryOp::Neg: return "-" + x;
     case UnaryOp::Rsqrt: return "foundry_vec::splat(1.0f) / " + call("sqrt", x);
@@ -77,7 +83,7 @@ std::optional<std::string> vector_binary(BinaryOp op, DType t, const std::string
       default: return std::nullopt;
     }
   }
-  if (t != DType::Float32) return std::nullopt;
+  if (!is_float_lanes(t)) return std::nullopt;
   if (const char* infix = infix_operator(op)) return a + " " + infix + " " + b;
   switch (op) {
     case BinaryOp::Fmod: return call("fmod", a, b);
@@ -95,8 +101,9 @@ std::optional<std::string> vector_binary(BinaryOp op, DType t, const std::string
 
 std::optional<std::string> vector_convert(DType from, DType to, const std::string& x) {
   if (from == to && has_vector_form(to)) return x;
-  if (from == DType::Bool && to == DType::Float32) return call("to_float", x);
-  if (from == DType::Float32 && to == DType::Bool) return call("nonzero", x);
+  if (is_float_lanes(from) && is_float_lanes(to)) return x;  // a narrower type is rounded by def
+  if (from == DType::Bool && is_float_lanes(to)) return call("to_float", x);
+  if (is_float_lanes(from) && to == DType::Bool) return call("nonzero", x);
   return std::nullopt;
 }
 

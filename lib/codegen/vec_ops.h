@@ -1,5 +1,5 @@
-// The vector forms of loop-IR operations, as C++ over foundry_vec.h: float32 values are
-// `foundry_vec::VecF`, booleans `foundry_vec::Mask`. An operation without a vector form gives
+// The vector forms of loop-IR operations, as C++ over foundry_vec.h: float32 values (and 16-bit
+// floats, widened to float32) are `foundry_vec::VecF`, booleans `foundry_vec::Mask`. An operation without a vector form gives
 // nullopt, and the loop that needs it stays scalar.
 #pragma once
 #include <optional>
@@ -13,7 +13,7 @@ namespace foundry::codegen {
 // scalar and the vector form. nullptr for the other ops.
 const char* infix_operator(ir::BinaryOp op);
 
-// Whether values of `t` have a vector form (float32 and bool).
+// Whether values of `t` have a vector form (float32, float16, bfloat16 and bool).
 bool has_vector_form(DType t);
 // "foundry_vec::VecF" or "foundry_vec::Mask".
 std::string vector_type(DType t);

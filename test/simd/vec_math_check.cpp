@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <functional>
 #include <vector>
@@ -114,6 +115,72 @@ void reductions() {
   if (!std::isnan(foundry_vec::max(with_nan)) || !std::isnan(foundry_vec::min(with_nan))) report("max/min of NaN", 0, 0, 0, NAN);
 }
 
+// x rounded to a float type with `bits` significant bits, nearest even, whose subnormals are
+// spaced `min_spacing` apart and whose largest finite value is `max_finite` (beyond: infinity):
+// computed in double from the definition, independently of the bit tricks and instructions.
+float rounded_reference(float x, int bits, double min_spacing, double max_finite) {
+  if (std::isnan(x) || std::isinf(x) || x == 0) return x;
+  int e;
+  std::frexp(static_cast<double>(x), &e);  // |x| in [2^(e-1), 2^e)
+  const double spacing = std::max(std::ldexp(1.0, e - bits), min_spacing);
+  const double r = std::nearbyint(x / spacing) * spacing;
+  return std::fabs(r) > max_finite ? std::copysign(INFINITY, x) : static_cast<float>(r);
+}
+
+bool same_float(float a, float b) { return (std::isnan(a) && std::isnan(b)) || (a == b && std::signbit(a) == std::signbit(b)); }
+
+// float16 and bfloat16: every bit pattern loaded, and rounding (round_*, store_* then load_*) of
+// the grid, every 16-bit value and its neighbours, and pseudo-random bit patterns.
+void sixteen_bit() {
+  struct Type {
+    const char* name;
+    VecF (*load)(const uint16_t*);
+    void (*store)(uint16_t*, VecF);
+    VecF (*round)(VecF);
+    int bits;
+    double min_spacing, max_finite;
+  };
+  const Type types[] = {{"float16", foundry_vec::load_half, foundry_vec::store_half, foundry_vec::round_half, 11,
+                         std::ldexp(1.0, -24), 65504.0},
+                        {"bfloat16", foundry_vec::load_bfloat16, foundry_vec::store_bfloat16, foundry_vec::round_bfloat16,
+                         8, std::ldexp(1.0, -133), 3.3895313892515355e38}};
+  for (const Type& t : types) {
+    std::vector<float> xs = grid();
+    uint16_t patterns[kLanes];
+    for (uint32_t base = 0; base < 65536; base += kLanes) {
+      for (int l = 0; l < kLanes; ++l) patterns[l] = static_cast<uint16_t>(base + l);
+      VecF v = t.load(patterns);
+      for (int l = 0; l < kLanes; ++l) {
+        ++checked;
+        // A loaded value is exactly representable: rounding it changes nothing.
+        if (!same_float(rounded_reference(v[l], t.bits, t.min_spacing, t.max_finite), v[l]))
+          report(t.name, v[l], 0, v[l], rounded_reference(v[l], t.bits, t.min_spacing, t.max_finite));
+        if (std::isfinite(v[l])) xs.insert(xs.end(), {std::nextafter(v[l], INFINITY), std::nextafter(v[l], -INFINITY), v[l]});
+      }
+    }
+    uint32_t state = 12345;
+    for (int i = 0; i < 200000; ++i) {
+      state = state * 1664525u + 1013904223u;
+      float f;
+      std::memcpy(&f, &state, 4);
+      xs.push_back(f);
+    }
+    while (xs.size() % kLanes) xs.push_back(0.25f);
+    for (size_t i = 0; i < xs.size(); i += kLanes) {
+      VecF x = foundry_vec::load(&xs[i]), r = t.round(x);
+      uint16_t stored[kLanes];
+      t.store(stored, x);
+      VecF back = t.load(stored);
+      for (int l = 0; l < kLanes; ++l) {
+        ++checked;
+        float want = rounded_reference(xs[i + l], t.bits, t.min_spacing, t.max_finite);
+        if (!same_float(r[l], want)) report(t.name, xs[i + l], 0, r[l], want);
+        if (!same_float(back[l], want)) report(t.name, xs[i + l], 1, back[l], want);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -165,6 +232,7 @@ int main() {
   exact("nonzero", [](VecF a, VecF) { return foundry_vec::to_float(foundry_vec::nonzero(a)); },
         [](float a, float) { return a != 0 ? 1.0f : 0.0f; });
   reductions();
+  sixteen_bit();
   std::printf("%d lanes: %ld values checked, %d mismatches\n", kLanes, checked, failures);
   return failures == 0 ? 0 : 1;
 }

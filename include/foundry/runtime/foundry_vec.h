@@ -127,6 +127,73 @@ inline VecF copysign(VecF a, VecF b) {
 }
 inline Mask logical_not(Mask m) { return ~m; }
 
+// ---- 16-bit floats: float32 lanes, rounded after every operation as the scalar code does -------
+// bfloat16 is the top half of a float32: widening is a shift, rounding (to nearest even, NaN to
+// the quiet NaN 0x7fc0) is integer arithmetic on the bits, exactly foundry_rt::float_to_bfloat16.
+using VecU16 = uint16_t __attribute__((vector_size(2 * kLanes)));
+using VecU32 = uint32_t __attribute__((vector_size(4 * kLanes)));
+inline VecF load_bfloat16(const uint16_t* p) {
+  VecU16 h;
+  std::memcpy(&h, p, sizeof h);
+  return (VecF)(__builtin_convertvector(h, VecU32) << 16);
+}
+inline VecU32 bfloat16_bits(VecF x) {  // the rounded value, in the top 16 bits of each lane
+  VecU32 bits = (VecU32)x;
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  const VecU32 nan = (VecU32)isnan(x);
+  return ((bits & ~nan) | (nan & 0x7fc00000u)) & 0xffff0000u;
+}
+inline VecF round_bfloat16(VecF x) { return (VecF)bfloat16_bits(x); }
+inline void store_bfloat16(uint16_t* p, VecF x) {
+  const VecU16 h = __builtin_convertvector(bfloat16_bits(x) >> 16, VecU16);
+  std::memcpy(p, &h, sizeof h);
+}
+// float16 converts with the F16C instructions where the target has them (AVX-512F has their
+// 16-lane forms; x86-64-v3 the 8-lane ones), rounding to nearest even as foundry_rt::float_to_half
+// does; lane by lane elsewhere. (GCC 12 turns neither _Float16 vectors nor loops over _Float16
+// into these instructions: it converts one lane at a time.)
+#if FOUNDRY_VEC_LANES == 16
+inline VecF load_half(const uint16_t* p) { return (VecF)_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)p)); }
+inline __m256i to_half_bits(VecF x) { return _mm512_cvtps_ph((__m512)x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+inline void store_half(uint16_t* p, VecF x) { _mm256_storeu_si256((__m256i*)p, to_half_bits(x)); }
+inline VecF round_half(VecF x) { return (VecF)_mm512_cvtph_ps(to_half_bits(x)); }
+#elif FOUNDRY_VEC_LANES == 8 && defined(__F16C__)
+inline VecF load_half(const uint16_t* p) { return (VecF)_mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)p)); }
+inline __m128i to_half_bits(VecF x) { return _mm256_cvtps_ph((__m256)x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+inline void store_half(uint16_t* p, VecF x) { _mm_storeu_si128((__m128i*)p, to_half_bits(x)); }
+inline VecF round_half(VecF x) { return (VecF)_mm256_cvtph_ps(to_half_bits(x)); }
+#elif FOUNDRY_VEC_LANES == 4 && defined(__F16C__)
+inline VecF load_half(const uint16_t* p) { return (VecF)_mm_cvtph_ps(_mm_loadl_epi64((const __m128i*)p)); }
+inline __m128i to_half_bits(VecF x) { return _mm_cvtps_ph((__m128)x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+inline void store_half(uint16_t* p, VecF x) { _mm_storel_epi64((__m128i*)p, to_half_bits(x)); }
+inline VecF round_half(VecF x) { return (VecF)_mm_cvtph_ps(to_half_bits(x)); }
+#else
+inline VecF load_half(const uint16_t* p) {
+  VecF r;
+  for (int l = 0; l < kLanes; ++l) r[l] = foundry_rt::half_to_float(p[l]);
+  return r;
+}
+inline void store_half(uint16_t* p, VecF x) {
+  for (int l = 0; l < kLanes; ++l) p[l] = foundry_rt::float_to_half(x[l]);
+}
+inline VecF round_half(VecF x) {
+  for (int l = 0; l < kLanes; ++l) x[l] = foundry_rt::round_half(x[l]);
+  return x;
+}
+#endif
+
+// n float16 values to float32 and back (the float16 operands of float32 library calls).
+inline void widen_half(const uint16_t* in, float* out, size_t n) {
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) store(out + i, load_half(in + i));
+  for (; i < n; ++i) out[i] = foundry_rt::half_to_float(in[i]);
+}
+inline void narrow_half(const float* in, uint16_t* out, size_t n) {
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) store_half(out + i, load(in + i));
+  for (; i < n; ++i) out[i] = foundry_rt::float_to_half(in[i]);
+}
+
 // ---- PyTorch's float semantics ---------------------------------------------------------------
 // maximum/minimum propagate NaN; fmax/fmin ignore it (as std::fmax).
 inline VecF maximum(VecF a, VecF b) { return select(isnan(a), a, select(isnan(b), b, select(a > b, a, b))); }
