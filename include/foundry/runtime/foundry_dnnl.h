@@ -8,7 +8,8 @@
 #define FOUNDRY_DNNL_H
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include "foundry_externs.h"  // Activation, the float16 conversions
+#include "foundry_externs.h"  // Activation
+#include "foundry_vec.h"      // the float16 conversions
 
 #include <algorithm>
 #include <atomic>
@@ -62,30 +63,49 @@ inline dnnl::memory wrap(const dnnl::memory::desc& md, const void* p) {
   return dnnl::memory(md, engine(), const_cast<void*>(p));
 }
 
+// The temporaries of one library call (operands converted or reordered, the scratchpad) in
+// memory of the calling thread, reused by its later calls: memory from oneDNN's allocator is
+// fresh pages on every call, and their page faults cost as much as a small convolution. Runs of
+// a model may be concurrent, each on its own thread. The thread keeps the largest call's
+// temporaries until it ends.
+class CallMemory {
+ public:
+  // The calling thread's memory, its previous call's temporaries free again.
+  static CallMemory& start() {
+    thread_local CallMemory memory;
+    memory.next_ = 0;
+    return memory;
+  }
+  // A temporary of `md`'s size, valid until the thread's next start().
+  dnnl::memory make(const dnnl::memory::desc& md) {
+    const size_t bytes = (md.get_size() + 63) / 64 * 64 + 64;
+    if (next_ == blocks_.size()) blocks_.emplace_back(nullptr, &std::free);
+    auto& block = blocks_[next_];
+    if (sizes_.size() <= next_) sizes_.push_back(0);
+    if (sizes_[next_] < bytes) {
+      block.reset(static_cast<char*>(std::aligned_alloc(64, bytes)));
+      if (!block) throw std::bad_alloc();
+      sizes_[next_] = bytes;
+    }
+    return dnnl::memory(md, engine(), blocks_[next_++].get());
+  }
+
+ private:
+  std::vector<std::unique_ptr<char, decltype(&std::free)>> blocks_;
+  std::vector<size_t> sizes_;
+  size_t next_ = 0;
+};
+
 // float16 <-> float32 over the span of a strided operand, element for element (the two views
 // have the same strides). oneDNN 2.x's reorders between them are its generic loop, 100x slower.
 inline void convert(const dnnl::memory& src, dnnl::memory& dst) {
   const dnnl::memory::desc from = src.get_desc();
-  const bool widen = from.data_type() == dt::f16;
-  const size_t n = from.get_size() / (widen ? 2 : 4);
-#ifdef __FLT16_MAX__  // the compiler's float16 (F16C or AVX512-FP16 instructions where the target has them)
-  using half = _Float16;
-  auto widened = [](half h) { return static_cast<float>(h); };
-  auto narrowed = [](float f) { return static_cast<half>(f); };
-#else
-  using half = uint16_t;
-  auto widened = [](half h) { return half_to_float(h); };
-  auto narrowed = [](float f) { return float_to_half(f); };
-#endif
-  if (widen) {
-    const auto* in = static_cast<const half*>(src.get_data_handle());
-    auto* out = static_cast<float*>(dst.get_data_handle());
-    for (size_t i = 0; i < n; ++i) out[i] = widened(in[i]);
-  } else {
-    const auto* in = static_cast<const float*>(src.get_data_handle());
-    auto* out = static_cast<half*>(dst.get_data_handle());
-    for (size_t i = 0; i < n; ++i) out[i] = narrowed(in[i]);
-  }
+  if (from.data_type() == dt::f16)
+    foundry_vec::widen_half(static_cast<const uint16_t*>(src.get_data_handle()), static_cast<float*>(dst.get_data_handle()),
+                            from.get_size() / 2);
+  else
+    foundry_vec::narrow_half(static_cast<const float*>(src.get_data_handle()),
+                             static_cast<uint16_t*>(dst.get_data_handle()), from.get_size() / 4);
 }
 
 // An operand in float16 read by a primitive that computes in float32 (or in the same type: then
@@ -100,10 +120,11 @@ struct Conversion {
     to = compute;
     needed = user != compute;
   }
-  // `m` (described by `from`) as the primitive reads it.
-  dnnl::memory in(const dnnl::memory& m) const {
+  // `m` (described by `from`) as the primitive reads it: a temporary of this call in `memory`,
+  // or without `memory` a copy of its own (a constant converted once at creation).
+  dnnl::memory in(const dnnl::memory& m, CallMemory* memory = nullptr) const {
     if (!needed) return m;
-    dnnl::memory out(to, engine());
+    dnnl::memory out = memory ? memory->make(to) : dnnl::memory(to, engine());
     convert(m, out);
     return out;
   }
@@ -140,9 +161,9 @@ inline dnnl::primitive_attr attributes(Activation act) {
 }
 
 inline void execute(const dnnl::primitive& prim, const dnnl::memory::desc& scratchpad_md,
-                    std::unordered_map<int, dnnl::memory>& args) {
+                    std::unordered_map<int, dnnl::memory>& args, CallMemory& memory) {
   dnnl::stream s(engine());
-  args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(scratchpad_md, engine());
+  args[DNNL_ARG_SCRATCHPAD] = memory.make(scratchpad_md);
   prim.execute(s, args);
   s.wait();
 }
@@ -244,19 +265,19 @@ struct Conv {
   }
 
   void run(const void* x, const void* w, const void* bias, void* y) const {
-    dnnl::memory src = src_in.in(wrap(src_md, x)), dst = wrap(dst_md, y);
+    CallMemory& memory = CallMemory::start();
+    dnnl::memory src = src_in.in(wrap(src_md, x), &memory), dst = wrap(dst_md, y);
     bool reorder_src = conv_src_md != src_in.to, reorder_dst = conv_dst_md != dst_out.from;
     dnnl::stream s(engine());
-    // The reordered activations are allocated per call: runs of one model may be concurrent.
-    dnnl::memory computed = dst_out.needed ? dnnl::memory(dst_out.from, engine()) : dst;
-    dnnl::memory conv_src = reorder_src ? dnnl::memory(conv_src_md, engine()) : src;
-    dnnl::memory conv_dst = reorder_dst ? dnnl::memory(conv_dst_md, engine()) : computed;
+    dnnl::memory computed = dst_out.needed ? memory.make(dst_out.from) : dst;
+    dnnl::memory conv_src = reorder_src ? memory.make(conv_src_md) : src;
+    dnnl::memory conv_dst = reorder_dst ? memory.make(conv_dst_md) : computed;
     if (reorder_src) src_to_conv.execute(s, src, conv_src);
     std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, conv_src}, {DNNL_ARG_DST, conv_dst}};
-    args[DNNL_ARG_WEIGHTS] = packed_weights ? weights : w_in.in(wrap(user_w_md, w));
-    if (bias) args[DNNL_ARG_BIAS] = bias_in.in(wrap(bias_in.from, bias));
+    args[DNNL_ARG_WEIGHTS] = packed_weights ? weights : w_in.in(wrap(user_w_md, w), &memory);
+    if (bias) args[DNNL_ARG_BIAS] = bias_in.in(wrap(bias_in.from, bias), &memory);
     s.wait();
-    execute(prim, scratchpad_md, args);
+    execute(prim, scratchpad_md, args, memory);
     if (reorder_dst) {
       conv_to_dst.execute(s, conv_dst, computed);
       s.wait();
@@ -326,13 +347,15 @@ struct Matmul {
     Conversion a_in, dst_out;
     a_in.build(a_run, retyped(a_run, compute));
     dst_out.build(retyped(dst_run, compute), dst_run);
+    CallMemory& memory = CallMemory::start();
     dnnl::memory dst = wrap(dst_run, y);
-    dnnl::memory computed = dst_out.needed ? dnnl::memory(dst_out.from, engine()) : dst;
-    std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, a_in.in(wrap(a_run, a))},
-                                                  {DNNL_ARG_WEIGHTS, converted_b ? converted_b : b_in.in(wrap(b_md, b))},
-                                                  {DNNL_ARG_DST, computed}};
-    if (bias) args[DNNL_ARG_BIAS] = bias_in.in(wrap(bias_md, bias));
-    execute(prim, scratchpad_md, args);
+    dnnl::memory computed = dst_out.needed ? memory.make(dst_out.from) : dst;
+    std::unordered_map<int, dnnl::memory> args = {
+        {DNNL_ARG_SRC, a_in.in(wrap(a_run, a), &memory)},
+        {DNNL_ARG_WEIGHTS, converted_b ? converted_b : b_in.in(wrap(b_md, b), &memory)},
+        {DNNL_ARG_DST, computed}};
+    if (bias) args[DNNL_ARG_BIAS] = bias_in.in(wrap(bias_md, bias), &memory);
+    execute(prim, scratchpad_md, args, memory);
     if (dst_out.needed) convert(computed, dst);
   }
 };
