@@ -5,7 +5,8 @@
 #   scripts/sanitize.sh [CATCH2 TEST SPEC...]   (default "[fast]")
 #
 # Environment: ASAN_BUILD_DIR (default build-asan), SAN_JOBS (build parallelism, default 2),
-# SAN_MODELS=0 to compile the generated models without sanitizers.
+# SAN_MODELS=0 to compile the generated models without sanitizers, SAN_SHARDS (test processes
+# run side by side, default 2; 1 runs the tests in one process).
 #
 # Generated models are compiled with the sanitizers too (SAN_MODELS=1, the default): the g++ and
 # c++ that foundryc and CMake find first on PATH add -fsanitize=address,undefined
@@ -46,5 +47,37 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_stri
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 spec=("$@")
 [ "${#spec[@]}" -gt 0 ] || spec=("[fast]")
-echo "sanitize.sh: running foundry_tests ${spec[*]} under ASan+UBSan"
-"$BUILD/test/foundry_tests" "${spec[@]}"
+shards="${SAN_SHARDS:-2}"
+echo "sanitize.sh: running foundry_tests ${spec[*]} under ASan+UBSan in $shards processes"
+if [ "$shards" -le 1 ]; then
+  exec "$BUILD/test/foundry_tests" "${spec[@]}"
+fi
+# The tests, dealt round-robin to $shards processes (the suite's tests may run concurrently, as
+# ctest -j runs them): a test is mostly one compiler or one instrumented foundryc at a time, so
+# one process leaves a core idle. Each shard gets a file of names, Catch's special characters escaped.
+shard_dir="$(mktemp -d "${TMPDIR:-/tmp}/foundry-asan-shards.XXXXXX")"
+trap 'rm -f "$log"; rm -rf "$shard_dir"' EXIT
+# (Catch's exit status after a listing is the number of tests listed.)
+"$BUILD/test/foundry_tests" --list-test-names-only "${spec[@]}" >"$shard_dir/all" || true
+sed -e '/^$/d' -e 's/[]\\,[*~"]/\\&/g' "$shard_dir/all" |
+  awk -v n="$shards" -v dir="$shard_dir" '{ print > (dir "/names." (NR % n)) }'
+if [ ! -s "$shard_dir/names.1" ] && [ ! -s "$shard_dir/names.0" ]; then
+  echo "sanitize.sh: error: no test matches ${spec[*]}" >&2
+  exit 1
+fi
+pids=()
+for ((k = 0; k < shards; k++)); do
+  [ -f "$shard_dir/names.$k" ] || continue
+  "$BUILD/test/foundry_tests" -f "$shard_dir/names.$k" >"$shard_dir/log.$k" 2>&1 &
+  pids+=("$!:$k")
+done
+failed=0
+for entry in "${pids[@]}"; do
+  pid="${entry%%:*}" k="${entry##*:}"
+  status=0
+  wait "$pid" || status=$?
+  echo "sanitize.sh: shard $k of $shards ($(wc -l <"$shard_dir/names.$k") tests) exited with $status"
+  cat "$shard_dir/log.$k"
+  [ "$status" = 0 ] || failed=1
+done
+exit "$failed"
