@@ -102,11 +102,19 @@ def load_npys(folder):
     return [np.load(os.path.join(folder, f)) for f in files]
 
 
+def tensor_of(torch, a):
+    # bfloat16 arrays are 2-byte records ('<V2', ml_dtypes' bfloat16 as NumPy saves it): NumPy has
+    # no bfloat16, so the bits go through int16.
+    if a.dtype.kind == "V" and a.dtype.itemsize == 2:
+        return torch.from_numpy(a.view("<i2").copy()).view(torch.bfloat16)
+    return torch.from_numpy(a)
+
+
 def bench(args, model, inputs_dir, expected):
     import torch
     import torch.utils._pytree as pytree
 
-    inputs = [torch.from_numpy(a) for a in load_npys(inputs_dir)]
+    inputs = [tensor_of(torch, a) for a in load_npys(inputs_dir)]
 
     t0 = time.perf_counter()
     module = torch.export.load(model).module()
@@ -149,8 +157,8 @@ def bench(args, model, inputs_dir, expected):
     if args.mode == "inductor":
         result["compile_s"] = first_s
     if expected:
-        outs = [o.detach().numpy() for o in pytree.tree_leaves(out)]
-        refs = load_npys(expected)
+        outs = [o.detach().double().numpy() for o in pytree.tree_leaves(out)]
+        refs = [tensor_of(torch, r).double().numpy() for r in load_npys(expected)]
         if len(outs) != len(refs):
             result["max_abs_err"] = None
             result["check"] = f"{len(outs)} outputs, {len(refs)} expected"
