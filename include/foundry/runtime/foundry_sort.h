@@ -85,7 +85,7 @@ void sort_rows(const T* data, const Rows& t, int64_t k, bool descending, KeyOf k
     if (d != t.dim) rows *= t.sizes[d];
   const int64_t n = t.rank ? t.sizes[t.dim] : 1;
   const bool parallel = rows > 1 && rows * n >= 32768;  // else starting threads costs more
-  (void)parallel;
+  (void)parallel;  // unused without OpenMP (the reference evaluator runs rows one by one)
   (void)threads;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(dynamic) num_threads(threads) if (parallel)
