@@ -5,15 +5,19 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "foundry/build/compile.h"
+#include "foundry/codegen/wrapper.h"
 #include "foundry/graph/graph.h"
 #include "foundry/ir/evaluate.h"
 #include "foundry/lower/lowering.h"
 #include "foundry/ops/registry.h"
 #include "foundry/runtime/npy.h"
+#include "foundry/sched/schedule.h"
 
 namespace foundry::test {
 
@@ -114,6 +118,23 @@ inline std::vector<NpyArray> make_inputs(const Graph& g) {
 // The graph lowered and run by the reference evaluator.
 inline std::vector<NpyArray> evaluate(const Graph& g, const std::vector<NpyArray>& inputs) {
   return ir::evaluate_program(lower::lower_graph(g), inputs);
+}
+
+// Lowers, schedules, generates and builds `g` into dir/model.so (symbol prefix `name`), with the
+// compile cache in `cache`.
+inline void compile_graph(const Graph& g, const std::string& dir, const std::string& cache, bool vectorize = true,
+                          const std::string& name = "bounds") {
+  lower::LowerOptions lower_options;
+  lower_options.dynamic_shapes = true;  // as foundryc does
+  ir::LoopProgram program = lower::lower_graph(g, lower_options);
+  sched::Schedule schedule = sched::schedule_program(program, {});
+  codegen::KernelOptions kernel_options;
+  kernel_options.vectorize = vectorize;
+  std::filesystem::create_directories(dir);
+  codegen::write_model_files(codegen::generate_model(program, schedule, name, kernel_options), dir);
+  build::CompileOptions options;
+  options.cache_dir = cache;
+  build::compile_model(dir, options);
 }
 
 }  // namespace foundry::test

@@ -22,21 +22,6 @@ namespace fs = std::filesystem;
 namespace foundry::test {
 namespace {
 
-// Lowers, schedules, generates and builds `g` into dir/model.so (model name "bounds").
-void compile_graph(const Graph& g, const std::string& dir, const std::string& cache, bool vectorize = true) {
-  lower::LowerOptions lower_options;
-  lower_options.dynamic_shapes = true;  // as foundryc does
-  ir::LoopProgram program = lower::lower_graph(g, lower_options);
-  sched::Schedule schedule = sched::schedule_program(program, {});
-  codegen::KernelOptions kernel_options;
-  kernel_options.vectorize = vectorize;
-  fs::create_directories(dir);
-  codegen::write_model_files(codegen::generate_model(program, schedule, "bounds", kernel_options), dir);
-  build::CompileOptions options;
-  options.cache_dir = cache;
-  build::compile_model(dir, options);
-}
-
 NpyArray floats(std::vector<int64_t> shape, const std::vector<float>& v) { return npy_array(DType::Float32, shape, v); }
 NpyArray longs(std::vector<int64_t> shape, const std::vector<int64_t>& v) { return npy_array(DType::Int64, shape, v); }
 

@@ -281,6 +281,22 @@ TEST_CASE("dynamic: attention with positions from arange up to the run-time leng
   }
 }
 
+TEST_CASE("dynamic: sorting rows whose count and length are known only at run time matches PyTorch", "[dynamic][compiled]") {
+  // samples/dyn_sort (scripts/export_sort_sample.py): sort (descending, stable), argsort, msort and
+  // topk of rows with ties, NaN, infinities and signed zeros; rows 1..8 and length 7..100000;
+  // cases (1, 7), (3, 500), (2, 1500); the export size (2, 300) interpreted too.
+  TempDir tmp;
+  for (const std::string archive : {"model.pt2", "model.raw.pt2"}) {  // the raw one: argsort, msort decomposed
+    INFO(archive);
+    CHECK(run_sample_both_ways(samples_dir() + "/dyn_sort", archive) == "");
+    const foundry::LoadedModel model(compile_archive(tmp, "dyn_sort", archive));
+    CHECK(model.input_info(0).shape[0] == -1);
+    CHECK(model.input_info(0).shape[1] == -1);
+    CHECK(model.input_info(1).max_shape[1] == 100000);
+    CHECK(check_cases(model, "dyn_sort") == 3);
+  }
+}
+
 TEST_CASE("dynamic: a lowering that cannot keep a size dynamic fails unless --static-fallback", "[dynamic][fast]") {
   // samples/dyn_pool_height: max_pool2d over a dynamic height; the window's spatial sizes must be
   // static.

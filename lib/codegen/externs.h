@@ -18,12 +18,16 @@ struct ExternsSource {
 
 ExternsSource generate_externs(const ir::LoopProgram& program, const sched::Schedule& schedule,
                                const WeightsLayout& weights, const std::string& model_name,
-                               const std::map<const ir::Buffer*, std::string>& wrapper_ptrs);
+                               const std::map<const ir::Buffer*, std::string>& wrapper_ptrs, int threads);
 
 // The statements of a LAPACK call (foundry_lapack.h) over the function's pointers (`ptrs`:
 // operand buffers and the output, "out"); lapack_externs.cpp.
 std::string linalg_statements(const ir::LoopNode& node, const ir::Linalg& call,
                               const std::map<const ir::Buffer*, std::string>& ptrs);
+// The statements of a row sort (foundry_sort.h) over the function's pointers, its rows on
+// `threads` threads (foundryc --threads; 0: the runtime's default); sort_externs.cpp.
+std::string sort_statements(const ir::LoopNode& node, const ir::SortRows& call,
+                            const std::map<const ir::Buffer*, std::string>& ptrs, int threads);
 // The line externs.cpp includes the LAPACK routines with; the build links -llapacke when it is there.
 constexpr const char* kLapackInclude = "#include \"foundry_lapack.h\"";
 

@@ -348,7 +348,7 @@ GeneratedModel generate_model(const ir::LoopProgram& program, const sched::Sched
   m.kernels_cpp = kernels_source(schedule, n, options, m.kernels);
 
   BufferPointers ptrs = buffer_pointers(program, schedule, m.weights);
-  ExternsSource externs = generate_externs(program, schedule, m.weights, n, ptrs.names);
+  ExternsSource externs = generate_externs(program, schedule, m.weights, n, ptrs.names, options.threads);
   m.externs_cpp = externs.cpp;
 
   std::ostringstream w;

@@ -8,6 +8,7 @@
 
 #include "foundry/runtime/foundry_kernel_support.h"
 #include "foundry/runtime/foundry_lapack.h"
+#include "foundry/runtime/foundry_sort.h"
 #include "foundry/runtime/foundry_special.h"
 #include "foundry/support/error.h"
 
@@ -642,6 +643,23 @@ void run_linalg(const Linalg& call, Storage& out, const std::unordered_map<const
     out.elems[e] = int_out ? make_int(out.dtype, iout[e]) : make(out.dtype, fout[e]);
 }
 
+// A row sort: the runtime's routine that generated externs run (foundry_sort.h), on the stored
+// elements in place, compared as doubles (floats) or int64 (integers and bools): both exact.
+void run_sort(const SortRows& call, Storage& out, const std::unordered_map<const Buffer*, Storage>& memory) {
+  const StaticOperand in = static_operand(call.input);
+  const Storage& source = memory.at(in.buffer);
+  const int64_t k = const_sizes({call.k}, "sort k")[0];
+  foundry_rt::sort::Rows rows{in.sizes.data(), in.strides.data(), static_cast<int>(in.sizes.size()),
+                              static_cast<int>(call.dim)};
+  std::vector<int64_t> positions(out.elems.size());
+  const Elem* data = source.elems.data() + in.offset;
+  if (is_floating(source.dtype))
+    foundry_rt::sort::sort_rows(data, rows, k, call.descending, [](const Elem& e) { return e.f; }, 1, positions.data());
+  else
+    foundry_rt::sort::sort_rows(data, rows, k, call.descending, [](const Elem& e) { return e.i; }, 1, positions.data());
+  for (size_t e = 0; e < positions.size(); ++e) out.elems[e] = make_int(out.dtype, positions[e]);
+}
+
 double activated(Activation activation, double x) {
   switch (activation) {
     case Activation::None: return x;
@@ -662,7 +680,8 @@ void run_extern(const LoopNode& node, std::unordered_map<const Buffer*, Storage>
   std::vector<int64_t> sizes = const_sizes(node.output->sizes, "extern output");
   std::visit(overloaded{[&](const Matmul& call) { run_matmul(call, out, memory, sizes); },
                         [&](const Convolution& call) { run_convolution(call, out, memory, sizes); },
-                        [&](const Linalg& call) { run_linalg(call, out, memory); }},
+                        [&](const Linalg& call) { run_linalg(call, out, memory); },
+                        [&](const SortRows& call) { run_sort(call, out, memory); }},
              node.call.op);
   apply_activation(node.call.activation, out);
 }

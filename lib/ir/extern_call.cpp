@@ -5,7 +5,8 @@ namespace foundry::ir {
 std::string extern_name(const ExternCall& call) {
   return std::visit(overloaded{[](const Matmul& m) -> std::string { return m.batched ? "bmm" : m.bias ? "addmm" : "mm"; },
                                [](const Convolution&) -> std::string { return "convolution"; },
-                               [](const Linalg& l) -> std::string { return "linalg." + linalg_name(l.op); }},
+                               [](const Linalg& l) -> std::string { return "linalg." + linalg_name(l.op); },
+                               [](const SortRows&) -> std::string { return "sort"; }},
                     call.op);
 }
 
@@ -36,7 +37,8 @@ std::vector<const Operand*> operands(const ExternCall& call) {
                                  std::vector<const Operand*> out;
                                  for (const Operand& op : l.inputs) out.push_back(&op);
                                  return out;
-                               }},
+                               },
+                               [](const SortRows& s) { return std::vector<const Operand*>{&s.input}; }},
                     call.op);
 }
 

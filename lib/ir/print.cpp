@@ -103,6 +103,10 @@ std::string call_arguments(const ExternCall& call) {
                    std::vector<const Operand*> ops;
                    for (const Operand& op : l.inputs) ops.push_back(&op);
                    return "(" + operand_list(ops) + ")" + linalg_params(l);
+                 },
+                 [](const SortRows& r) {
+                   return "(" + operand_list({&r.input}) + ")" + ints_param("dim", {r.dim}) + " k=" + to_string(r.k) +
+                          (r.descending ? " descending" : "");
                  }},
       call.op);
 }
@@ -228,7 +232,8 @@ std::string extern_inputs(const ExternCall& call) {
                    std::string out;
                    for (const Operand& op : l.inputs) out += (out.empty() ? "" : ", ") + operand_shape(op);
                    return out;
-                 }},
+                 },
+                 [](const SortRows& r) { return operand_shape(r.input); }},
       call.op);
 }
 
@@ -241,6 +246,10 @@ std::string extern_options(const ExternCall& call) {
                                [](const Linalg& l) {
                                  return ", output " + std::to_string(l.output) + " of LAPACK " +
                                         linalg_lapack_routine(l.op);
+                               },
+                               [](const SortRows& r) {
+                                 return ", the first " + to_string(r.k) + " positions along dim " + std::to_string(r.dim) +
+                                        (r.descending ? ", descending" : ", ascending");
                                }},
                     call.op);
 }

@@ -1,12 +1,10 @@
-// Sorting: sort, sort.stable, topk.
+// Sorting: sort, sort.stable (argsort and msort export as sort), topk.
 //
-// A row of n elements along `dim` is sorted by counting, with two quadratic Sum reductions that
-// the scheduler treats like cumsum's: first each element's position in the sorted row (how many
-// elements of its row come before it), then, for each output position p, the index of the
-// element whose position is p. The values are then loaded through those indices. O(n^2) per row,
-// which is fine for the rows of detection and classification heads (a few thousand elements at
-// most) and needs no new IR: a merge sort would need loops inside a kernel body that the loop IR
-// does not have.
+// Each row along `dim` is sorted by a library call (ir::SortRows, run by runtime/foundry_sort.h in
+// generated code and in the reference evaluator): a sort needs loops inside a body, which the loop
+// IR does not have, and without them it is counting, n^2 comparisons per row of n. The call gives
+// each row's sorted positions (int64); the values are a gather through them, a pointwise node that
+// may fuse with what reads it.
 //
 // The order is PyTorch's: stable (equal elements keep their input order, as the CPU sort always
 // does), NaN after every number ascending and before every number descending. topk takes the
@@ -17,36 +15,7 @@
 
 namespace foundry::lower {
 
-using ir::BinaryOp;
-using ir::ReduceOp;
-using ir::UnaryOp;
-
 namespace {
-
-// a > b with NaN above every number (bools compared as integers).
-Val greater(Ops& ops, Val a, Val b) {
-  Val gt = ops.binary(BinaryOp::Gt, a, b);
-  if (!is_floating(a.dtype)) return gt;
-  Val a_nan = ops.unary(UnaryOp::IsNan, a);
-  Val b_nan = ops.unary(UnaryOp::IsNan, b);
-  Val nan_above = ops.binary(BinaryOp::LogicalAnd, a_nan, ops.unary(UnaryOp::LogicalNot, b_nan));
-  return ops.binary(BinaryOp::LogicalOr, gt, nan_above);
-}
-
-// a == b with NaN equal to NaN.
-Val same_key(Ops& ops, Val a, Val b) {
-  Val eq = ops.binary(BinaryOp::Eq, a, b);
-  if (!is_floating(a.dtype)) return eq;
-  Val both_nan = ops.binary(BinaryOp::LogicalAnd, ops.unary(UnaryOp::IsNan, a), ops.unary(UnaryOp::IsNan, b));
-  return ops.binary(BinaryOp::LogicalOr, eq, both_nan);
-}
-
-// Whether element `a` at row position j comes before element `b` at position i in the sorted row.
-Val comes_before(Ops& ops, Val a, Val b, Val j, Val i, bool descending) {
-  Val ahead = descending ? greater(ops, a, b) : greater(ops, b, a);
-  Val tie_first = ops.binary(BinaryOp::LogicalAnd, same_key(ops, a, b), ops.binary(BinaryOp::Lt, j, i));
-  return ops.binary(BinaryOp::LogicalOr, ahead, tie_first);
-}
 
 // `idx` with its position along `dim` replaced by `pos`.
 Index at_position(const Index& idx, int64_t dim, const Expr& pos) {
@@ -57,29 +26,16 @@ Index at_position(const Index& idx, int64_t dim, const Expr& pos) {
 
 // The first `count` elements of each row of `x` along `dim` in sorted order: (values, int64 indices).
 Outs sort_rows(LoweringContext& ctx, const TensorRef& x, int64_t dim, const Expr& count, bool descending) {
-  // Bools are compared as the integers 0 and 1, which orders them as PyTorch does.
-  TensorRef keys = x.dtype == DType::Bool ? cast(x, DType::Int32) : x;
-  Loader load = keys.load;
-  Expr n = x.sizes[dim];
-  TensorRef rank = ctx.reduction(DType::Int64, x.sizes, {n}, ReduceOp::Sum,
-                                 [load, dim, descending](Ops& ops, const Index& idx, const Index& ridx) {
-                                   Val other = load(ops, at_position(idx, dim, ridx[0]));
-                                   Val j = ops.index_expr(ridx[0], DType::Int64);
-                                   Val i = ops.index_expr(idx[dim], DType::Int64);
-                                   Val before = comes_before(ops, other, load(ops, idx), j, i, descending);
-                                   return ops.cast(before, DType::Int64);
-                                 });
-  Loader load_rank = rank.load;
+  ir::SortRows call;
+  call.input = ctx.strided_operand(x);
+  call.dim = dim;
+  call.k = count;
+  call.descending = descending;
   std::vector<Expr> out_sizes = x.sizes;
   out_sizes[dim] = count;
-  TensorRef indices = ctx.reduction(DType::Int64, out_sizes, {n}, ReduceOp::Sum,
-                                    [load_rank, dim](Ops& ops, const Index& idx, const Index& ridx) {
-                                      Val p = ops.index_expr(idx[dim], DType::Int64);
-                                      Val j = ops.index_expr(ridx[0], DType::Int64);
-                                      Val here = ops.binary(BinaryOp::Eq, load_rank(ops, at_position(idx, dim, ridx[0])), p);
-                                      return ops.where(here, j, ops.constant(0.0, DType::Int64));
-                                    });
+  TensorRef indices = ctx.extern_call({call}, DType::Int64, out_sizes);
   Loader load_x = x.load, load_indices = indices.load;
+  Expr n = x.sizes[dim];
   TensorRef values = LoweringContext::pointwise(x.dtype, out_sizes, [load_x, load_indices, dim, n](Ops& ops, const Index& idx) {
     Expr source = ops.indirect(load_indices(ops, idx), n);
     return load_x(ops, at_position(idx, dim, source));

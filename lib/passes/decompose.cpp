@@ -488,6 +488,13 @@ std::optional<Replacement> argsort(Rewriter& rw, Node& n) {
   return same(e.all("sort", args)[1]);
 }
 
+// msort -> sort's values along dim 0, ascending.
+std::optional<Replacement> msort(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Named args = {{"self", shape::arg(n, "self")}, {"dim", Arg::of_int(0)}, {"descending", Arg::of_bool(false)}};
+  return same(e.all("sort", args)[0]);
+}
+
 // grid_sampler of a 4-d input is grid_sampler_2d (its shape rule refuses other ranks).
 std::optional<Replacement> grid_sampler(Rewriter& rw, Node& n) {
   Emit e(rw, n);
@@ -1344,6 +1351,7 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"layer_norm"}, layer_norm},
       {{"instance_norm"}, instance_norm},
       {{"argsort", "argsort.stable"}, argsort},
+      {{"msort"}, msort},
       {{"grid_sampler"}, grid_sampler},
       {{"embedding_bag", "embedding_bag.padding_idx"}, embedding_bag},
       {{"group_norm"}, group_norm},

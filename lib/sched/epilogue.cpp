@@ -89,7 +89,9 @@ int fold_activations_into_externs(ir::LoopProgram& program) {
   std::set<const ir::LoopNode*> removed;
   for (const auto& node : program.nodes) {
     if (node->kind != ir::NodeKind::Extern || node->call.activation != ir::Activation::None) continue;
-    if (std::holds_alternative<ir::Linalg>(node->call.op)) continue;  // LAPACK has no post-ops
+    // Only oneDNN's calls take post-ops (LAPACK and sorting have none).
+    if (!std::holds_alternative<ir::Matmul>(node->call.op) && !std::holds_alternative<ir::Convolution>(node->call.op))
+      continue;
     const ir::Buffer* out = node->output;
     if (std::count(program.outputs.begin(), program.outputs.end(), out)) continue;
     auto it = readers.find(out);

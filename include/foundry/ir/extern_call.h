@@ -40,17 +40,30 @@ struct Convolution {
   int64_t groups = 1;
 };
 
+// Sorts each row of `input` along `dim` and writes the positions (int64) of each row's first `k`
+// elements in sorted order: the output has the input's sizes with `dim` of size k (sort: k = the
+// row length). The values are a gather through those positions, which the lowering leaves to
+// the loop IR. A library call because a sort needs loops inside a body, which the loop IR does
+// not have (computed with loop nodes alone, by counting, a row of n costs n^2 comparisons).
+// runtime/foundry_sort.h runs it, in generated code and in the reference evaluator alike.
+struct SortRows {
+  Operand input;
+  int64_t dim = 0;
+  Expr k;
+  bool descending = false;
+};
+
 // An activation applied to every output element: an epilogue folded into the call
 // (sched/epilogue.h), which oneDNN runs as an eltwise post-op.
 enum class Activation { None, Relu, Tanh, Sigmoid };
 
 struct ExternCall {
-  std::variant<Matmul, Convolution, Linalg> op;
+  std::variant<Matmul, Convolution, Linalg, SortRows> op;
   Activation activation = Activation::None;
 };
 
 // The aten op the call computes: "mm", "bmm", "addmm" or "convolution"; a LAPACK call
-// "linalg.<routine>" (linalg_name).
+// "linalg.<routine>" (linalg_name); "sort" for SortRows.
 std::string extern_name(const ExternCall& call);
 // "relu", "tanh", "sigmoid"; "" for None.
 std::string activation_name(Activation activation);
