@@ -223,6 +223,8 @@ Val CppScalarOps::binary(BinaryOp op, Val a, Val b) {
   // Integer division and remainder report division by zero (foundry_rt::fail).
   bool divides = op == BinaryOp::Div || op == BinaryOp::FloorDiv || op == BinaryOp::Mod || op == BinaryOp::Fmod;
   scopes_.may_fail = scopes_.may_fail || (divides && !is_floating(a.dtype));
+  if (dialect_ == Dialect::Cuda && divides && !is_floating(a.dtype))
+    emit("if (" + value_name(b) + " == 0) foundry_cuda::report(error_flag, foundry_rt::kIntegerDivisionByZero);");
   return def(ir::returns_bool(op) ? DType::Bool : a.dtype, binary_expr(op, a, b), true);
 }
 
@@ -233,8 +235,8 @@ Val CppScalarOps::where(Val c, Val a, Val b) {
 Expr CppScalarOps::indirect(Val v, const Expr& size) {
   std::string sym = "ind" + std::to_string(indirect_++);
   scopes_.may_fail = true;  // checked_index reports an index out of range
-  emit("const int64_t " + sym + " = foundry_rt::checked_index(static_cast<int64_t>(" + value_name(v) + "), " +
-       scopes_.idx(size) + ");");
+  std::string check = dialect_ == Dialect::Cuda ? "foundry_cuda::checked_index(error_flag, " : "foundry_rt::checked_index(";
+  emit("const int64_t " + sym + " = " + check + "static_cast<int64_t>(" + value_name(v) + "), " + scopes_.idx(size) + ");");
   scopes_.set_extent(sym, size);  // checked_index keeps it in [0, size)
   return Expr::sym(sym);
 }
