@@ -43,6 +43,7 @@ class CppScalarOps final : public ir::Ops {
   ir::Val def(DType t, const std::string& rhs, bool may_round);
   void emit(const std::string& line) { scopes_.top().lines.push_back(line); }
   std::string reduction_position();
+  void check_device_form(const std::string& expr, std::string_view op) const;
 };
 
 class CppVectorOps final : public ir::Ops {

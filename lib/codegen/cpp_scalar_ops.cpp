@@ -215,8 +215,16 @@ Val CppScalarOps::index_expr(const Expr& e, DType t) {
 
 Val CppScalarOps::to_dtype(Val v, DType t) { return def(t, convert(v, t), true); }
 
+// foundry_special.h is host code (its tables are host arrays): no CUDA form yet.
+void CppScalarOps::check_device_form(const std::string& expr, std::string_view op) const {
+  if (dialect_ == Dialect::Cuda && expr.find("foundry_rt::special::") != std::string::npos)
+    throw UserError("the special function " + std::string(op) + " is not supported with --device cuda yet");
+}
+
 Val CppScalarOps::unary(UnaryOp op, Val x) {
-  return def(ir::returns_bool(op) ? DType::Bool : x.dtype, unary_expr(op, x), true);
+  std::string e = unary_expr(op, x);
+  check_device_form(e, ir::op_name(op));
+  return def(ir::returns_bool(op) ? DType::Bool : x.dtype, e, true);
 }
 
 Val CppScalarOps::binary(BinaryOp op, Val a, Val b) {
@@ -225,7 +233,9 @@ Val CppScalarOps::binary(BinaryOp op, Val a, Val b) {
   scopes_.may_fail = scopes_.may_fail || (divides && !is_floating(a.dtype));
   if (dialect_ == Dialect::Cuda && divides && !is_floating(a.dtype))
     emit("if (" + value_name(b) + " == 0) foundry_cuda::report(error_flag, foundry_rt::kIntegerDivisionByZero);");
-  return def(ir::returns_bool(op) ? DType::Bool : a.dtype, binary_expr(op, a, b), true);
+  std::string e = binary_expr(op, a, b);
+  check_device_form(e, ir::op_name(op));
+  return def(ir::returns_bool(op) ? DType::Bool : a.dtype, e, true);
 }
 
 Val CppScalarOps::where(Val c, Val a, Val b) {

@@ -164,7 +164,8 @@ std::string outer_work(ScopeStack& scopes, const ir::Index& ranges) {
 EmittedKernel emit_cuda_kernel(const sched::Kernel& kernel, const sched::Schedule& schedule,
                                const CudaKernelOptions& options) {
   EmittedKernel k;
-  k.name = kernel.name;
+  // The scheduler names kernels for the C++ backend ("cpp_fused_add_0").
+  k.name = kernel.name.rfind("cpp_", 0) == 0 ? "cuda_" + kernel.name.substr(4) : kernel.name;
   ir::Accesses accesses = kernel_accesses(kernel, schedule);
   k.args = kernel_args(accesses);
   std::map<const ir::Buffer*, std::string> ptrs;
