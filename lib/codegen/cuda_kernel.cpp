@@ -46,7 +46,9 @@ Loop flat_loop(ScopeStack& scopes, const std::vector<std::string>& vars, const i
   for (const auto& r : ranges) extent.push_back("(" + scopes.idx(r) + ")");
   std::string total;
   for (const auto& e : extent) total += (total.empty() ? "" : " * ") + e;
-  Loop loop = loop_over(vars.size() == 1 ? vars[0] : flat, "0", vars.size() == 1 ? scopes.idx(ranges[0]) : total);
+  // No variables (a reduction over a 0-d tensor): one iteration, still taken by one thread only.
+  Loop loop = loop_over(vars.size() == 1 ? vars[0] : flat, "0",
+                        vars.size() == 1 ? scopes.idx(ranges[0]) : total.empty() ? "1" : total);
   loop.threads = threads;
   if (vars.size() > 1) {
     std::string inner;  // the product of the extents after variable d

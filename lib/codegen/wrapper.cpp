@@ -254,9 +254,9 @@ std::string step_calls(const sched::Schedule& schedule, const std::vector<Emitte
       continue;
     }
     const EmittedKernel& k = kernels[kernel_index++];
-    calls += kernel_call_comment(step.kernel, k) + "  " + n + "_kernels::" + k.name + "(" + (cuda ? "stream, error_flag, " : "");
+    calls += kernel_call_comment(step.kernel, k) + "  " + n + "_kernels::" + k.name + "(" + (cuda ? "stream, error_flag" : "");
     for (size_t a = 0; a < k.args.size(); ++a)
-      calls += (a ? ", " : "") + ptrs.pointer_of(*k.args[a].buffer, k.name);
+      calls += (a || cuda ? ", " : "") + ptrs.pointer_of(*k.args[a].buffer, k.name);
     for (const std::string& sym : k.size_params) calls += ", " + sym;
     calls += ");\n";
   }
