@@ -235,7 +235,7 @@ TEST_CASE("cuda: mlp_dynamic at batches 1 100 and 4096 matches the CPU-compiled 
   }
 }
 
-TEST_CASE("cuda: tier-1 OpInfo samples (every 4th) match PyTorch on the GPU", "[cuda][.cudasweep]") {
+TEST_CASE("cuda: tier-1 OpInfo samples (every 4th) match PyTorch on the GPU", "[.cudasweep]") {
   if (!require_corpus()) return;
   std::vector<std::string> samples = sweep_samples();
   std::string root = build_root() + "/sweep";
