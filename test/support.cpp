@@ -66,7 +66,11 @@ bool require_corpus() {
   return false;
 }
 
-std::string test_source_dir() { return FOUNDRY_TEST_DIR; }
+std::string test_source_dir() {
+  // scripts/gpu_test.sh --run: the test binary runs on another machine, its lists unpacked elsewhere.
+  if (const char* d = std::getenv("FOUNDRY_TEST_SOURCE_DIR"); d && *d) return d;
+  return FOUNDRY_TEST_DIR;
+}
 
 std::string samples_dir() {
   return (fs::path(FOUNDRY_TEST_DIR).parent_path() / "samples").lexically_normal().string();

@@ -24,7 +24,7 @@
 namespace {
 
 struct Options {
-  std::string model_dir, inputs, expected, save_outputs;
+  std::string model_dir, inputs, expected, save_outputs, device;
   std::optional<double> atol, rtol;
   int bench = 0, warmup = 3, threads = 0;
   uint64_t seed = 0;
@@ -222,6 +222,9 @@ int run(const Options& opt) {
   default_openmp_wait();
   if (opt.threads > 0) set_thread_count(opt.threads);
   foundry::LoadedModel model(opt.model_dir);
+  // NAME_run takes host tensors on either device: --device only confirms which one the folder is for.
+  if (!opt.device.empty() && opt.device != model.device())
+    throw foundry::UserError(opt.model_dir + " was compiled for --device " + model.device() + ", not " + opt.device);
   nlohmann::json report;
   report["outputs"] = nlohmann::json::array();
   std::vector<foundry::NpyArray> inputs =
@@ -263,6 +266,9 @@ int main(int argc, char** argv) {
   app.add_option("--bench", opt.bench, "time N runs and report the median, p10 and p90");
   app.add_option("--warmup", opt.warmup, "untimed runs before benchmarking (default 3)");
   app.add_option("--threads", opt.threads, "threads the model may use");
+  app.add_option("--device", opt.device,
+                 "the device the model was compiled for (cpu or cuda; checked against manifest.json; default: its own)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--seed", opt.seed, "seed of the random inputs made without --inputs (default 0)");
   app.add_flag("--json", opt.json, "print one JSON object instead of text");
   app.set_version_flag("--version", std::string("foundry-run ") + FOUNDRY_VERSION);

@@ -228,6 +228,9 @@ int main(int argc, char** argv) {
   bool no_simd = false;
   app.add_flag("--no-simd", no_simd,
                "no explicit SIMD loops over foundry_vec.h: scalar loops with `omp simd` hints (for comparison)");
+  std::string device = "cpu", cuda_arch = "sm_90";
+  app.add_option("--device", device, "where the model runs: cpu (default) or cuda (an NVIDIA GPU; needs nvcc)");
+  app.add_option("--cuda-arch", cuda_arch, "with --device cuda: the GPU architecture, sm_NN (default sm_90)");
   std::string depfile;
   app.add_option("--depfile", depfile,
                  "also write a Make/Ninja depfile: OUTDIR/model.so (or manifest.json) and the input files it depends on");
@@ -275,6 +278,8 @@ int main(int argc, char** argv) {
     if (!stop_after.empty()) opts.stop_after = foundry::stage_from_name(stop_after);
     opts.dump_ir = dump_ir;
     opts.depfile = depfile;
+    opts.device = device;
+    opts.cuda_arch = cuda_arch;
     if (time_passes) opts.timing_out = &std::cerr;
     opts.on_stage = [&](size_t index, size_t count, std::string_view stage) { progress.stage(index, count, stage); };
     opts.on_activity = [&](const std::string& what) { progress.activity(what); };

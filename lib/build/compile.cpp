@@ -186,7 +186,105 @@ std::string default_cache_dir() {
   return "/tmp/foundry-cache";
 }
 
+std::string find_nvcc() {
+  if (const char* home = std::getenv("CUDA_HOME"); home && *home) {
+    std::string p = std::string(home) + "/bin/nvcc";
+    if (access(p.c_str(), X_OK) == 0) return p;
+  }
+  if (on_path("nvcc")) return "nvcc";
+  if (access("/usr/local/cuda/bin/nvcc", X_OK) == 0) return "/usr/local/cuda/bin/nvcc";
+  throw UserError("--device cuda needs the CUDA toolkit's nvcc, which was not found ($CUDA_HOME/bin, PATH, "
+                  "/usr/local/cuda/bin): install the CUDA toolkit or set CUDA_HOME");
+}
+
+bool valid_cuda_arch(const std::string& arch) {
+  if (arch.rfind("sm_", 0) != 0) return false;
+  std::string v = arch.substr(3);
+  if (!v.empty() && (v.back() == 'a' || v.back() == 'f')) v.pop_back();
+  if (v.size() < 2 || v.size() > 3 || v.find_first_not_of("0123456789") != std::string::npos) return false;
+  int n = std::stoi(v);
+  return n >= 70 && n <= 121;
+}
+
+namespace {
+
+// nvcc's flags: -x cu (wrapper.cu includes the CUDA API), the arch, the host compiler, and the
+// C++ flags that matter for the host code (-fPIC, hidden visibility, wrapping integers).
+// --expt-relaxed-constexpr: the kernels use std::numeric_limits in device code.
+std::vector<std::string> nvcc_flags(const std::string& host_cxx, const std::string& arch) {
+  return {"-std=c++17", "-O3", "-arch=" + arch, "-ccbin", host_cxx, "--expt-relaxed-constexpr",
+          "-Xcompiler", "-fPIC,-fvisibility=hidden,-fwrapv,-fno-math-errno"};
+}
+
+// The key's part for nvcc: its version (the toolkit's release and build lines) and the host compiler.
+std::string nvcc_identity(const std::string& nvcc, const std::string& host_cxx) {
+  ProcessResult r = run_program({nvcc, "--version"});
+  std::string release, build;
+  std::stringstream lines(r.output);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("release") != std::string::npos) release = line;
+    if (line.rfind("Build", 0) == 0) build = line;
+  }
+  return release + "\n" + build + "\n" + compiler_identity(host_cxx, "generic");
+}
+
+// model.so of a CUDA model: kernels.cu and wrapper.cu compiled by nvcc, linked by nvcc with the
+// shared CUDA runtime and cuBLAS.
+CompileResult compile_cuda_model(const fs::path& out, const CompileOptions& options) {
+  if (options.static_archive) throw UserError("--emit=static is not supported with --device cuda yet");
+  CompileResult result;
+  std::string host = find_compiler(options.cxx);
+  if (host.find('/') != std::string::npos) host = fs::absolute(host).string();
+  result.compiler = find_nvcc();
+  result.flags = nvcc_flags(host, options.cuda_arch);
+  result.link_flags = {"-cudart", "shared", "-lcublas"};
+  std::vector<std::string> key_parts = {FOUNDRY_VERSION, "cuda", result.compiler, nvcc_identity(result.compiler, host),
+                                        options.cuda_arch};
+  key_parts.insert(key_parts.end(), result.flags.begin(), result.flags.end());
+  std::vector<fs::path> inputs;
+  for (const auto& entry : fs::directory_iterator(out))
+    if (entry.path().extension() == ".cu" || entry.path().extension() == ".h") inputs.push_back(entry.path());
+  std::sort(inputs.begin(), inputs.end());
+  for (const auto& p : inputs) {
+    key_parts.push_back(p.filename().string());
+    key_parts.push_back(read_all(p));
+  }
+  result.key = hash_hex(key_parts);
+  CompileCache cache(options.cache_dir.empty() ? default_cache_dir() : options.cache_dir,
+                     options.cache_limit ? options.cache_limit : default_cache_limit());
+  CompileCache::Products products = {{(out / "model.so").string(), ".so"}};
+  if (options.use_cache && cache.fetch(result.key, products, result.cache_note)) {
+    result.cache_hit = true;
+    return result;
+  }
+  const std::vector<std::string> sources = {"kernels.cu", "wrapper.cu"};
+  std::vector<std::vector<std::string>> compiles;
+  for (const auto& src : sources) {
+    std::vector<std::string> argv = {result.compiler};
+    argv.insert(argv.end(), result.flags.begin(), result.flags.end());
+    argv.insert(argv.end(), {"-c", src, "-o", src + ".o"});
+    compiles.push_back(argv);
+  }
+  std::vector<ProcessResult> done = run_build_steps(compiles, sources, "compiling", out, options);
+  for (size_t i = 0; i < done.size(); ++i)
+    if (done[i].exit_code != 0)
+      throw UserError("nvcc failed on " + (out / sources[i]).string() + " (exit " + std::to_string(done[i].exit_code) +
+                      "):\n" + done[i].output);
+  std::vector<std::string> link = {result.compiler, "-shared", "-arch=" + options.cuda_arch, "-ccbin", host,
+                                   "-o", "model.so", "kernels.cu.o", "wrapper.cu.o"};
+  link.insert(link.end(), result.link_flags.begin(), result.link_flags.end());
+  link.insert(link.end(), {"-Xlinker", "--version-script=exports.map"});
+  ProcessResult linked = run_build_steps({link}, {"model.so"}, "linking", out, options).front();
+  if (linked.exit_code != 0) throw UserError("linking " + (out / "model.so").string() + " failed:\n" + linked.output);
+  for (const auto& src : sources) fs::remove(out / (src + ".o"));
+  if (options.use_cache) cache.store(result.key, products);
+  return result;
+}
+
+}  // namespace
+
 CompileResult compile_model(const std::string& dir, const CompileOptions& options) {
+  if (options.device == "cuda") return compile_cuda_model(fs::path(dir), options);
   CompileResult result;
   result.compiler = find_compiler(options.cxx);
   // It runs in the output folder: a relative path to it must not change meaning.

@@ -14,9 +14,14 @@
 
 namespace foundry::codegen {
 
+// Where the scalar statements run: a C++ kernel, or a CUDA kernel (cuda_kernel.cpp), whose
+// index checks and integer divisions report to the model's device error flag (`error_flag`, a
+// kernel parameter) instead of the thread-local foundry_rt::kernel_error.
+enum class Dialect { Cpp, Cuda };
+
 class CppScalarOps final : public ir::Ops {
  public:
-  explicit CppScalarOps(ScopeStack& scopes) : scopes_(scopes) {}
+  explicit CppScalarOps(ScopeStack& scopes, Dialect dialect = Dialect::Cpp) : scopes_(scopes), dialect_(dialect) {}
 
   ir::Val load(const ir::Buffer& buf, const ir::Expr& index) override;
   void store(const ir::Buffer& buf, const ir::Expr& index, ir::Val v, ir::StoreMode mode) override;
@@ -32,11 +37,13 @@ class CppScalarOps final : public ir::Ops {
 
  private:
   ScopeStack& scopes_;
+  Dialect dialect_;
   int next_ = 0, indirect_ = 0, accumulators_ = 0;
 
   ir::Val def(DType t, const std::string& rhs, bool may_round);
   void emit(const std::string& line) { scopes_.top().lines.push_back(line); }
   std::string reduction_position();
+  void check_device_form(const std::string& expr, std::string_view op) const;
 };
 
 class CppVectorOps final : public ir::Ops {

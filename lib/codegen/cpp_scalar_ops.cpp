@@ -215,15 +215,27 @@ Val CppScalarOps::index_expr(const Expr& e, DType t) {
 
 Val CppScalarOps::to_dtype(Val v, DType t) { return def(t, convert(v, t), true); }
 
+// foundry_special.h is host code (its tables are host arrays): no CUDA form yet.
+void CppScalarOps::check_device_form(const std::string& expr, std::string_view op) const {
+  if (dialect_ == Dialect::Cuda && expr.find("foundry_rt::special::") != std::string::npos)
+    throw UserError("the special function " + std::string(op) + " is not supported with --device cuda yet");
+}
+
 Val CppScalarOps::unary(UnaryOp op, Val x) {
-  return def(ir::returns_bool(op) ? DType::Bool : x.dtype, unary_expr(op, x), true);
+  std::string e = unary_expr(op, x);
+  check_device_form(e, ir::op_name(op));
+  return def(ir::returns_bool(op) ? DType::Bool : x.dtype, e, true);
 }
 
 Val CppScalarOps::binary(BinaryOp op, Val a, Val b) {
   // Integer division and remainder report division by zero (foundry_rt::fail).
   bool divides = op == BinaryOp::Div || op == BinaryOp::FloorDiv || op == BinaryOp::Mod || op == BinaryOp::Fmod;
   scopes_.may_fail = scopes_.may_fail || (divides && !is_floating(a.dtype));
-  return def(ir::returns_bool(op) ? DType::Bool : a.dtype, binary_expr(op, a, b), true);
+  if (dialect_ == Dialect::Cuda && divides && !is_floating(a.dtype))
+    emit("if (" + value_name(b) + " == 0) foundry_cuda::report(error_flag, foundry_rt::kIntegerDivisionByZero);");
+  std::string e = binary_expr(op, a, b);
+  check_device_form(e, ir::op_name(op));
+  return def(ir::returns_bool(op) ? DType::Bool : a.dtype, e, true);
 }
 
 Val CppScalarOps::where(Val c, Val a, Val b) {
@@ -233,8 +245,8 @@ Val CppScalarOps::where(Val c, Val a, Val b) {
 Expr CppScalarOps::indirect(Val v, const Expr& size) {
   std::string sym = "ind" + std::to_string(indirect_++);
   scopes_.may_fail = true;  // checked_index reports an index out of range
-  emit("const int64_t " + sym + " = foundry_rt::checked_index(static_cast<int64_t>(" + value_name(v) + "), " +
-       scopes_.idx(size) + ");");
+  std::string check = dialect_ == Dialect::Cuda ? "foundry_cuda::checked_index(error_flag, " : "foundry_rt::checked_index(";
+  emit("const int64_t " + sym + " = " + check + "static_cast<int64_t>(" + value_name(v) + "), " + scopes_.idx(size) + ");");
   scopes_.set_extent(sym, size);  // checked_index keeps it in [0, size)
   return Expr::sym(sym);
 }

@@ -31,6 +31,11 @@ std::string sort_statements(const ir::LoopNode& node, const ir::SortRows& call,
 // The line externs.cpp includes the LAPACK routines with; the build links -llapacke when it is there.
 constexpr const char* kLapackInclude = "#include \"foundry_lapack.h\"";
 
+// The statements of a library call of a CUDA model (cuda_externs.cpp): matrix products through
+// cuBLAS over the run body's pointers (`ptrs`), `model` and `stream` in scope. Throws UserError,
+// naming the node, for the calls that have no GPU form yet (convolutions, LAPACK).
+std::string cuda_extern_call(const ir::LoopNode& node, const std::map<const ir::Buffer*, std::string>& ptrs);
+
 std::string int_list(const std::vector<int64_t>& v);
 std::string expr_list(const std::vector<ir::Expr>& v);
 // The dynamic sizes (s0, ...) that the expressions mention, in name order.

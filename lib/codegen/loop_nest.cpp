@@ -1,5 +1,7 @@
 #include "foundry/codegen/loop_nest.h"
 
+#include "foundry/support/error.h"
+
 namespace foundry::codegen {
 namespace {
 
@@ -24,6 +26,9 @@ struct CppPrinter {
   void operator()(const std::string& line, const std::string& indent) { out.push_back(indent + line); }
 
   void operator()(const Loop& loop, const std::string& indent) {
+    FOUNDRY_CHECK(loop.threads == Loop::Threads::None || loop.threads == Loop::Threads::Team ||
+                      loop.threads == Loop::Threads::Shared,
+                  "bug: a CUDA loop in a C++ kernel");
     if (std::string pragma = loop_pragma(loop); !pragma.empty()) out.push_back(indent + pragma);
     std::string step = loop.step == 1 ? "++" + loop.var : loop.var + " += " + std::to_string(loop.step);
     out.push_back(indent + "for (int64_t " + loop.var + " = " + loop.begin + "; " + loop.var + " < " + loop.end + "; " +
@@ -40,6 +45,39 @@ struct CppPrinter {
     out.push_back(indent + "{");
     print_cpp(region.body, indent + "  ", out);
     out.push_back(indent + "}");
+  }
+};
+
+// The first iteration a GPU thread takes and how far it steps, by the loop's mapping.
+std::pair<std::string, std::string> cuda_start_step(const Loop& loop) {
+  std::string begin = loop.begin == "0" ? "" : loop.begin + " + ";
+  switch (loop.threads) {
+    case Loop::Threads::Grid:
+      return {begin + "static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x",
+              "static_cast<int64_t>(gridDim.x) * blockDim.x"};
+    case Loop::Threads::Blocks: return {begin + "static_cast<int64_t>(blockIdx.x)", "gridDim.x"};
+    case Loop::Threads::BlockThreads: return {begin + "static_cast<int64_t>(threadIdx.x)", "blockDim.x"};
+    case Loop::Threads::None: return {loop.begin, std::to_string(loop.step)};
+    default: throw InternalError("bug: an OpenMP loop in a CUDA kernel");
+  }
+}
+
+struct CudaPrinter {
+  std::vector<std::string>& out;
+
+  void operator()(const std::string& line, const std::string& indent) { out.push_back(indent + line); }
+
+  void operator()(const Loop& loop, const std::string& indent) {
+    auto [start, step] = cuda_start_step(loop);
+    std::string next = step == "1" ? "++" + loop.var : loop.var + " += " + step;
+    out.push_back(indent + "for (int64_t " + loop.var + " = " + start + "; " + loop.var + " < " + loop.end + "; " +
+                  next + ") {");
+    print_cuda(loop.body, indent + "  ", out);
+    out.push_back(indent + "}");
+  }
+
+  void operator()(const ParallelRegion&, const std::string&) {
+    throw InternalError("bug: an OpenMP parallel region in a CUDA kernel");
   }
 };
 
@@ -60,6 +98,11 @@ void append_lines(Stmts& to, const std::vector<std::string>& lines) { to.insert(
 
 void print_cpp(const Stmts& stmts, const std::string& indent, std::vector<std::string>& out) {
   CppPrinter printer{out};
+  for (const Stmt& s : stmts) std::visit([&](const auto& node) { printer(node, indent); }, s.node);
+}
+
+void print_cuda(const Stmts& stmts, const std::string& indent, std::vector<std::string>& out) {
+  CudaPrinter printer{out};
   for (const Stmt& s : stmts) std::visit([&](const auto& node) { printer(node, indent); }, s.node);
 }
 

@@ -59,17 +59,37 @@ std::string standalone_cmake(const GeneratedModel& model) {
          "target_link_options(" + n + " PRIVATE -Wl,--version-script=${CMAKE_CURRENT_SOURCE_DIR}/exports.map)\n";
 }
 
+// The same for a CUDA model (CMake's CUDA language finds nvcc; the toolkit's cudart and cuBLAS).
+std::string standalone_cuda_cmake(const GeneratedModel& model) {
+  std::string n = model.name, arch = model.march.substr(model.march.rfind('_') + 1);
+  return "# Builds model.so from the CUDA sources foundryc wrote here (foundryc " + std::string(FOUNDRY_VERSION) +
+         ").\n"
+         "cmake_minimum_required(VERSION 3.18)\n"
+         "project(" + n + " LANGUAGES CXX CUDA)\n"
+         "find_package(CUDAToolkit REQUIRED)\n"
+         "add_library(" + n + " SHARED kernels.cu wrapper.cu)\n"
+         "set_target_properties(" + n + " PROPERTIES OUTPUT_NAME model PREFIX \"\" CUDA_STANDARD 17 CUDA_ARCHITECTURES " + arch + "\n"
+         "  CUDA_VISIBILITY_PRESET hidden LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})\n"
+         "target_compile_options(" + n + " PRIVATE -O3 --expt-relaxed-constexpr)\n"
+         "target_link_libraries(" + n + " PRIVATE CUDA::cudart CUDA::cublas)\n"
+         "target_link_options(" + n + " PRIVATE -Wl,--version-script=${CMAKE_CURRENT_SOURCE_DIR}/exports.map)\n";
+}
+
 }  // namespace
 
 void write_model_files(const GeneratedModel& model, const std::string& dir) {
-  write_text(dir + "/kernels.cpp", model.kernels_cpp);
-  write_text(dir + "/wrapper.cpp", model.wrapper_cpp);
+  bool cuda = model.device == "cuda";
+  write_text(dir + (cuda ? "/kernels.cu" : "/kernels.cpp"), model.kernels_cpp);
+  write_text(dir + (cuda ? "/wrapper.cu" : "/wrapper.cpp"), model.wrapper_cpp);
   write_text(dir + "/model.h", model.model_h);
   if (!model.externs_cpp.empty()) write_text(dir + "/externs.cpp", model.externs_cpp);
   write_text(dir + "/exports.map", exports_version_script(model.name));
-  write_text(dir + "/CMakeLists.txt", standalone_cmake(model));
-  for (const RuntimeFile& f : runtime_files())
+  write_text(dir + "/CMakeLists.txt", cuda ? standalone_cuda_cmake(model) : standalone_cmake(model));
+  for (const RuntimeFile& f : runtime_files()) {
+    // The CUDA runtime headers go only with CUDA models.
+    if (!cuda && std::string(f.name).rfind("foundry_cuda", 0) == 0) continue;
     write_text(dir + "/" + f.name, std::string(reinterpret_cast<const char*>(f.data), f.size));
+  }
   if (model.weights.total_bytes > 0) write_weights(dir + "/weights.bin", model.weights);
 }
 

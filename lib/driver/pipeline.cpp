@@ -171,7 +171,8 @@ void run_lower(const PipelineOptions& opts, PipelineState& state, const StageCon
 void run_schedule(const PipelineOptions& opts, PipelineState& state, const StageContext& ctx) {
   sched::ScheduleOptions options;
   options.fusion = opts.fusion;
-  if (opts.fusion) {
+  // A CUDA model's matrix products are plain cuBLAS calls: activations stay in the kernels.
+  if (opts.fusion && opts.device == "cpu") {
     int folded = sched::fold_activations_into_externs(*state.program);
     if (folded) spdlog::info("{} activation(s) folded into library calls as oneDNN post-ops", folded);
   }
@@ -287,6 +288,11 @@ nlohmann::json manifest(const PipelineOptions& opts, const PipelineState& state)
       {"weights", weights_list(state.model->weights)},
   };
   if (opts.debug_buffers) m["debug_build"] = debug_build_manifest(program, state.model_outputs);
+  // A CPU model's manifest stays as it was: no "device" means the CPU.
+  if (opts.device == "cuda") {
+    m["device"] = opts.device;
+    m["cuda_arch"] = opts.cuda_arch;
+  }
   return m;
 }
 
@@ -306,6 +312,8 @@ void run_codegen(const PipelineOptions& opts, PipelineState& state, const StageC
   }
   kernel_options.vectorize = opts.vectorize;
   kernel_options.lanes = codegen::vector_lanes(opts.target);
+  kernel_options.device = opts.device;
+  kernel_options.cuda_arch = opts.cuda_arch;
   state.model = codegen::generate_model(*state.program, *state.schedule, model_name(opts), kernel_options);
   codegen::write_model_files(*state.model, ctx.work_dir.string());
   ctx.write_file("manifest.json", manifest_text(manifest(opts, state)));
@@ -322,6 +330,8 @@ void run_build(const PipelineOptions& opts, PipelineState& state, const StageCon
   options.shared = !opts.emit_static || opts.emit_so;  // --emit=source --stop-after=build still builds model.so
   options.static_archive = opts.emit_static;
   options.on_activity = opts.on_activity;
+  options.device = opts.device;
+  options.cuda_arch = opts.cuda_arch;
   build::CompileResult r = build::compile_model(ctx.work_dir.string(), options);
   if (!r.cache_note.empty()) spdlog::info("build: {}", r.cache_note);
   state.cache_hit = r.cache_hit;
@@ -590,6 +600,18 @@ ir::LoopProgram lower_for_evaluation(const std::string& input) {
   return lower::lower_graph(graph);
 }
 
+// --device and --cuda-arch, and nvcc when the run builds a CUDA model: said before any work.
+void check_device(const PipelineOptions& opts, Stage last) {
+  if (opts.device != "cpu" && opts.device != "cuda")
+    throw UserError("unknown device " + quote_untrusted(opts.device, 40) + ": use --device cpu or --device cuda");
+  if (opts.device != "cuda") return;
+  if (!build::valid_cuda_arch(opts.cuda_arch))
+    throw UserError("unknown CUDA architecture " + quote_untrusted(opts.cuda_arch, 40) +
+                    ": use --cuda-arch sm_NN, such as sm_80 or sm_90 (sm_70 to sm_121)");
+  if (opts.emit_static) throw UserError("--emit=static is not supported with --device cuda yet");
+  if (last >= Stage::Build) build::find_nvcc();
+}
+
 PipelineResult run_pipeline(const PipelineOptions& opts) {
   PipelineResult result;
   fs::path out_dir = opts.output_dir.empty() ? fs::path(default_output_dir(opts.input)) : fs::path(opts.output_dir);
@@ -600,6 +622,7 @@ PipelineResult run_pipeline(const PipelineOptions& opts) {
   result.output_dir = out_dir.string();
 
   Stage last = opts.stop_after ? *opts.stop_after : opts.emit_so || opts.emit_static ? Stage::Build : Stage::Codegen;
+  check_device(opts, last);
   check_input_outside(opts.input, out_dir);
   if (opts.dump_ir) check_input_outside(opts.input, sibling(out_dir, ".failed"));
   WorkDir work(out_dir);

@@ -62,6 +62,7 @@ LoadedModel::LoadedModel(const std::string& dir) : api_(std::make_unique<Api>())
   try {
     m = nlohmann::json::parse(manifest);
     name_ = m.at("name").get<std::string>();
+    device_ = m.value("device", std::string("cpu"));
     for (const auto& input : m.value("inputs", nlohmann::json::array()))
       example_input_shapes_.push_back(input.value("example_shape", std::vector<int64_t>{}));
   } catch (const nlohmann::json::exception& e) {

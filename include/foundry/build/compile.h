@@ -21,6 +21,11 @@ struct CompileOptions {
   std::string target = "native";  // -march: native, or a named ISA level
   bool shared = true;             // DIR/model.so
   bool static_archive = false;    // DIR/libmodel.a (--emit=static), the same objects archived with ar
+  // "cuda": kernels.cu and wrapper.cu compiled and linked by nvcc (find_nvcc) for `cuda_arch`,
+  // with the C++ compiler above as its host compiler (-ccbin); model.so links cudart (shared)
+  // and cuBLAS. `target` and the launcher do not apply.
+  std::string device = "cpu";
+  std::string cuda_arch = "sm_90";
   // While the compiler runs, about every quarter second: what it is doing ("compiling
   // kernels.cpp, externs.cpp", "linking model.so"), for a progress line.
   std::function<void(const std::string& activity)> on_activity;
@@ -55,6 +60,12 @@ std::string find_compiler(const std::string& requested);
 // UserError when it is not found.
 std::string find_launcher(const std::string& requested);
 std::string default_cache_dir();
+// nvcc: $CUDA_HOME/bin/nvcc, else nvcc on PATH, else /usr/local/cuda/bin/nvcc; throws UserError
+// saying where it looked when there is none.
+std::string find_nvcc();
+// Whether `arch` is an nvcc -arch this build accepts: sm_ followed by two or three digits
+// (sm_70 to sm_120a).
+bool valid_cuda_arch(const std::string& arch);
 
 // Content hash helpers (xxHash XXH3-128), hex encoded.
 std::string hash_hex(const std::vector<std::string>& parts);

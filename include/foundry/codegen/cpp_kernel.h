@@ -40,6 +40,10 @@ struct KernelOptions {
   // false leaves every loop scalar (`omp simd` hints only), for comparison.
   bool vectorize = true;
   int lanes = vector_lanes("native");  // floats per vector on the target
+  // "cpu", or "cuda": CUDA kernels (cuda_kernel.h) in kernels.cu, a wrapper.cu that launches them
+  // and calls cuBLAS, and the CUDA C API (foundry_cuda_model_api.h); the fields above then do not apply.
+  std::string device = "cpu";
+  std::string cuda_arch = "sm_90";  // cuda: the GPU architecture (nvcc -arch)
 };
 
 EmittedKernel emit_kernel(const sched::Kernel& kernel, const sched::Schedule& schedule,

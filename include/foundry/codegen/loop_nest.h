@@ -1,7 +1,8 @@
 // A kernel as a loop nest: loops with their ranges and how they run (threads, SIMD hints, steps
 // of a vector), parallel regions, and the body statements that the scalar and vector handlers
 // wrote. The kernel emitter builds it from the scheduler's plan; a printer turns it into text
-// (print_cpp: C++ with OpenMP pragmas; a CUDA printer would map the parallel loops to the grid).
+// (print_cpp: C++ with OpenMP pragmas; print_cuda: CUDA C++, the loops marked for the GPU mapped
+// to the grid, the blocks and the threads of a block).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -19,6 +20,12 @@ struct Loop {
     None,
     Team,    // starts a team of threads that share the iterations (`omp parallel for`)
     Shared,  // shares the iterations among the enclosing region's team (`omp for`)
+    // CUDA (print_cuda only): every thread of the grid takes iterations, grid-stride
+    Grid,
+    // CUDA: each block takes iterations (`blockIdx.x`, stepping by `gridDim.x`)
+    Blocks,
+    // CUDA: the threads of a block share the iterations (`threadIdx.x`, stepping by `blockDim.x`)
+    BlockThreads,
   };
   std::string var, begin = "0", end;
   int64_t step = 1;
@@ -55,5 +62,9 @@ void append_lines(Stmts& to, const std::vector<std::string>& lines);
 
 // The C++ text of `stmts`, one line each, indented by `indent` (two spaces a level).
 void print_cpp(const Stmts& stmts, const std::string& indent, std::vector<std::string>& out);
+// The CUDA C++ text of `stmts`: Grid, Blocks and BlockThreads loops over the GPU's indices
+// (64-bit: a grid may hold more than 2^31 threads' worth of elements); no OpenMP pragmas or
+// parallel regions (a bug to meet one).
+void print_cuda(const Stmts& stmts, const std::string& indent, std::vector<std::string>& out);
 
 }  // namespace foundry::codegen

@@ -29,7 +29,9 @@ struct GeneratedModel {
   std::string kernels_cpp, wrapper_cpp, model_h;
   std::string externs_cpp;  // empty when the model calls no extern kernel
   WeightsLayout weights;
-  std::string march = "native";  // the -march of the float lanes kernels.cpp was generated for
+  std::string march = "native";  // the -march of the float lanes kernels.cpp was generated for (cuda: the arch, sm_90)
+  // "cpu", or "cuda": kernels_cpp is then kernels.cu and wrapper_cpp wrapper.cu (nvcc builds them)
+  std::string device = "cpu";
 };
 
 GeneratedModel generate_model(const ir::LoopProgram& program, const sched::Schedule& schedule,

@@ -44,6 +44,10 @@ struct PipelineOptions {
   bool vectorize = true;            // --no-simd: no explicit SIMD loops (for comparison)
   // --debug-buffers: every computed buffer is also an output, after the model's own (ir/debug_buffers.h)
   bool debug_buffers = false;
+  // --device: "cpu" (C++ kernels, oneDNN) or "cuda" (CUDA kernels and cuBLAS, built by nvcc for
+  // --cuda-arch; README "GPU (CUDA)")
+  std::string device = "cpu";
+  std::string cuda_arch = "sm_90";
   std::string depfile;               // --depfile: write a Make/Ninja depfile here on success
   // Called as each stage starts: its index from 0, the number of stages this run goes through,
   // its name (foundryc's progress line on a terminal).

@@ -14,6 +14,13 @@
 #include <omp.h>
 #endif
 
+// The helpers kernels call are also device functions when nvcc compiles a CUDA model's kernels.
+#ifdef __CUDACC__
+#define FOUNDRY_HD __host__ __device__
+#else
+#define FOUNDRY_HD
+#endif
+
 // Vector variants of libm's float functions: glibc's libmvec implements them under the x86-64
 // vector function ABI (_ZGVdN8v_expf for AVX2, _ZGVeN16v_expf for AVX-512). Declared `omp
 // declare simd`, GCC vectorizes loops that call them (std::exp on a float calls expf) instead
@@ -81,17 +88,25 @@ inline int num_threads(int compiled_default) {
 inline thread_local int kernel_error = 0;
 enum KernelError : int { kIndexOutOfRange = 1, kIntegerDivisionByZero = 2 };
 
-inline void fail(int code) { kernel_error = code; }
+// On the GPU (CUDA kernels, foundry_cuda.h) errors go to the model's device error flag instead,
+// written by the generated code itself; there is no thread-local there.
+FOUNDRY_HD inline void fail(int code) {
+#ifdef __CUDA_ARCH__
+  (void)code;
+#else
+  kernel_error = code;
+#endif
+}
 
 // ---- integer arithmetic that never traps -----------------------------------------------------
 template <typename T>
-inline T div_trunc(T a, T b) {
+FOUNDRY_HD inline T div_trunc(T a, T b) {
   if (b == 0) { fail(kIntegerDivisionByZero); return 0; }
   if (b == T(-1)) return T(0) - a;
   return a / b;
 }
 template <typename T>
-inline T floordiv_int(T a, T b) {
+FOUNDRY_HD inline T floordiv_int(T a, T b) {
   if (b == 0) { fail(kIntegerDivisionByZero); return 0; }
   if (b == T(-1)) return T(0) - a;
   T q = a / b;
@@ -99,7 +114,7 @@ inline T floordiv_int(T a, T b) {
   return q;
 }
 template <typename T>
-inline T mod_int(T a, T b) {
+FOUNDRY_HD inline T mod_int(T a, T b) {
   if (b == 0) { fail(kIntegerDivisionByZero); return 0; }
   if (b == T(-1)) return 0;
   T m = a % b;
@@ -107,13 +122,13 @@ inline T mod_int(T a, T b) {
   return m;
 }
 template <typename T>
-inline T fmod_int(T a, T b) {
+FOUNDRY_HD inline T fmod_int(T a, T b) {
   if (b == 0) { fail(kIntegerDivisionByZero); return 0; }
   if (b == T(-1)) return 0;
   return a % b;
 }
 template <typename T>
-inline T pow_int(T base, T exp) {
+FOUNDRY_HD inline T pow_int(T base, T exp) {
   if (exp < 0) return base == 1 ? 1 : base == -1 ? ((exp % 2) ? -1 : 1) : 0;
   uint64_t result = 1, b = static_cast<uint64_t>(base);
   while (exp) {
@@ -125,20 +140,20 @@ inline T pow_int(T base, T exp) {
 }
 
 // Index expressions: Python floor division and modulo when the sign is not known.
-inline int64_t index_floordiv(int64_t a, int64_t b) {
+FOUNDRY_HD inline int64_t index_floordiv(int64_t a, int64_t b) {
   int64_t q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
-inline int64_t index_mod(int64_t a, int64_t b) {
+FOUNDRY_HD inline int64_t index_mod(int64_t a, int64_t b) {
   int64_t m = a % b;
   return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m;
 }
-inline int64_t index_min(int64_t a, int64_t b) { return a < b ? a : b; }
-inline int64_t index_max(int64_t a, int64_t b) { return a > b ? a : b; }
+FOUNDRY_HD inline int64_t index_min(int64_t a, int64_t b) { return a < b ? a : b; }
+FOUNDRY_HD inline int64_t index_max(int64_t a, int64_t b) { return a > b ? a : b; }
 
 // A loaded integer used as an index: negative values wrap once; out-of-range ones are reported
 // and clamped so that the kernel never reads or writes out of bounds.
-inline int64_t checked_index(int64_t i, int64_t size) {
+FOUNDRY_HD inline int64_t checked_index(int64_t i, int64_t size) {
   if (i < 0) i += size;
   if (i < 0 || i >= size) {
     fail(kIndexOutOfRange);
@@ -149,7 +164,7 @@ inline int64_t checked_index(int64_t i, int64_t size) {
 
 // ---- floating-point semantics ---------------------------------------------------------------
 template <typename T>
-inline T floordiv_float(T a, T b) {
+FOUNDRY_HD inline T floordiv_float(T a, T b) {
   if (b == 0) return a / b;
   T m = std::fmod(a, b);
   T div = (a - m) / b;
@@ -160,35 +175,35 @@ inline T floordiv_float(T a, T b) {
   return floored;
 }
 template <typename T>
-inline T mod_float(T a, T b) {
+FOUNDRY_HD inline T mod_float(T a, T b) {
   T m = std::fmod(a, b);
   if (m != 0 && ((b < 0) != (m < 0))) m += b;
   return m;
 }
 template <typename T>
-inline T maximum(T a, T b) {
+FOUNDRY_HD inline T maximum(T a, T b) {
   if (a != a) return a;
   if (b != b) return b;
   return a > b ? a : b;
 }
 template <typename T>
-inline T minimum(T a, T b) {
+FOUNDRY_HD inline T minimum(T a, T b) {
   if (a != a) return a;
   if (b != b) return b;
   return a < b ? a : b;
 }
 template <typename T>
-inline T max_int(T a, T b) { return a > b ? a : b; }
+FOUNDRY_HD inline T max_int(T a, T b) { return a > b ? a : b; }
 template <typename T>
-inline T min_int(T a, T b) { return a < b ? a : b; }
+FOUNDRY_HD inline T min_int(T a, T b) { return a < b ? a : b; }
 template <typename T>
-inline T sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
+FOUNDRY_HD inline T sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
 template <typename T>
-inline T sign_float(T x) { return T((T(0) < x) - (x < T(0))); }  // NaN: 0, as torch.sign
+FOUNDRY_HD inline T sign_float(T x) { return T((T(0) < x) - (x < T(0))); }  // NaN: 0, as torch.sign
 template <typename T>
-inline T sign_int(T x) { return T((T(0) < x) - (x < T(0))); }
+FOUNDRY_HD inline T sign_int(T x) { return T((T(0) < x) - (x < T(0))); }
 template <typename T>
-inline T copysign_int(T a, T b) {
+FOUNDRY_HD inline T copysign_int(T a, T b) {
   T m = a < 0 ? T(0) - a : a;
   return b < 0 ? T(0) - m : m;
 }
@@ -196,7 +211,7 @@ inline T copysign_int(T a, T b) {
 // Float to integer as x86 converts: NaN and out-of-range values become the minimum int64, then
 // narrow (PyTorch's CPU casts behave the same way on this platform).
 template <typename To, typename From>
-inline To float_to_int(From x) {
+FOUNDRY_HD inline To float_to_int(From x) {
   if (!(x >= From(-9.2233720368547758e18) && x < From(9.2233720368547758e18)))
     return static_cast<To>(INT64_MIN);
   return static_cast<To>(static_cast<int64_t>(x));
@@ -207,19 +222,19 @@ inline To float_to_int(From x) {
 // each way, rounding to nearest even as the portable code below does; the portable code is
 // about 20 instructions with branches, and 16-bit kernels convert on every operation.
 #if defined(__F16C__) && defined(__FLT16_MAX__)
-inline float half_to_float(uint16_t h) {
+FOUNDRY_HD inline float half_to_float(uint16_t h) {
   _Float16 v;
   std::memcpy(&v, &h, 2);
   return static_cast<float>(v);
 }
-inline uint16_t float_to_half(float f) {
+FOUNDRY_HD inline uint16_t float_to_half(float f) {
   _Float16 v = static_cast<_Float16>(f);
   uint16_t h;
   std::memcpy(&h, &v, 2);
   return h;
 }
 #else
-inline float half_to_float(uint16_t h) {
+FOUNDRY_HD inline float half_to_float(uint16_t h) {
   uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ffu, bits;
   if (exp == 0) {
     if (mant == 0) {
@@ -238,7 +253,7 @@ inline float half_to_float(uint16_t h) {
   std::memcpy(&f, &bits, 4);
   return f;
 }
-inline uint16_t float_to_half(float f) {
+FOUNDRY_HD inline uint16_t float_to_half(float f) {
   uint32_t x;
   std::memcpy(&x, &f, 4);
   uint32_t sign = (x >> 16) & 0x8000u;
@@ -257,22 +272,22 @@ inline uint16_t float_to_half(float f) {
   return static_cast<uint16_t>(sign | h);
 }
 #endif
-inline float round_half(float f) { return half_to_float(float_to_half(f)); }
+FOUNDRY_HD inline float round_half(float f) { return half_to_float(float_to_half(f)); }
 
-inline float bfloat16_to_float(uint16_t b) {
+FOUNDRY_HD inline float bfloat16_to_float(uint16_t b) {
   uint32_t bits = static_cast<uint32_t>(b) << 16;
   float f;
   std::memcpy(&f, &bits, 4);
   return f;
 }
-inline uint16_t float_to_bfloat16(float f) {
+FOUNDRY_HD inline uint16_t float_to_bfloat16(float f) {
   if (f != f) return 0x7fc0;
   uint32_t bits;
   std::memcpy(&bits, &f, 4);
   bits += 0x7fffu + ((bits >> 16) & 1u);
   return static_cast<uint16_t>(bits >> 16);
 }
-inline float round_bfloat16(float f) { return bfloat16_to_float(float_to_bfloat16(f)); }
+FOUNDRY_HD inline float round_bfloat16(float f) { return bfloat16_to_float(float_to_bfloat16(f)); }
 
 }  // namespace foundry_rt
 

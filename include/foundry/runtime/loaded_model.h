@@ -22,6 +22,9 @@ class LoadedModel {
   LoadedModel& operator=(const LoadedModel&) = delete;
 
   const std::string& name() const { return name_; }
+  // Where it runs: manifest.json's "device", "cpu" when it has none (a CPU model, or a model
+  // opened from a shared object). NAME_run takes host tensors either way.
+  const std::string& device() const { return device_; }
   size_t num_inputs() const;
   size_t num_outputs() const;
   foundry_tensor_info input_info(size_t i) const;
@@ -40,7 +43,7 @@ class LoadedModel {
 
  private:
   struct Api;
-  std::string name_;
+  std::string name_, device_ = "cpu";
   void* handle_ = nullptr;
   void* model_ = nullptr;
   std::unique_ptr<Api> api_;

@@ -1,0 +1,29 @@
+// CUDA kernels (--device cuda): each scheduled kernel becomes a `__global__` function and a host
+// launcher, from the same walk of the kernel's bodies and the same scalar emitting handler as
+// the C++ kernels (CppScalarOps in its CUDA dialect), arranged into a loop nest that print_cuda
+// maps onto the GPU:
+//   - a kernel without inner loops (pointwise) is one flat grid-stride loop over all of its
+//     outer iterations, one element per thread at a time, 64-bit indices;
+//   - a kernel with reductions or inner loops runs one block per outer iteration (a row); the
+//     threads of the block share each reduction's or inner member's loop (block-stride), and a
+//     reduction's per-thread accumulators are combined with warp shuffles and shared memory
+//     (foundry_cuda.h), so that every thread holds the row's result for what follows;
+//     argmax/argmin rows, whose index ties would need a paired combine, run on one thread;
+//   - a kernel whose iterations are not independent (scatter stores, a buffer both read and
+//     written) runs on a single thread, in order, as on one CPU thread.
+// Index checks and integer division by zero set the model's device error flag (`error_flag`).
+#pragma once
+#include "foundry/codegen/cpp_kernel.h"
+
+namespace foundry::codegen {
+
+struct CudaKernelOptions {
+  int block_threads = 256;  // threads per block of flat and row kernels
+};
+
+// `declaration` is the host launcher's: `void NAME(cudaStream_t stream, int* error_flag, ...)`;
+// `definition` holds the `__global__` kernel and the launcher.
+EmittedKernel emit_cuda_kernel(const sched::Kernel& kernel, const sched::Schedule& schedule,
+                               const CudaKernelOptions& options = {});
+
+}  // namespace foundry::codegen

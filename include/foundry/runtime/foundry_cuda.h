@@ -1,0 +1,256 @@
+// Support code of CUDA models (foundryc --device cuda), copied next to their sources; compiled
+// by nvcc only (a CPU model's folder does not get it). Three parts:
+//   - device helpers the generated kernels call: the device error flag, block-wide combines of
+//     reduction accumulators (warp shuffles, then shared memory across warps), launch sizes;
+//   - library calls: matrix products through cuBLAS, float32 without TF32;
+//   - the C API of a CUDA model (FOUNDRY_DEFINE_CUDA_MODEL_API), over foundry_model_api.h's
+//     input checks: NAME_run with host pointers, NAME_run_cuda with device pointers on the
+//     caller's stream, NAME_check_errors.
+// Include guards rather than #pragma once: several models' copies may meet in one build.
+#ifndef FOUNDRY_CUDA_H
+#define FOUNDRY_CUDA_H
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <type_traits>
+
+#include "foundry_kernel_support.h"
+#include "foundry_model_runtime.h"
+
+namespace foundry_cuda {
+
+// ---- device helpers of the generated kernels -------------------------------------------------
+
+// Records a kernel error (foundry_rt::KernelError) in the model's flag; the first one stays.
+__device__ inline void report(int* flag, int code) { atomicCAS(flag, 0, code); }
+
+// A loaded integer used as an index, as foundry_rt::checked_index: negative values wrap once;
+// out-of-range ones are reported and clamped, so that the kernel never reads or writes out of
+// bounds.
+__device__ inline int64_t checked_index(int* flag, int64_t i, int64_t size) {
+  if (i < 0) i += size;
+  if (i < 0 || i >= size) {
+    report(flag, foundry_rt::kIndexOutOfRange);
+    return 0;
+  }
+  return i;
+}
+
+enum class Combine { Sum, Prod, Max, Min, Any };
+
+// Two accumulators of one reduction combined, with the C++ kernels' semantics (NaN propagates
+// through max and min of floats).
+template <class T>
+__device__ T combine(T a, T b, Combine op) {
+  if constexpr (std::is_same<T, bool>::value) {
+    return op == Combine::Min || op == Combine::Prod ? (a && b) : (a || b);
+  } else {
+    switch (op) {
+      case Combine::Sum: return a + b;
+      case Combine::Prod: return a * b;
+      case Combine::Any: return a || b;
+      case Combine::Max:
+        if constexpr (std::is_floating_point<T>::value) return foundry_rt::maximum(a, b);
+        else return foundry_rt::max_int(a, b);
+      case Combine::Min:
+        if constexpr (std::is_floating_point<T>::value) return foundry_rt::minimum(a, b);
+        else return foundry_rt::min_int(a, b);
+    }
+    return a;
+  }
+}
+
+// The value of `v` held by the thread `delta` lanes further in the warp.
+template <class T>
+__device__ T shuffle_down(T v, int delta) {
+  constexpr unsigned kAll = 0xffffffffu;
+  if constexpr (sizeof(T) == 8) {
+    long long bits;
+    memcpy(&bits, &v, 8);
+    bits = __shfl_down_sync(kAll, bits, delta);
+    memcpy(&v, &bits, 8);
+    return v;
+  } else if constexpr (std::is_same<T, float>::value) {
+    return __shfl_down_sync(kAll, v, delta);
+  } else {
+    return static_cast<T>(__shfl_down_sync(kAll, static_cast<int>(v), delta));
+  }
+}
+
+// Every thread's accumulator combined over the block; every thread gets the result. Within a
+// warp by shuffles, then across warps through shared memory, in a fixed order (deterministic).
+// Called by all threads of the block; blockDim.x is 1 or a multiple of 32.
+template <class T>
+__device__ T block_combine(T v, Combine op) {
+  __shared__ T partial[32];
+  if (blockDim.x == 1) return v;
+  for (int delta = 16; delta > 0; delta >>= 1) v = combine(v, shuffle_down(v, delta), op);
+  __syncthreads();  // a previous combine's threads may still be reading `partial`
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = v;
+  __syncthreads();
+  T result = partial[0];
+  for (unsigned w = 1; w < (blockDim.x + 31) / 32; ++w) result = combine(result, partial[w], op);
+  return result;
+}
+
+// Blocks for `work` iterations at `per_block` each; the loops are grid-stride, so a cap only
+// gives each thread more iterations.
+inline unsigned grid_blocks(int64_t work, int64_t per_block) {
+  constexpr int64_t kMaxBlocks = int64_t(1) << 20;
+  int64_t blocks = (work + per_block - 1) / per_block;
+  return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
+}
+
+// ---- matrix products through cuBLAS ----------------------------------------------------------
+
+// A matrix operand X [rows, cols] with element (i, j) at data[i * row_stride + j * col_stride]
+// (plus `batch_stride` per batch).
+template <class T>
+struct Matrix {
+  const T* data;
+  int64_t rows, cols, row_stride, col_stride, batch_stride;
+};
+
+// cuBLAS is column-major: X^T [cols, rows] is a column-major matrix when X has unit column
+// stride (op N, leading dimension row_stride), or X itself is one when it has unit row stride
+// (op T, leading dimension col_stride). False for any other layout.
+template <class T>
+bool transposed_layout(const Matrix<T>& x, cublasOperation_t& op, int64_t& ld) {
+  if (x.col_stride == 1 || x.cols == 1) {
+    op = CUBLAS_OP_N;
+    ld = x.rows == 1 ? (x.cols > 1 ? x.cols : 1) : x.row_stride;
+    return ld >= x.cols;
+  }
+  if (x.row_stride == 1 || x.rows == 1) {
+    op = CUBLAS_OP_T;
+    ld = x.cols == 1 ? (x.rows > 1 ? x.rows : 1) : x.col_stride;
+    return ld >= x.rows;
+  }
+  return false;
+}
+
+// out[b] = bias broadcast, before a product accumulates into it.
+template <class T>
+__global__ void fill_bias(T* out, int64_t batch, int64_t M, int64_t N, const T* bias, int64_t row_stride,
+                          int64_t col_stride) {
+  int64_t total = batch * M * N;
+  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < total;
+       k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t i = k / N % M, j = k % N;
+    out[k] = bias[i * row_stride + j * col_stride];
+  }
+}
+
+// out (contiguous [batch, M, N]) = alpha * a x b + beta * bias (bias: nullptr for none), on
+// `stream`. float32 runs in CUBLAS_DEFAULT_MATH (no TF32, set at creation), as PyTorch's
+// default. Returns "" or what failed.
+template <class T>
+const char* matmul(cublasHandle_t handle, cudaStream_t stream, int64_t batch, const Matrix<T>& a, const Matrix<T>& b,
+                   const Matrix<T>* bias, double alpha, double beta, T* out) {
+  static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value, "float32 and float64 only");
+  const int64_t M = a.rows, N = b.cols, K = a.cols;
+  if (batch == 0 || M == 0 || N == 0) return "";
+  if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || batch > INT32_MAX) return "a matrix too large for cuBLAS";
+  T scale_bias = 0;
+  if (bias) {
+    fill_bias<T><<<grid_blocks(batch * M * N, 256), 256, 0, stream>>>(out, batch, M, N, bias->data, bias->row_stride,
+                                                                       bias->col_stride);
+    scale_bias = static_cast<T>(beta);
+  }
+  if (K == 0) {  // no products: the bias alone (scaled), or zeros
+    if (!bias) return cudaMemsetAsync(out, 0, sizeof(T) * batch * M * N, stream) == cudaSuccess ? "" : "cudaMemsetAsync failed";
+    if (beta == 1.0) return "";
+  }
+  // out^T [N, M] = b^T [N, K] x a^T [K, M], column-major.
+  cublasOperation_t op_b, op_a;
+  int64_t ld_b, ld_a;
+  if (!transposed_layout(b, op_b, ld_b) || !transposed_layout(a, op_a, ld_a))
+    return "a matrix operand whose rows and columns both have non-unit strides";
+  if (cublasSetStream(handle, stream) != CUBLAS_STATUS_SUCCESS) return "cublasSetStream failed";
+  T al = static_cast<T>(alpha);
+  cublasStatus_t s;
+  if constexpr (std::is_same<T, float>::value)
+    s = cublasSgemmStridedBatched(handle, op_b, op_a, int(N), int(M), int(K), &al, b.data, int(ld_b), b.batch_stride,
+                                  a.data, int(ld_a), a.batch_stride, &scale_bias, out, int(N), M * N, int(batch));
+  else
+    s = cublasDgemmStridedBatched(handle, op_b, op_a, int(N), int(M), int(K), &al, b.data, int(ld_b), b.batch_stride,
+                                  a.data, int(ld_a), a.batch_stride, &scale_bias, out, int(N), M * N, int(batch));
+  return s == CUBLAS_STATUS_SUCCESS ? "" : "cuBLAS gemm failed";
+}
+
+// ---- the model on the device -----------------------------------------------------------------
+
+inline size_t dtype_bytes(int32_t code) {
+  switch (code) {
+    case FOUNDRY_UINT8: case FOUNDRY_INT8: case FOUNDRY_BOOL: return 1;
+    case FOUNDRY_INT16: case FOUNDRY_FLOAT16: case FOUNDRY_BFLOAT16: return 2;
+    case FOUNDRY_INT32: case FOUNDRY_FLOAT32: return 4;
+    default: return 8;
+  }
+}
+
+inline size_t tensor_bytes(const foundry_tensor& t) {
+  size_t n = 1;
+  for (int32_t d = 0; d < t.rank; ++d) n *= static_cast<size_t>(t.shape[d]);
+  return n * dtype_bytes(t.dtype);
+}
+
+// What a loaded CUDA model owns on the device: its weights (uploaded once at creation), the
+// error flag its kernels report to, the cuBLAS handle and a stream for NAME_run. Runs on one
+// model take turns (`mutex`): the flag and the handle are shared. A pool of arenas, handles and
+// flags, one per call in flight, is later work.
+struct DeviceState {
+  uint8_t* weights = nullptr;
+  int* error_flag = nullptr;
+  cublasHandle_t cublas = nullptr;
+  cudaStream_t stream = nullptr;
+  std::mutex mutex;
+
+  // "" or what failed.
+  std::string open(const uint8_t* host_weights, size_t bytes, bool uses_cublas) {
+    if (bytes) {
+      if (cudaMalloc(&weights, bytes) != cudaSuccess) return error("cannot allocate the weights on the GPU");
+      if (cudaMemcpy(weights, host_weights, bytes, cudaMemcpyHostToDevice) != cudaSuccess)
+        return error("cannot copy the weights to the GPU");
+    }
+    if (cudaMalloc(&error_flag, sizeof(int)) != cudaSuccess || cudaMemset(error_flag, 0, sizeof(int)) != cudaSuccess)
+      return error("cannot allocate the error flag on the GPU");
+    if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) return error("cannot create a stream");
+    if (uses_cublas) {
+      if (cublasCreate(&cublas) != CUBLAS_STATUS_SUCCESS) return "cannot create a cuBLAS handle";
+      // No TF32: float32 products as PyTorch computes them by default.
+      cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH);
+    }
+    return "";
+  }
+  static std::string error(const char* what) {
+    cudaError_t e = cudaGetLastError();
+    return std::string(what) + " (" + cudaGetErrorString(e) + ")";
+  }
+  ~DeviceState() {
+    if (cublas) cublasDestroy(cublas);
+    if (stream) cudaStreamDestroy(stream);
+    cudaFree(error_flag);
+    cudaFree(weights);
+  }
+};
+
+// The device error flag's code as an error (and the flag cleared), after the stream finished.
+inline int take_kernel_error(DeviceState& device, cudaStream_t stream) {
+  if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess)
+    return foundry_rt::set_error(FOUNDRY_ERROR_RUNTIME, std::string("CUDA error: ") + cudaGetErrorString(e));
+  int code = 0;
+  if (cudaMemcpy(&code, device.error_flag, sizeof code, cudaMemcpyDeviceToHost) != cudaSuccess ||
+      cudaMemset(device.error_flag, 0, sizeof code) != cudaSuccess)
+    return foundry_rt::set_error(FOUNDRY_ERROR_RUNTIME, "cannot read the kernels' error flag");
+  if (code) return foundry_rt::set_error(FOUNDRY_ERROR_RUNTIME, foundry_rt::kernel_error_text(code));
+  return FOUNDRY_OK;
+}
+
+}  // namespace foundry_cuda
+
+#endif  // FOUNDRY_CUDA_H

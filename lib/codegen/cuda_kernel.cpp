@@ -1,0 +1,221 @@
+#include "foundry/codegen/cuda_kernel.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "codegen/kernel_common.h"
+#include "foundry/codegen/cpp_expr.h"
+#include "foundry/codegen/loop_nest.h"
+#include "foundry/sched/kernel_walk.h"
+
+namespace foundry::codegen {
+namespace {
+
+// How a kernel's iterations are spread over the GPU (see cuda_kernel.h).
+enum class Mapping { Serial, Flat, Rows };
+
+// Independent iterations, as the C++ kernels' plan_loops asks for threads: plain stores at
+// positions that do not come from loaded indices and that tell every outer iteration apart. A
+// flat kernel also reads no buffer it writes. A row kernel may: the walk forwards or reads back
+// a value within the same row (fusion refuses a read of another row's), and each loop shared by
+// the block's threads ends with a barrier before the next one reads what it wrote.
+Mapping choose_mapping(const ir::Accesses& acc, bool nested, const std::vector<std::string>& outer,
+                       const ir::Index& ranges) {
+  std::set<const ir::Buffer*> written;
+  for (const auto& w : acc.writes) {
+    if (w.mode != ir::StoreMode::Set) return Mapping::Serial;
+    std::set<std::string> symbols = ir::free_symbols(w.index);
+    for (const std::string& s : symbols)
+      if (s.rfind("ind", 0) == 0) return Mapping::Serial;
+    for (size_t d = 0; d < outer.size(); ++d)
+      if (!ranges[d].is_const(1) && !symbols.count(outer[d])) return Mapping::Serial;
+    written.insert(w.buffer);
+  }
+  if (nested) return Mapping::Rows;
+  for (const auto& r : acc.reads)
+    if (written.count(r.buffer)) return Mapping::Serial;
+  return Mapping::Flat;
+}
+
+// One loop over all iterations of `vars` (their ranges' product, flattened as `flat`), run as
+// `threads` says, whose body first recovers each variable from the flat index; a single
+// variable is looped over directly.
+Loop flat_loop(ScopeStack& scopes, const std::vector<std::string>& vars, const ir::Index& ranges,
+               const std::string& flat, Loop::Threads threads, Stmts body) {
+  std::vector<std::string> extent;
+  for (const auto& r : ranges) extent.push_back("(" + scopes.idx(r) + ")");
+  std::string total;
+  for (const auto& e : extent) total += (total.empty() ? "" : " * ") + e;
+  // No variables (a reduction over a 0-d tensor): one iteration, still taken by one thread only.
+  Loop loop = loop_over(vars.size() == 1 ? vars[0] : flat, "0",
+                        vars.size() == 1 ? scopes.idx(ranges[0]) : total.empty() ? "1" : total);
+  loop.threads = threads;
+  if (vars.size() > 1) {
+    std::string inner;  // the product of the extents after variable d
+    for (size_t d = vars.size(); d-- > 0;) {
+      std::string q = inner.empty() ? flat : flat + " / (" + inner + ")";
+      std::string v = d == 0 ? q : "(" + q + ") % " + extent[d];
+      loop.body.push_back("const int64_t " + vars[d] + " = " + v + ";");
+      inner = inner.empty() ? extent[d] : inner + " * " + extent[d];
+    }
+    std::reverse(loop.body.begin(), loop.body.end());
+  }
+  append(loop.body, body);
+  return loop;
+}
+
+// The block-wide combine of an accumulator (foundry_cuda.h), "" for argmax/argmin.
+std::string combine_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "foundry_cuda::Combine::Sum";
+    case ReduceOp::Prod: return "foundry_cuda::Combine::Prod";
+    case ReduceOp::Max: return "foundry_cuda::Combine::Max";
+    case ReduceOp::Min: return "foundry_cuda::Combine::Min";
+    case ReduceOp::Any: return "foundry_cuda::Combine::Any";
+    case ReduceOp::ArgMax: case ReduceOp::ArgMin: return "";
+  }
+  return "";
+}
+
+// Builds a CUDA kernel's loop nest: the walk opens a scope per loop block, the scalar handler
+// fills it, and closing it maps its loops to the GPU.
+class CudaNestBuilder final : public sched::KernelVisitor {
+ public:
+  CudaNestBuilder(ScopeStack& scopes, ir::Ops& ops, Mapping mapping) : scopes_(scopes), ops_(ops), mapping_(mapping) {}
+  ir::Ops& ops() override { return ops_; }
+
+  void begin_reduction(const sched::Member&, const ir::Index& ranges) override {
+    std::vector<std::string> vars;
+    for (size_t d = 0; d < ranges.size(); ++d) vars.push_back(ir::reduction_var(static_cast<int>(d)));
+    scopes_.open(ranges, vars);
+  }
+  void end_reduction(const sched::Member&) override { close_nested(); }
+  void begin_inner(const sched::Member&, const ir::Index& ranges, const std::vector<std::string>& vars) override {
+    scopes_.open(ranges, vars);
+  }
+  void end_inner(const sched::Member&) override { close_nested(); }
+
+  // The kernel's outer loops: a grid-stride loop (Flat), a loop of blocks (Rows) or plain loops.
+  Stmts close_outer() {
+    Scope b = scopes_.close();
+    Stmts out;
+    append_lines(out, b.pre);
+    if (b.vars.empty()) {  // a single iteration: launched on one thread, or one block of a row kernel
+      append(out, b.lines);
+    } else if (mapping_ == Mapping::Serial) {
+      append(out, plain_loops(b));
+    } else {
+      Loop::Threads t = mapping_ == Mapping::Flat ? Loop::Threads::Grid : Loop::Threads::Blocks;
+      out.push_back(flat_loop(scopes_, b.vars, b.ranges, "xindex", t, b.lines));
+    }
+    append_lines(out, b.post);
+    return out;
+  }
+
+  bool single_thread_rows() const { return single_thread_rows_; }
+
+ private:
+  ScopeStack& scopes_;
+  ir::Ops& ops_;
+  Mapping mapping_;
+  bool single_thread_rows_ = false;
+
+  // A loop directly inside a row kernel's outer loop is shared by the block's threads; deeper
+  // loops (and every loop of a serial kernel) run whole on each thread.
+  void close_nested() {
+    bool shared = mapping_ == Mapping::Rows && scopes_.depth() == 3;
+    Scope b = scopes_.close();
+    Stmts out;
+    append_lines(out, b.pre);
+    if (!shared) {
+      append(out, plain_loops(b));
+    } else {
+      out.push_back(flat_loop(scopes_, b.vars, b.ranges, "rindex", Loop::Threads::BlockThreads, b.lines));
+      for (const Accumulator& a : b.accumulators) {
+        std::string op = combine_op(a.op);
+        if (op.empty()) single_thread_rows_ = true;  // one thread per row: nothing to combine
+        else out.push_back(a.name + " = foundry_cuda::block_combine(" + a.name + ", " + op + ");");
+      }
+      // The next loop may read what this one's threads wrote.
+      out.push_back(std::string("__syncthreads();"));
+    }
+    append_lines(out, b.post);
+    append(scopes_.top().lines, out);
+  }
+
+  Stmts plain_loops(const Scope& b) {
+    Stmts body = b.lines;
+    for (size_t d = b.vars.size(); d-- > 0;) {
+      Loop loop = loop_over(b.vars[d], "0", scopes_.idx(b.ranges[d]));
+      loop.body = std::move(body);
+      body = {std::move(loop)};
+    }
+    return body;
+  }
+};
+
+// The product of the outer ranges: the flat iterations (Flat) or rows (Rows) of a launch.
+std::string outer_work(ScopeStack& scopes, const ir::Index& ranges) {
+  std::string work;
+  for (const auto& r : ranges) work += (work.empty() ? "" : " * ") + ("(" + scopes.idx(r) + ")");
+  return work.empty() ? "1" : work;
+}
+
+}  // namespace
+
+EmittedKernel emit_cuda_kernel(const sched::Kernel& kernel, const sched::Schedule& schedule,
+                               const CudaKernelOptions& options) {
+  EmittedKernel k;
+  // The scheduler names kernels for the C++ backend ("cpp_fused_add_0").
+  k.name = kernel.name.rfind("cpp_", 0) == 0 ? "cuda_" + kernel.name.substr(4) : kernel.name;
+  ir::Accesses accesses = kernel_accesses(kernel, schedule);
+  k.args = kernel_args(accesses);
+  std::map<const ir::Buffer*, std::string> ptrs;
+  std::string params = "int* __restrict__ error_flag", names = "error_flag";
+  for (const auto& a : k.args) {
+    ptrs[a.buffer] = a.name;
+    params += ", " + std::string(a.written ? "" : "const ") + storage_type(a.buffer->dtype) + "* __restrict__ " + a.name;
+    names += ", " + a.name;
+  }
+  std::vector<std::string> outer = sched::kernel_loop_vars(kernel);
+  bool nested = std::any_of(kernel.members.begin(), kernel.members.end(),
+                            [](const sched::Member& m) { return m.role != sched::MemberRole::Outer; });
+  Mapping mapping = choose_mapping(accesses, nested, outer, kernel.ranges);
+
+  ScopeStack scopes(ptrs, 1);
+  scopes.open(kernel.ranges, outer);
+  CppScalarOps scalar(scopes, Dialect::Cuda);
+  SharedOps ops(scopes, scalar, nullptr);
+  CudaNestBuilder builder(scopes, ops, mapping);
+  sched::walk_kernel(kernel, schedule, builder);
+  Stmts body = builder.close_outer();
+  std::string work = outer_work(scopes, kernel.ranges);
+
+  for (const std::string& s : scopes.size_symbols()) {
+    k.size_params.push_back(s);
+    params += ", int64_t " + s;
+    names += ", " + s;
+  }
+  k.declaration = "void " + k.name + "(cudaStream_t stream, " + params + ")";
+  bool one_thread = mapping == Mapping::Serial || builder.single_thread_rows() || (outer.empty() && mapping == Mapping::Flat);
+  int threads = one_thread ? 1 : options.block_threads;
+  std::string blocks = mapping == Mapping::Serial ? "1"
+                       : mapping == Mapping::Rows ? "foundry_cuda::grid_blocks(work, 1)"
+                                                  : "foundry_cuda::grid_blocks(work, " + std::to_string(threads) + ")";
+  const char* how = mapping == Mapping::Serial ? "one thread, in order (its iterations are not independent)"
+                    : mapping == Mapping::Rows ? "one block per row, its threads sharing the row's loops"
+                                               : "a flat grid-stride loop over its elements";
+  std::vector<std::string> lines;
+  print_cuda(body, "  ", lines);
+  std::ostringstream out;
+  out << "// " << k.name << ": " << origin_comment(kernel) << "\n// Runs as " << how << ".\n"
+      << "__global__ void __launch_bounds__(" << threads << ") " << k.name << "_kernel(" << params << ") {\n";
+  for (const auto& line : lines) out << line << "\n";
+  out << "}\n\n" << k.declaration << " {\n"
+      << "  const int64_t work = " << work << ";\n  if (work <= 0) return;\n"
+      << "  " << k.name << "_kernel<<<" << blocks << ", " << threads << ", 0, stream>>>(" << names << ");\n}\n";
+  k.definition = out.str();
+  return k;
+}
+
+}  // namespace foundry::codegen
