@@ -132,6 +132,22 @@ std::string hash_hex(const std::vector<std::string>& parts) {
   return buf;
 }
 
+namespace {
+// A cache key: `parts` (what builds the model) and every generated source in `out` (the `ext`
+// files and the headers), by name and content, in name order.
+std::string sources_key(std::vector<std::string> parts, const fs::path& out, const std::string& ext) {
+  std::vector<fs::path> inputs;
+  for (const auto& entry : fs::directory_iterator(out))
+    if (entry.path().extension() == ext || entry.path().extension() == ".h") inputs.push_back(entry.path());
+  std::sort(inputs.begin(), inputs.end());
+  for (const auto& p : inputs) {
+    parts.push_back(p.filename().string());
+    parts.push_back(read_all(p));
+  }
+  return hash_hex(parts);
+}
+}  // namespace
+
 std::string find_compiler(const std::string& requested) {
   // --cxx, then $CXX, as build systems and AOTInductor honour them.
   if (!requested.empty()) {
@@ -241,15 +257,7 @@ CompileResult compile_cuda_model(const fs::path& out, const CompileOptions& opti
   std::vector<std::string> key_parts = {FOUNDRY_VERSION, "cuda", result.compiler, nvcc_identity(result.compiler, host),
                                         options.cuda_arch};
   key_parts.insert(key_parts.end(), result.flags.begin(), result.flags.end());
-  std::vector<fs::path> inputs;
-  for (const auto& entry : fs::directory_iterator(out))
-    if (entry.path().extension() == ".cu" || entry.path().extension() == ".h") inputs.push_back(entry.path());
-  std::sort(inputs.begin(), inputs.end());
-  for (const auto& p : inputs) {
-    key_parts.push_back(p.filename().string());
-    key_parts.push_back(read_all(p));
-  }
-  result.key = hash_hex(key_parts);
+  result.key = sources_key(std::move(key_parts), out, ".cu");
   CompileCache cache(options.cache_dir.empty() ? default_cache_dir() : options.cache_dir,
                      options.cache_limit ? options.cache_limit : default_cache_limit());
   CompileCache::Products products = {{(out / "model.so").string(), ".so"}};
@@ -303,15 +311,7 @@ CompileResult compile_model(const std::string& dir, const CompileOptions& option
   // Not the launcher: ccache or sccache gives the compiler's own output.
   std::vector<std::string> key_parts = {FOUNDRY_VERSION, result.compiler, compiler_identity(result.compiler, options.target)};
   key_parts.insert(key_parts.end(), result.flags.begin(), result.flags.end());
-  std::vector<fs::path> inputs;
-  for (const auto& entry : fs::directory_iterator(out))
-    if (entry.path().extension() == ".cpp" || entry.path().extension() == ".h") inputs.push_back(entry.path());
-  std::sort(inputs.begin(), inputs.end());
-  for (const auto& p : inputs) {
-    key_parts.push_back(p.filename().string());
-    key_parts.push_back(read_all(p));
-  }
-  result.key = hash_hex(key_parts);
+  result.key = sources_key(std::move(key_parts), out, ".cpp");
   // The libraries the objects need: model.so records them, a program linking libmodel.a names them.
   result.link_flags = model_link_flags(uses_dnnl, externs_use_lapack((out / "externs.cpp").string()));
 

@@ -137,37 +137,22 @@ int check_errors(typename Model::Instance* model, void* stream) {
 }  // namespace foundry_cuda
 
 // The NAME_* functions of a CUDA model's model.h.
-#define FOUNDRY_DEFINE_CUDA_MODEL_API(NAME)                                                                     \
-  FOUNDRY_API int NAME##_create(const char* model_dir, NAME##_model** out) {                                   \
-    return foundry_cuda::create_model<NAME##_detail::Model>(model_dir, out);                                   \
-  }                                                                                                             \
-  FOUNDRY_API void NAME##_destroy(NAME##_model* model) { delete model; }                                       \
-  FOUNDRY_API size_t NAME##_num_inputs(void) { return NAME##_detail::Model::kNumInputs; }                      \
-  FOUNDRY_API size_t NAME##_num_outputs(void) { return NAME##_detail::Model::kNumOutputs; }                    \
-  FOUNDRY_API int NAME##_input_info(size_t index, foundry_tensor_info* info) {                                 \
-    return foundry_rt::tensor_info(NAME##_detail::Model::kInputs, NAME##_detail::Model::kNumInputs, index,      \
-                                   info, "no such input");                                                      \
-  }                                                                                                             \
-  FOUNDRY_API int NAME##_output_info(size_t index, foundry_tensor_info* info) {                                \
-    return foundry_rt::tensor_info(NAME##_detail::Model::kOutputs, NAME##_detail::Model::kNumOutputs, index,    \
-                                   info, "no such output");                                                     \
-  }                                                                                                             \
-  FOUNDRY_API const char* NAME##_last_error(void) { return foundry_rt::last_error.c_str(); }                   \
-  FOUNDRY_API int NAME##_infer_shapes(const foundry_tensor* inputs, size_t num_inputs, foundry_tensor* outputs, \
-                                      size_t num_outputs) {                                                     \
-    return foundry_rt::infer_shapes<NAME##_detail::Model>(inputs, num_inputs, outputs, num_outputs);           \
-  }                                                                                                             \
-  FOUNDRY_API int NAME##_run(NAME##_model* model, const foundry_tensor* inputs, size_t num_inputs,             \
-                             foundry_tensor* outputs, size_t num_outputs) {                                     \
-    return foundry_cuda::run_host<NAME##_detail::Model>(model, inputs, num_inputs, outputs, num_outputs);      \
-  }                                                                                                             \
-  FOUNDRY_API int NAME##_run_cuda(NAME##_model* model, void* stream, const foundry_tensor* inputs,             \
-                                  size_t num_inputs, foundry_tensor* outputs, size_t num_outputs) {             \
-    return foundry_cuda::run_device<NAME##_detail::Model>(model, stream, inputs, num_inputs, outputs,          \
-                                                          num_outputs);                                         \
-  }                                                                                                             \
-  FOUNDRY_API int NAME##_check_errors(NAME##_model* model, void* stream) {                                     \
-    return foundry_cuda::check_errors<NAME##_detail::Model>(model, stream);                                    \
-  }
+#define FOUNDRY_DEFINE_CUDA_MODEL_API(NAME)                                                                      \
+  FOUNDRY_API int NAME##_create(const char* model_dir, NAME##_model** out) {                                     \
+    return foundry_cuda::create_model<NAME##_detail::Model>(model_dir, out);                                     \
+  }                                                                                                              \
+  FOUNDRY_API int NAME##_run(NAME##_model* model, const foundry_tensor* inputs, size_t num_inputs,               \
+                             foundry_tensor* outputs, size_t num_outputs) {                                      \
+    return foundry_cuda::run_host<NAME##_detail::Model>(model, inputs, num_inputs, outputs, num_outputs);        \
+  }                                                                                                              \
+  FOUNDRY_API int NAME##_run_cuda(NAME##_model* model, void* stream, const foundry_tensor* inputs,               \
+                                  size_t num_inputs, foundry_tensor* outputs, size_t num_outputs) {              \
+    return foundry_cuda::run_device<NAME##_detail::Model>(model, stream, inputs, num_inputs, outputs,            \
+                                                          num_outputs);                                          \
+  }                                                                                                              \
+  FOUNDRY_API int NAME##_check_errors(NAME##_model* model, void* stream) {                                       \
+    return foundry_cuda::check_errors<NAME##_detail::Model>(model, stream);                                      \
+  }                                                                                                              \
+  FOUNDRY_DEFINE_MODEL_INFO_API(NAME)
 
 #endif  // FOUNDRY_CUDA_MODEL_API_H

@@ -98,31 +98,35 @@ int run_model(typename Model::Instance* model, const foundry_tensor* inputs, siz
 // Exported from the model's shared object (it is compiled with -fvisibility=hidden).
 #define FOUNDRY_API extern "C" __attribute__((visibility("default")))
 
-// The NAME_* functions of model.h for the model whose wrapper defines NAME_model and
-// NAME_detail::Model.
-#define FOUNDRY_DEFINE_MODEL_API(NAME)                                                                          \
-  FOUNDRY_API int NAME##_create(const char* model_dir, NAME##_model** out) {                                   \
-    return foundry_rt::create_model<NAME##_detail::Model>(model_dir, out);                                     \
-  }                                                                                                             \
-  FOUNDRY_API void NAME##_destroy(NAME##_model* model) { delete model; }                                       \
-  FOUNDRY_API size_t NAME##_num_inputs(void) { return NAME##_detail::Model::kNumInputs; }                      \
-  FOUNDRY_API size_t NAME##_num_outputs(void) { return NAME##_detail::Model::kNumOutputs; }                    \
-  FOUNDRY_API int NAME##_input_info(size_t index, foundry_tensor_info* info) {                                 \
-    return foundry_rt::tensor_info(NAME##_detail::Model::kInputs, NAME##_detail::Model::kNumInputs, index,      \
-                                   info, "no such input");                                                      \
-  }                                                                                                             \
-  FOUNDRY_API int NAME##_output_info(size_t index, foundry_tensor_info* info) {                                \
-    return foundry_rt::tensor_info(NAME##_detail::Model::kOutputs, NAME##_detail::Model::kNumOutputs, index,    \
-                                   info, "no such output");                                                     \
-  }                                                                                                             \
-  FOUNDRY_API const char* NAME##_last_error(void) { return foundry_rt::last_error.c_str(); }                   \
-  FOUNDRY_API int NAME##_infer_shapes(const foundry_tensor* inputs, size_t num_inputs, foundry_tensor* outputs, \
-                                      size_t num_outputs) {                                                     \
-    return foundry_rt::infer_shapes<NAME##_detail::Model>(inputs, num_inputs, outputs, num_outputs);           \
-  }                                                                                                             \
-  FOUNDRY_API int NAME##_run(NAME##_model* model, const foundry_tensor* inputs, size_t num_inputs,             \
-                             foundry_tensor* outputs, size_t num_outputs) {                                     \
-    return foundry_rt::run_model<NAME##_detail::Model>(model, inputs, num_inputs, outputs, num_outputs);       \
+// The NAME_* functions that describe a model and its last error, the same for every device, for
+// the model whose wrapper defines NAME_model and NAME_detail::Model.
+#define FOUNDRY_DEFINE_MODEL_INFO_API(NAME)                                                                      \
+  FOUNDRY_API void NAME##_destroy(NAME##_model* model) { delete model; }                                         \
+  FOUNDRY_API size_t NAME##_num_inputs(void) { return NAME##_detail::Model::kNumInputs; }                        \
+  FOUNDRY_API size_t NAME##_num_outputs(void) { return NAME##_detail::Model::kNumOutputs; }                      \
+  FOUNDRY_API int NAME##_input_info(size_t index, foundry_tensor_info* info) {                                   \
+    return foundry_rt::tensor_info(NAME##_detail::Model::kInputs, NAME##_detail::Model::kNumInputs, index,       \
+                                   info, "no such input");                                                       \
+  }                                                                                                              \
+  FOUNDRY_API int NAME##_output_info(size_t index, foundry_tensor_info* info) {                                  \
+    return foundry_rt::tensor_info(NAME##_detail::Model::kOutputs, NAME##_detail::Model::kNumOutputs, index,     \
+                                   info, "no such output");                                                      \
+  }                                                                                                              \
+  FOUNDRY_API const char* NAME##_last_error(void) { return foundry_rt::last_error.c_str(); }                     \
+  FOUNDRY_API int NAME##_infer_shapes(const foundry_tensor* inputs, size_t num_inputs, foundry_tensor* outputs,  \
+                                      size_t num_outputs) {                                                      \
+    return foundry_rt::infer_shapes<NAME##_detail::Model>(inputs, num_inputs, outputs, num_outputs);             \
   }
+
+// The NAME_* functions of model.h of a CPU model.
+#define FOUNDRY_DEFINE_MODEL_API(NAME)                                                                           \
+  FOUNDRY_API int NAME##_create(const char* model_dir, NAME##_model** out) {                                     \
+    return foundry_rt::create_model<NAME##_detail::Model>(model_dir, out);                                       \
+  }                                                                                                              \
+  FOUNDRY_API int NAME##_run(NAME##_model* model, const foundry_tensor* inputs, size_t num_inputs,               \
+                             foundry_tensor* outputs, size_t num_outputs) {                                      \
+    return foundry_rt::run_model<NAME##_detail::Model>(model, inputs, num_inputs, outputs, num_outputs);         \
+  }                                                                                                              \
+  FOUNDRY_DEFINE_MODEL_INFO_API(NAME)
 
 #endif  // FOUNDRY_MODEL_API_H
