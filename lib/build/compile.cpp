@@ -146,6 +146,21 @@ std::string sources_key(std::vector<std::string> parts, const fs::path& out, con
   }
   return hash_hex(parts);
 }
+
+// `[launcher] compiler flags... -c SRC -o SRC.o` for each source (relative names in the output folder).
+std::vector<std::vector<std::string>> compile_commands(const CompileResult& result,
+                                                       const std::vector<std::string>& sources) {
+  std::vector<std::vector<std::string>> commands;
+  for (const auto& src : sources) {
+    std::vector<std::string> argv;
+    if (!result.launcher.empty()) argv.push_back(result.launcher);
+    argv.push_back(result.compiler);
+    argv.insert(argv.end(), result.flags.begin(), result.flags.end());
+    argv.insert(argv.end(), {"-c", src, "-o", src + ".o"});
+    commands.push_back(argv);
+  }
+  return commands;
+}
 }  // namespace
 
 std::string find_compiler(const std::string& requested) {
@@ -266,14 +281,8 @@ CompileResult compile_cuda_model(const fs::path& out, const CompileOptions& opti
     return result;
   }
   const std::vector<std::string> sources = {"kernels.cu", "wrapper.cu"};
-  std::vector<std::vector<std::string>> compiles;
-  for (const auto& src : sources) {
-    std::vector<std::string> argv = {result.compiler};
-    argv.insert(argv.end(), result.flags.begin(), result.flags.end());
-    argv.insert(argv.end(), {"-c", src, "-o", src + ".o"});
-    compiles.push_back(argv);
-  }
-  std::vector<ProcessResult> done = run_build_steps(compiles, sources, "compiling", out, options);
+  std::vector<ProcessResult> done =
+      run_build_steps(compile_commands(result, sources), sources, "compiling", out, options);
   for (size_t i = 0; i < done.size(); ++i)
     if (done[i].exit_code != 0)
       throw UserError("nvcc failed on " + (out / sources[i]).string() + " (exit " + std::to_string(done[i].exit_code) +
@@ -326,18 +335,11 @@ CompileResult compile_model(const std::string& dir, const CompileOptions& option
     return result;
   }
 
-  std::vector<std::vector<std::string>> compiles;
-  for (const auto& src : sources) {
-    std::vector<std::string> argv = {result.compiler};
-    if (!result.launcher.empty()) argv.insert(argv.begin(), result.launcher);
-    argv.insert(argv.end(), result.flags.begin(), result.flags.end());
-    argv.insert(argv.end(), {"-c", src, "-o", src + ".o"});
-    compiles.push_back(argv);
-  }
   // Compiled and linked inside the output folder, with relative names: no path of this machine
   // ends up in model.so (sanitizers and debug info record source names), so builds in two folders
   // give the same bytes.
-  std::vector<ProcessResult> done = run_build_steps(compiles, sources, "compiling", out, options);
+  std::vector<ProcessResult> done =
+      run_build_steps(compile_commands(result, sources), sources, "compiling", out, options);
   for (size_t i = 0; i < done.size(); ++i)
     if (done[i].exit_code != 0)
       throw UserError("the C++ compiler failed on " + (out / sources[i]).string() + " (exit " +
