@@ -7,7 +7,12 @@
 #include <iostream>
 #include <sstream>
 
+#include "foundry/codegen/wrapper.h"
+#include "foundry/frontend/frontend.h"
+#include "foundry/lower/lowering.h"
+#include "foundry/passes/pipeline.h"
 #include "foundry/runtime/compare.h"
+#include "foundry/sched/schedule.h"
 #include "foundry/runtime/sample.h"
 #include "support.h"
 
@@ -57,6 +62,17 @@ std::map<std::string, std::string> known_failures(const std::string& list_name) 
     out[name] = reason.substr(reason.find_first_not_of(' ') == std::string::npos ? 0 : reason.find_first_not_of(' '));
   }
   return out;
+}
+
+void generate_sources(const std::string& sample_dir, const std::string& name, const std::string& out,
+                      const codegen::KernelOptions& options) {
+  Graph graph = load_model(sample_dir + "/model.pt2");
+  verify_graph(graph);
+  run_graph_passes(graph);
+  ir::LoopProgram program = lower::lower_graph(graph);
+  sched::Schedule schedule = sched::schedule_program(program, {});
+  std::filesystem::create_directories(out);
+  codegen::write_model_files(codegen::generate_model(program, schedule, name, options), out);
 }
 
 std::string compare_with_expected(const std::vector<NpyArray>& outputs, const std::string& dir) {

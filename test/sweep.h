@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "foundry/codegen/cpp_kernel.h"
 #include "foundry/runtime/npy.h"
 
 namespace foundry::test {
@@ -17,6 +18,11 @@ std::vector<std::string> other_samples();               // opinfo/other.txt: out
 std::vector<std::string> sweep_subset(const std::vector<std::string>& samples);
 std::vector<std::string> corpus_models();               // models/* with expected outputs
 std::map<std::string, std::string> known_failures(const std::string& list_name);
+
+// Generates one sample's sources into `out` under the symbol prefix `name` (the sweeps batch
+// several samples into one shared object; `options.device` picks the code generator).
+void generate_sources(const std::string& sample_dir, const std::string& name, const std::string& out,
+                      const codegen::KernelOptions& options = {});
 
 // "" when `outputs` match DIR/expected/N.npy (compare_arrays tolerances), else the first problem.
 std::string compare_with_expected(const std::vector<foundry::NpyArray>& outputs, const std::string& dir);

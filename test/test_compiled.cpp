@@ -25,17 +25,6 @@ namespace fs = std::filesystem;
 namespace foundry::test {
 namespace {
 
-// Generates one sample's sources into `out` under the symbol prefix `name`.
-void generate_sources(const std::string& sample_dir, const std::string& name, const std::string& out) {
-  Graph graph = load_model(sample_dir + "/model.pt2");
-  verify_graph(graph);
-  run_graph_passes(graph);
-  ir::LoopProgram program = lower::lower_graph(graph);
-  sched::Schedule schedule = sched::schedule_program(program, {});
-  fs::create_directories(out);
-  codegen::write_model_files(codegen::generate_model(program, schedule, name), out);
-}
-
 struct Batch {
   std::vector<std::pair<std::string, std::string>> members;  // sample dir, symbol prefix
 };

@@ -78,19 +78,6 @@ ProcResult build_model(const std::string& model) {
                        build_root() + "/cache"}, 600);
 }
 
-// Generates a sample's CUDA sources into `out` under the symbol prefix `name`.
-void generate_cuda_sources(const std::string& sample_dir, const std::string& name, const std::string& out) {
-  Graph graph = load_model(sample_dir + "/model.pt2");
-  verify_graph(graph);
-  run_graph_passes(graph);
-  ir::LoopProgram program = lower::lower_graph(graph);
-  sched::Schedule schedule = sched::schedule_program(program, {});
-  codegen::KernelOptions options;
-  options.device = "cuda";
-  fs::create_directories(out);
-  codegen::write_model_files(codegen::generate_model(program, schedule, name, options), out);
-}
-
 // nvcc building one shared object from a translation unit that includes every member's kernels.cu
 // and wrapper.cu (each model under its own symbol prefix).
 std::vector<std::string> cuda_batch_command(const std::vector<std::string>& names, const std::string& root, int index) {
@@ -112,13 +99,15 @@ std::vector<std::string> sweep_samples() {
 // Sources of every sample under root/sN, built in batches of 100 (two nvcc at a time) into
 // root/batchK.so; root/index.txt says `sample-folder-name name batch` per sample, or the error.
 void build_cuda_sweep(const std::vector<std::string>& samples, const std::string& root) {
+  codegen::KernelOptions cuda_options;
+  cuda_options.device = "cuda";
   fs::create_directories(root);
   std::ofstream index(root + "/index.txt");
   std::vector<std::vector<std::string>> batches(1);
   for (size_t i = 0; i < samples.size(); ++i) {
     std::string name = "s" + std::to_string(i), sample = fs::path(samples[i]).filename().string();
     try {
-      generate_cuda_sources(samples[i], name, root + "/" + name);
+      generate_sources(samples[i], name, root + "/" + name, cuda_options);
       if (batches.back().size() == 100) batches.emplace_back();
       batches.back().push_back(name);
       index << sample << " " << name << " " << batches.size() - 1 << "\n";
