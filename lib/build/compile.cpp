@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -30,14 +31,18 @@ std::string read_all(const fs::path& p) {
   return s.str();
 }
 
-bool on_path(const std::string& program) {
-  if (program.find('/') != std::string::npos) return access(program.c_str(), X_OK) == 0;
+// The path of `program` as the shell would run it (a name without '/' is looked up on PATH),
+// symbolic links left as they are; "" when there is none.
+std::string path_of(const std::string& program) {
+  if (program.find('/') != std::string::npos) return access(program.c_str(), X_OK) == 0 ? program : "";
   const char* path = std::getenv("PATH");
   std::stringstream dirs(path ? path : "/usr/bin:/bin");
   for (std::string dir; std::getline(dirs, dir, ':');)
-    if (!dir.empty() && access((dir + "/" + program).c_str(), X_OK) == 0) return true;
-  return false;
+    if (!dir.empty() && access((dir + "/" + program).c_str(), X_OK) == 0) return dir + "/" + program;
+  return "";
 }
+
+bool on_path(const std::string& program) { return !path_of(program).empty(); }
 
 // The first line of `cxx --version`, and for -march=native the macros the compiler defines for
 // this CPU (its instruction sets), so that a cache shared by machines with other CPUs never
@@ -228,6 +233,73 @@ std::string find_nvcc() {
                   "/usr/local/cuda/bin): install the CUDA toolkit or set CUDA_HOME");
 }
 
+std::vector<std::string> cuda_link_flags(bool uses_cudnn) {
+  std::vector<std::string> flags = {"-cudart", "shared", "-lcublas"};
+  if (uses_cudnn) flags.push_back("-lcudnn");
+  return flags;
+}
+
+bool wrapper_uses_cudnn(const std::string& wrapper_cu) {
+  return fs::exists(wrapper_cu) && read_all(wrapper_cu).find("#include \"foundry_cudnn.h\"") != std::string::npos;
+}
+
+namespace {
+
+// The first of `dirs` holding `file`, or "".
+std::string first_holding(const std::vector<fs::path>& dirs, const std::string& file) {
+  std::error_code ec;
+  for (const auto& d : dirs)
+    if (fs::exists(d / file, ec)) return (d / file).string();
+  return "";
+}
+
+std::string joined(const std::vector<fs::path>& dirs) {
+  std::string out;
+  for (const auto& d : dirs) out += (out.empty() ? "" : ", ") + d.string();
+  return out;
+}
+
+// "MAJOR.MINOR.PATCHLEVEL" from cudnn_version.h beside cudnn.h ("" when it is not there).
+std::string cudnn_version(const fs::path& header_dir) {
+  std::stringstream lines(read_all(header_dir / "cudnn_version.h"));
+  std::string version;
+  for (std::string line; std::getline(lines, line);)
+    for (const char* part : {"CUDNN_MAJOR ", "CUDNN_MINOR ", "CUDNN_PATCHLEVEL "})
+      if (line.rfind(std::string("#define ") + part, 0) == 0)
+        version += (version.empty() ? "" : ".") + line.substr(8 + std::strlen(part));
+  return version;
+}
+
+}  // namespace
+
+SearchDirs system_search_dirs() {
+  return {{"/usr/local/include", "/usr/include/x86_64-linux-gnu", "/usr/include"},
+          {"/usr/local/lib", "/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib"}};
+}
+
+std::string find_cudnn(const std::string& nvcc, const SearchDirs& system) {
+  // The folders nvcc searches without -I and -L: its toolkit's (nvcc.profile: TOP is the folder
+  // above nvcc's, links not followed, as nvcc does) and the host compiler's and linker's own.
+  fs::path top = fs::path(path_of(nvcc)).parent_path().parent_path();
+  std::vector<fs::path> headers, libraries;
+  std::error_code ec;
+  for (const auto& target : fs::directory_iterator(top / "targets", ec)) {
+    headers.push_back(target.path() / "include");
+    libraries.push_back(target.path() / "lib");
+  }
+  headers.push_back(top / "include");
+  libraries.insert(libraries.end(), {top / "lib64", top / "lib"});
+  headers.insert(headers.end(), system.headers.begin(), system.headers.end());
+  libraries.insert(libraries.end(), system.libraries.begin(), system.libraries.end());
+  std::string header = first_holding(headers, "cudnn.h"), library = first_holding(libraries, "libcudnn.so");
+  if (header.empty() || library.empty())
+    throw UserError("this model's convolutions call cuDNN 9 with --device cuda, whose " +
+                    std::string(header.empty() ? "header cudnn.h (looked in " + joined(headers)
+                                               : "library libcudnn.so (looked in " + joined(libraries)) +
+                    ") was not found: install cuDNN 9 for the CUDA toolkit of " + nvcc);
+  return header + " " + cudnn_version(fs::path(header).parent_path()) + "\n" + library;
+}
+
 bool valid_cuda_arch(const std::string& arch) {
   if (arch.rfind("sm_", 0) != 0) return false;
   std::string v = arch.substr(3);
@@ -260,7 +332,9 @@ std::string nvcc_identity(const std::string& nvcc, const std::string& host_cxx) 
 }
 
 // model.so of a CUDA model: kernels.cu and wrapper.cu compiled by nvcc, linked by nvcc with the
-// shared CUDA runtime and cuBLAS.
+// shared CUDA runtime, cuBLAS and, for a model with convolutions, cuDNN (by the sonames the
+// libraries record, libcudnn.so.9: no run path, so model.so loads where cuDNN is in the
+// system's library folder, as on the GPU host, or on LD_LIBRARY_PATH).
 CompileResult compile_cuda_model(const fs::path& out, const CompileOptions& options) {
   if (options.static_archive) throw UserError("--emit=static is not supported with --device cuda yet");
   CompileResult result;
@@ -268,10 +342,14 @@ CompileResult compile_cuda_model(const fs::path& out, const CompileOptions& opti
   if (host.find('/') != std::string::npos) host = fs::absolute(host).string();
   result.compiler = find_nvcc();
   result.flags = nvcc_flags(host, options.cuda_arch);
-  result.link_flags = {"-cudart", "shared", "-lcublas"};
+  bool uses_cudnn = wrapper_uses_cudnn((out / "wrapper.cu").string());
+  result.link_flags = cuda_link_flags(uses_cudnn);
+  // The key adds what the link adds: the libraries and, for cuDNN, which one (its headers'
+  // version, where they are).
   std::vector<std::string> key_parts = {FOUNDRY_VERSION, "cuda", result.compiler, nvcc_identity(result.compiler, host),
-                                        options.cuda_arch};
+                                        options.cuda_arch, uses_cudnn ? find_cudnn(result.compiler) : ""};
   key_parts.insert(key_parts.end(), result.flags.begin(), result.flags.end());
+  key_parts.insert(key_parts.end(), result.link_flags.begin(), result.link_flags.end());
   result.key = sources_key(std::move(key_parts), out, ".cu");
   CompileCache cache(options.cache_dir.empty() ? default_cache_dir() : options.cache_dir,
                      options.cache_limit ? options.cache_limit : default_cache_limit());

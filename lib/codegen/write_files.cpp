@@ -59,7 +59,20 @@ std::string standalone_cmake(const GeneratedModel& model) {
          "target_link_options(" + n + " PRIVATE -Wl,--version-script=${CMAKE_CURRENT_SOURCE_DIR}/exports.map)\n";
 }
 
-// The same for a CUDA model (CMake's CUDA language finds nvcc; the toolkit's cudart and cuBLAS).
+// cuDNN for a CUDA model with convolutions: CMake has no module for it, so its header and library
+// are looked for in the CUDA toolkit, $CUDNN_HOME and the system's folders.
+std::string cudnn_cmake(const std::string& n) {
+  return "find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} $ENV{CUDNN_HOME}/include)\n"
+         "find_library(CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} $ENV{CUDNN_HOME}/lib $ENV{CUDNN_HOME}/lib64)\n"
+         "if(NOT CUDNN_INCLUDE_DIR OR NOT CUDNN_LIBRARY)\n"
+         "  message(FATAL_ERROR \"this model's convolutions need cuDNN 9 (cudnn.h, libcudnn.so): install it or set CUDNN_HOME\")\n"
+         "endif()\n"
+         "target_include_directories(" + n + " PRIVATE ${CUDNN_INCLUDE_DIR})\n"
+         "target_link_libraries(" + n + " PRIVATE ${CUDNN_LIBRARY})\n";
+}
+
+// The same for a CUDA model (CMake's CUDA language finds nvcc; the toolkit's cudart and cuBLAS,
+// and cuDNN where the model has convolutions).
 std::string standalone_cuda_cmake(const GeneratedModel& model) {
   std::string n = model.name, arch = model.march.substr(model.march.rfind('_') + 1);
   return "# Builds model.so from the CUDA sources foundryc wrote here (foundryc " + std::string(FOUNDRY_VERSION) +
@@ -72,7 +85,8 @@ std::string standalone_cuda_cmake(const GeneratedModel& model) {
          "  CUDA_VISIBILITY_PRESET hidden LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})\n"
          "target_compile_options(" + n + " PRIVATE -O3 --expt-relaxed-constexpr)\n"
          "target_link_libraries(" + n + " PRIVATE CUDA::cudart CUDA::cublas)\n"
-         "target_link_options(" + n + " PRIVATE -Wl,--version-script=${CMAKE_CURRENT_SOURCE_DIR}/exports.map)\n";
+         "target_link_options(" + n + " PRIVATE -Wl,--version-script=${CMAKE_CURRENT_SOURCE_DIR}/exports.map)\n" +
+         (model.uses_cudnn ? cudnn_cmake(n) : "");
 }
 
 }  // namespace
@@ -86,8 +100,8 @@ void write_model_files(const GeneratedModel& model, const std::string& dir) {
   write_text(dir + "/exports.map", exports_version_script(model.name));
   write_text(dir + "/CMakeLists.txt", cuda ? standalone_cuda_cmake(model) : standalone_cmake(model));
   for (const RuntimeFile& f : runtime_files()) {
-    // The CUDA runtime headers go only with CUDA models.
-    if (!cuda && std::string(f.name).rfind("foundry_cuda", 0) == 0) continue;
+    // The CUDA runtime headers (foundry_cuda*.h, foundry_cudnn.h) go only with CUDA models.
+    if (!cuda && std::string(f.name).rfind("foundry_cud", 0) == 0) continue;
     write_text(dir + "/" + f.name, std::string(reinterpret_cast<const char*>(f.data), f.size));
   }
   if (model.weights.total_bytes > 0) write_weights(dir + "/weights.bin", model.weights);

@@ -22,8 +22,8 @@ struct CompileOptions {
   bool shared = true;             // DIR/model.so
   bool static_archive = false;    // DIR/libmodel.a (--emit=static), the same objects archived with ar
   // "cuda": kernels.cu and wrapper.cu compiled and linked by nvcc (find_nvcc) for `cuda_arch`,
-  // with the C++ compiler above as its host compiler (-ccbin); model.so links cudart (shared)
-  // and cuBLAS. `target` and the launcher do not apply.
+  // with the C++ compiler above as its host compiler (-ccbin); model.so links cudart (shared),
+  // cuBLAS and, with convolutions, cuDNN. `target` and the launcher do not apply.
   std::string device = "cpu";
   std::string cuda_arch = "sm_90";
   // While the compiler runs, about every quarter second: what it is doing ("compiling
@@ -63,6 +63,21 @@ std::string default_cache_dir();
 // nvcc: $CUDA_HOME/bin/nvcc, else nvcc on PATH, else /usr/local/cuda/bin/nvcc; throws UserError
 // saying where it looked when there is none.
 std::string find_nvcc();
+// What model.so of a CUDA model links: the CUDA runtime (shared) and cuBLAS, and cuDNN for a
+// model with convolutions.
+std::vector<std::string> cuda_link_flags(bool uses_cudnn);
+// Whether a generated wrapper.cu calls cuDNN: it includes foundry_cudnn.h (codegen writes that
+// include only then).
+bool wrapper_uses_cudnn(const std::string& wrapper_cu);
+// The folders the host compiler and linker search on their own (headers, libraries).
+struct SearchDirs {
+  std::vector<std::string> headers, libraries;
+};
+SearchDirs system_search_dirs();
+// cuDNN where `nvcc` (find_nvcc) finds it with no -I or -L, in its toolkit or `system`:
+// "PATH/cudnn.h VERSION\nPATH/libcudnn.so", for the cache key; throws UserError saying where it
+// looked when the header or the library is missing.
+std::string find_cudnn(const std::string& nvcc, const SearchDirs& system = system_search_dirs());
 // Whether `arch` is an nvcc -arch this build accepts: sm_ followed by two or three digits
 // (sm_70 to sm_120a).
 bool valid_cuda_arch(const std::string& arch);

@@ -32,6 +32,7 @@ struct GeneratedModel {
   std::string march = "native";  // the -march of the float lanes kernels.cpp was generated for (cuda: the arch, sm_90)
   // "cpu", or "cuda": kernels_cpp is then kernels.cu and wrapper_cpp wrapper.cu (nvcc builds them)
   std::string device = "cpu";
+  bool uses_cudnn = false;  // cuda: wrapper.cu calls cuDNN (convolutions), so model.so links it
 };
 
 GeneratedModel generate_model(const ir::LoopProgram& program, const sched::Schedule& schedule,

@@ -2,7 +2,8 @@
 // by nvcc only (a CPU model's folder does not get it). Three parts:
 //   - device helpers the generated kernels call: the device error flag, block-wide combines of
 //     reduction accumulators (warp shuffles, then shared memory across warps), launch sizes;
-//   - library calls: matrix products through cuBLAS, float32 without TF32;
+//   - library calls: matrix products through cuBLAS, float32 without TF32 (convolutions through
+//     cuDNN are in foundry_cudnn.h, included only by models that have them);
 //   - the C API of a CUDA model (FOUNDRY_DEFINE_CUDA_MODEL_API), over foundry_model_api.h's
 //     input checks: NAME_run with host pointers, NAME_run_cuda with device pointers on the
 //     caller's stream, NAME_check_errors.
@@ -14,6 +15,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <type_traits>
@@ -199,14 +201,21 @@ inline size_t tensor_bytes(const foundry_tensor& t) {
   return n * dtype_bytes(t.dtype);
 }
 
+// The state of a library that only some models call (cuDNN's: foundry_cudnn.h), owned by
+// DeviceState through this base so that the other models neither include its header nor link it.
+struct LibraryState {
+  virtual ~LibraryState() = default;
+};
+
 // What a loaded CUDA model owns on the device: its weights (uploaded once at creation), the
-// error flag its kernels report to, the cuBLAS handle and a stream for NAME_run. Runs on one
-// model take turns (`mutex`): the flag and the handle are shared. A pool of arenas, handles and
-// flags, one per call in flight, is later work.
+// error flag its kernels report to, the cuBLAS handle, cuDNN's state (models with convolutions)
+// and a stream for NAME_run. Runs on one model take turns (`mutex`): the flag and the handles
+// are shared. A pool of arenas, handles and flags, one per call in flight, is later work.
 struct DeviceState {
   uint8_t* weights = nullptr;
   int* error_flag = nullptr;
   cublasHandle_t cublas = nullptr;
+  std::unique_ptr<LibraryState> cudnn;  // foundry_cudnn::State, made by foundry_cudnn::open
   cudaStream_t stream = nullptr;
   std::mutex mutex;
 
@@ -232,6 +241,7 @@ struct DeviceState {
     return std::string(what) + " (" + cudaGetErrorString(e) + ")";
   }
   ~DeviceState() {
+    cudnn.reset();  // before the stream and the weights it may still refer to
     if (cublas) cublasDestroy(cublas);
     if (stream) cudaStreamDestroy(stream);
     cudaFree(error_flag);

@@ -26,6 +26,7 @@ int create_model(const char* model_dir, typename Model::Instance** out) {
     return status;
   }
   std::string failed = model->device.open(model->weights.data, Model::kWeightsBytes, Model::kUsesCublas);
+  if (failed.empty()) failed = Model::open_libraries(model->device);  // cuDNN's handle, where used
   if (!failed.empty()) {
     delete model;
     return foundry_rt::set_error(FOUNDRY_ERROR_RUNTIME, failed);
