@@ -1,5 +1,5 @@
-// The GPU backend (--device cuda): here, with the CUDA toolkit but no GPU, the supported corpus
-// models build model.so and the unsupported ones (convolutions) are refused with one clean line;
+// The GPU backend (--device cuda): here, with the CUDA toolkit but no GPU, the corpus models build
+// model.so and the library calls with no GPU form (sorting, LAPACK) are refused with one clean line;
 // with a GPU, the built models and a fixed subset of tier-1 OpInfo samples (every 4th) run and
 // match PyTorch's references. Without a GPU the running tests say "SKIPPED" and never pass.
 //
@@ -33,11 +33,17 @@ namespace foundry::test {
 namespace {
 
 // The corpus models the default suite builds for the GPU: pointwise, a dynamic batch with cuBLAS
-// products, row reductions (layer norm, softmax), whole-tensor reductions, attention with bmm.
-const std::vector<std::string> kCudaModels = {"pointwise", "mlp_dynamic", "norm_softmax", "reductions",
-                                              "encoder_layer"};
-// Models with convolutions: refused until cuDNN calls exist.
-const std::vector<std::string> kUnsupportedModels = {"small_cnn", "squeezenet1_1", "mobilenet_v3_small"};
+// products, row reductions (layer norm, softmax), whole-tensor reductions, attention with bmm, and
+// cuDNN convolutions (plain, grouped and depthwise, strided, with and without bias).
+const std::vector<std::string> kCudaModels = {"pointwise",     "mlp_dynamic",   "norm_softmax",      "reductions",
+                                              "encoder_layer", "small_cnn",     "squeezenet1_1",     "mobilenet_v3_small"};
+// OpInfo samples whose library calls have no GPU form yet: sorting and LAPACK.
+const std::vector<std::string> kUnsupportedSamples = {"argsort__float32__0", "linalg_cholesky__float32__0"};
+// The convolution samples of the OpInfo corpus: 1-d, 2-d and 3-d, unbatched, grouped (groups 2).
+const std::vector<std::string> kConvolutionSamples = {
+    "nn_functional_conv1d__float32__0", "nn_functional_conv1d__float32__1", "nn_functional_conv1d__float32__2",
+    "nn_functional_conv2d__float32__0", "nn_functional_conv2d__float32__1", "nn_functional_conv2d__float32__2",
+    "nn_functional_conv3d__float32__0", "nn_functional_conv3d__float32__1", "nn_functional_conv3d__float32__2"};
 
 // "" when the CUDA runtime finds a GPU, else why not.
 std::string no_gpu_reason() {
@@ -83,10 +89,17 @@ ProcResult build_model(const std::string& model) {
 std::vector<std::string> cuda_batch_command(const std::vector<std::string>& names, const std::string& root, int index) {
   std::string tu = root + "/batch" + std::to_string(index) + ".cu";
   std::ofstream out(tu);
-  for (const auto& name : names) out << "#include \"" << name << "/kernels.cu\"\n#include \"" << name << "/wrapper.cu\"\n";
-  return {build::find_nvcc(), "-std=c++17", "-O3", "-arch=sm_90", "-ccbin", build::find_compiler(""),
-          "--expt-relaxed-constexpr", "-Xcompiler", "-fPIC,-fvisibility=hidden,-fwrapv", "-shared", tu, "-o",
-          root + "/batch" + std::to_string(index) + ".so", "-cudart", "shared", "-lcublas"};
+  bool uses_cudnn = false;
+  for (const auto& name : names) {
+    out << "#include \"" << name << "/kernels.cu\"\n#include \"" << name << "/wrapper.cu\"\n";
+    uses_cudnn = uses_cudnn || build::wrapper_uses_cudnn(root + "/" + name + "/wrapper.cu");
+  }
+  std::vector<std::string> command = {build::find_nvcc(), "-std=c++17", "-O3", "-arch=sm_90", "-ccbin",
+                                      build::find_compiler(""), "--expt-relaxed-constexpr", "-Xcompiler",
+                                      "-fPIC,-fvisibility=hidden,-fwrapv", "-shared", tu, "-o",
+                                      root + "/batch" + std::to_string(index) + ".so"};
+  for (const std::string& flag : build::cuda_link_flags(uses_cudnn)) command.push_back(flag);
+  return command;
 }
 
 // The sweep's samples: every 4th tier-1 sample (a fixed subset), as issue 20 asks.
@@ -224,6 +237,25 @@ TEST_CASE("cuda: mlp_dynamic at batches 1 100 and 4096 matches the CPU-compiled 
   }
 }
 
+// Runs the samples build_cuda_sweep built into `root` and compares them with PyTorch's references.
+SweepResult run_cuda_samples(const std::string& title, const std::vector<std::string>& samples, const std::string& root,
+                             const std::map<std::string, std::string>& known) {
+  std::map<std::string, std::pair<std::string, std::string>> entry;  // sample -> (name or "-", batch or error)
+  std::ifstream index(root + "/index.txt");
+  for (std::string sample, name, rest; index >> sample >> name && std::getline(index, rest);)
+    entry[sample] = {name, rest.empty() ? rest : rest.substr(1)};
+  return run_sweep(title, samples, known, [&](const std::string& dir) -> std::string {
+    auto it = entry.find(fs::path(dir).filename().string());
+    if (it == entry.end()) return "not built";
+    const auto& [name, batch] = it->second;
+    if (name == "-") return batch;
+    std::string so = root + "/batch" + batch + ".so";
+    if (!fs::exists(so)) return "batch " + batch + " failed to build";
+    LoadedModel model(so, name, root + "/" + name);
+    return compare_with_expected(model.run(read_npy_sequence(dir + "/inputs")), dir);
+  });
+}
+
 TEST_CASE("cuda: tier-1 OpInfo samples (every 4th) match PyTorch on the GPU", "[.cudasweep]") {
   if (!require_corpus()) return;
   std::vector<std::string> samples = sweep_samples();
@@ -234,23 +266,35 @@ TEST_CASE("cuda: tier-1 OpInfo samples (every 4th) match PyTorch on the GPU", "[
     WARN("SKIPPED: no GPU: " << why << " (the sweep's sources and batches are built in " << root << ")");
     return;
   }
-  std::map<std::string, std::pair<std::string, std::string>> entry;  // sample -> (name or "-", batch or error)
-  std::ifstream index(root + "/index.txt");
-  for (std::string sample, name, rest; index >> sample >> name && std::getline(index, rest);)
-    entry[sample] = {name, rest.empty() ? rest : rest.substr(1)};
-  SweepResult r = run_sweep("cuda tier-1 (every 4th)", samples, known_failures("known_failures_cuda.txt"),
-                            [&](const std::string& dir) -> std::string {
-                              auto it = entry.find(fs::path(dir).filename().string());
-                              if (it == entry.end()) return "not built";
-                              const auto& [name, batch] = it->second;
-                              if (name == "-") return batch;
-                              std::string so = root + "/batch" + batch + ".so";
-                              if (!fs::exists(so)) return "batch " + batch + " failed to build";
-                              LoadedModel model(so, name, root + "/" + name);
-                              return compare_with_expected(model.run(read_npy_sequence(dir + "/inputs")), dir);
-                            });
+  SweepResult r = run_cuda_samples("cuda tier-1 (every 4th)", samples, root, known_failures("known_failures_cuda.txt"));
   CHECK(r.unexpected_failures.empty());
   CHECK(r.passed * 100 >= 98 * static_cast<int>(samples.size()));
+}
+
+TEST_CASE("cuda: cuDNN convolutions (1-d 2-d 3-d grouped unbatched) match PyTorch on the GPU", "[cuda]") {
+  if (!require_corpus()) return;
+  std::vector<std::string> samples;
+  for (const std::string& s : kConvolutionSamples) samples.push_back(corpus_dir() + "/opinfo/" + s);
+  std::string root = build_root() + "/convolutions";
+  if (!prebuilt()) {
+    build_cuda_sweep(samples, root);
+    // Every sample generated a cuDNN call, and their batch (one nvcc run) built.
+    std::ifstream index(root + "/index.txt");
+    std::string line;
+    for (int k = 0; std::getline(index, line); ++k) {
+      INFO(line);
+      CHECK(line.find(" - ") == std::string::npos);
+      CHECK(build::wrapper_uses_cudnn(root + "/s" + std::to_string(k) + "/wrapper.cu"));
+    }
+    CHECK(fs::exists(root + "/batch0.so"));
+  }
+  std::string why = no_gpu_reason();
+  if (!why.empty()) {
+    WARN("SKIPPED: no GPU: " << why << " (built " << root << ")");
+    return;
+  }
+  SweepResult r = run_cuda_samples("cuda convolutions", samples, root, {});
+  CHECK(r.passed == static_cast<int>(samples.size()));
 }
 
 TEST_CASE("cuda: --device cuda builds the supported corpus models", "[cuda]") {
@@ -280,15 +324,77 @@ TEST_CASE("cuda: --device cuda builds the supported corpus models", "[cuda]") {
 TEST_CASE("cuda: library calls with no GPU form are refused naming the node", "[cuda]") {
   if (!require_corpus()) return;
   TempDir tmp;
-  for (const std::string& model : kUnsupportedModels) {
-    INFO(model);
-    ProcResult r = run_foundryc({model_sample(model) + "/model.pt2", "-o", tmp / model, "--device", "cuda",
-                                 "--stop-after", "codegen", "--emit", "source"});
+  const std::vector<std::string> ops = {"(aten.sort", "(aten.linalg_cholesky_ex"};
+  for (size_t k = 0; k < kUnsupportedSamples.size(); ++k) {
+    INFO(kUnsupportedSamples[k]);
+    ProcResult r = run_foundryc({corpus_dir() + "/opinfo/" + kUnsupportedSamples[k] + "/model.pt2", "-o",
+                                 tmp / kUnsupportedSamples[k], "--device", "cuda", "--stop-after", "codegen", "--emit",
+                                 "source"});
     CHECK(r.exit_code == 1);
     CHECK(r.err.rfind("foundryc: error: ", 0) == 0);
-    CHECK(r.err.find("(aten.convolution") != std::string::npos);
+    CHECK(r.err.find(ops[k]) != std::string::npos);
     CHECK(r.err.find("is not supported with --device cuda yet") != std::string::npos);
     CHECK(count_occurrences(r.err, "\n") == 1);
+  }
+}
+
+TEST_CASE("cuda: convolutions call cuDNN from readable generated code", "[cuda][fast]") {
+  if (!require_corpus()) return;
+  TempDir tmp;
+  ProcResult r = run_foundryc({model_sample("small_cnn") + "/model.pt2", "-o", tmp / "o", "--device", "cuda",
+                               "--emit", "source"});
+  REQUIRE(r.exit_code == 0);
+  std::string wrapper = read_file(tmp / "o/wrapper.cu");
+  // A comment naming the node and its ATen op, named operands, the parameters, the call
+  // reporting a failure as the model's error naming the node; the handle made at NAME_create.
+  CHECK(file_check(wrapper, R"(
+    CHECK: #include "foundry_cudnn.h"
+    CHECK: static std::string open_libraries(foundry_cuda::DeviceState& device) { return foundry_cudnn::open(device); }
+    CHECK: {  // {{.*}}(aten.convolution{{.*}}): cuDNN -> {{[a-z0-9_]+}}
+    CHECK-NEXT: const foundry_cudnn::Tensor<const float> input{arg0 + 0, 4, {2, 3, 32, 32}, {3072, 1024, 32, 1}};
+    CHECK-NEXT: const foundry_cudnn::Tensor<const float> weight{
+    CHECK-NEXT: const foundry_cudnn::Tensor<const float> bias{
+    CHECK-NEXT: const foundry_cudnn::Tensor<float> output{
+    CHECK-NEXT: static constexpr foundry_cudnn::ConvParams params{/*spatial=*/2, /*stride=*/{
+    CHECK-NEXT: foundry_cudnn::convolution<float>(model->device, stream, /*site=*/{{[0-9]+}}, params, input, weight, &bias, output); !failed.empty())
+    CHECK-NEXT: foundry_rt::set_error(FOUNDRY_ERROR_RUNTIME, "{{.*}}(aten.convolution{{.*}}: " + failed);
+  )") == "");
+  CHECK(fs::exists(tmp / "o/foundry_cudnn.h"));
+  CHECK(read_file(tmp / "o/CMakeLists.txt").find("find_library(CUDNN_LIBRARY cudnn") != std::string::npos);
+  // A model without convolutions neither includes cuDNN nor makes its handle.
+  r = run_foundryc({model_sample("mlp_dynamic") + "/model.pt2", "-o", tmp / "mlp", "--device", "cuda", "--emit", "source"});
+  REQUIRE(r.exit_code == 0);
+  std::string mlp = read_file(tmp / "mlp/wrapper.cu");
+  CHECK(mlp.find("cudnn") == std::string::npos);
+  CHECK(read_file(tmp / "mlp/CMakeLists.txt").find("CUDNN") == std::string::npos);
+}
+
+TEST_CASE("cuda: cuDNN is looked for where nvcc finds it and its absence is a clear user error", "[cuda]") {
+  std::string nvcc;
+  try {
+    nvcc = build::find_nvcc();
+  } catch (const UserError& e) {
+    FAIL("no nvcc on this machine (CI installs the CUDA toolkit): " << e.what());
+  }
+  // This toolkit has cuDNN 9 (the key records which).
+  std::string found = build::find_cudnn(nvcc, {});
+  CHECK(found.find("/cudnn.h 9.") != std::string::npos);
+  CHECK(found.find("/libcudnn.so") != std::string::npos);
+  // A toolkit without it (nvcc alone: nvcc takes its toolkit from the folder it is named in),
+  // and no system folders.
+  TempDir tmp;
+  fs::create_directories(tmp / "cuda/bin");
+  std::ofstream(tmp / "cuda/bin/nvcc") << "#!/bin/sh\n";
+  fs::permissions(tmp / "cuda/bin/nvcc", fs::perms::owner_all);
+  try {
+    build::find_cudnn(tmp / "cuda/bin/nvcc", {{tmp / "include"}, {tmp / "lib"}});
+    FAIL("no error without cudnn.h");
+  } catch (const UserError& e) {
+    std::string what = e.what();
+    CHECK(what.find("this model's convolutions call cuDNN 9 with --device cuda, whose header cudnn.h (looked in " +
+                    tmp.path() + "/cuda/include, " + tmp.path() + "/include) was not found: install cuDNN 9") !=
+          std::string::npos);
+    CHECK(what.find('\n') == std::string::npos);
   }
 }
 
