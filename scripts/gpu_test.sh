@@ -5,9 +5,10 @@
 #       host needs into PACK_DIR/gpu_test.tar.xz (default .dev/cuda): the test binary, the
 #       libraries it loads that the GPU host lacks (ldd), the built models, and the corpus files
 #       the tests read (inputs and references only).
-#   scripts/gpu_test.sh --run [PACK_DIR]     there (a GPU, CUDA runtime and cuBLAS, no
-#       foundryc dependencies): unpacks into /tmp/foundry-gpu-test and runs the [cuda] tests that
-#       need a GPU on the prebuilt models.
+#   scripts/gpu_test.sh --run [PACK_DIR]     there (a GPU, the CUDA runtime, cuBLAS and cuDNN 9,
+#       which the models load from the system: they are not packed; no foundryc dependencies):
+#       unpacks into /tmp/foundry-gpu-test and runs the [cuda] tests that need a GPU on the
+#       prebuilt models.
 set -euo pipefail
 mode=${1:-}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,6 +24,7 @@ if [[ $mode == --build ]]; then
   "$build/test/foundry_tests" "cuda: --device cuda builds the supported corpus models" | tail -2
   "$build/test/foundry_tests" "cuda: an index out of range inside a kernel is reported and never a silent result" | tail -2
   "$build/test/foundry_tests" "cuda: mlp_dynamic at batches 1 100 and 4096 matches the CPU-compiled model" | tail -2
+  "$build/test/foundry_tests" "cuda: cuDNN convolutions (1-d 2-d 3-d grouped unbatched) match PyTorch on the GPU" | tail -2
   "$build/test/foundry_tests" "cuda: tier-1 OpInfo samples (every 4th) match PyTorch on the GPU" | tail -3
   rm -rf "$stage/build/cache" "$stage/build/dynamic/cpu"
   find "$stage/build" \( -name '*.o' -o -name 'batch*.cu' -o -name 'foundry_*.h' -o -name '*.cu' -o -name model.h \
@@ -33,12 +35,12 @@ if [[ $mode == --build ]]; then
   ldd "$build/test/foundry_tests" | awk '/=> \// {print $3}' |
     grep -v -E '/(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s)\.so' | xargs -r -I{} cp -L {} "$stage/lib/"
   corpus=${FOUNDRY_CORPUS:-$root/../shared/corpus}
-  for m in pointwise mlp_dynamic norm_softmax reductions encoder_layer; do
+  for m in pointwise mlp_dynamic norm_softmax reductions encoder_layer small_cnn squeezenet1_1 mobilenet_v3_small; do
     mkdir -p "$stage/corpus/models/$m"
     cp -r "$corpus/models/$m/inputs" "$corpus/models/$m/expected" "$corpus/models/$m/meta.json" "$stage/corpus/models/$m/"
   done
   cp "$corpus/opinfo/tier1.txt" "$corpus/opinfo/other.txt" "$stage/corpus/opinfo/"
-  awk 'NR % 4 == 1' "$corpus/opinfo/tier1.txt" | while read -r s; do
+  { awk 'NR % 4 == 1' "$corpus/opinfo/tier1.txt"; ls "$corpus/opinfo" | grep -E '^nn_functional_conv[123]d__'; } | sort -u | while read -r s; do
     mkdir -p "$stage/corpus/opinfo/$s"
     cp -r "$corpus/opinfo/$s/inputs" "$corpus/opinfo/$s/expected" "$corpus/opinfo/$s/meta.json" "$stage/corpus/opinfo/$s/"
   done
@@ -57,7 +59,7 @@ elif [[ $mode == --run ]]; then
   export FOUNDRY_TEST_SOURCE_DIR=$dest/test
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
   cd "$dest"
-  "$dest/bin/foundry_tests" "cuda: corpus models match PyTorch on the GPU,cuda: mlp_dynamic at batches 1 100 and 4096 matches the CPU-compiled model,cuda: an index out of range inside a kernel is reported and never a silent result,cuda: tier-1 OpInfo samples (every 4th) match PyTorch on the GPU" "${@:3}"
+  "$dest/bin/foundry_tests" "cuda: corpus models match PyTorch on the GPU,cuda: cuDNN convolutions (1-d 2-d 3-d grouped unbatched) match PyTorch on the GPU,cuda: mlp_dynamic at batches 1 100 and 4096 matches the CPU-compiled model,cuda: an index out of range inside a kernel is reported and never a silent result,cuda: tier-1 OpInfo samples (every 4th) match PyTorch on the GPU" "${@:3}"
 else
   echo "usage: scripts/gpu_test.sh --build [PACK_DIR] | --run [PACK_DIR]" >&2
   exit 2
