@@ -39,7 +39,8 @@ const std::vector<std::string> kCudaModels = {"pointwise",     "mlp_dynamic",   
                                               "encoder_layer", "small_cnn",     "squeezenet1_1",     "mobilenet_v3_small"};
 // OpInfo samples whose library calls have no GPU form yet: sorting and LAPACK.
 const std::vector<std::string> kUnsupportedSamples = {"argsort__float32__0", "linalg_cholesky__float32__0"};
-// The convolution samples of the OpInfo corpus: 1-d, 2-d and 3-d, unbatched, grouped (groups 2).
+// The convolution samples of the OpInfo corpus: 1-d, 2-d and 3-d, unbatched, grouped (groups 2),
+// strided, padded, dilated.
 const std::vector<std::string> kConvolutionSamples = {
     "nn_functional_conv1d__float32__0", "nn_functional_conv1d__float32__1", "nn_functional_conv1d__float32__2",
     "nn_functional_conv2d__float32__0", "nn_functional_conv2d__float32__1", "nn_functional_conv2d__float32__2",
@@ -275,6 +276,8 @@ TEST_CASE("cuda: cuDNN convolutions (1-d 2-d 3-d grouped unbatched) match PyTorc
   if (!require_corpus()) return;
   std::vector<std::string> samples;
   for (const std::string& s : kConvolutionSamples) samples.push_back(corpus_dir() + "/opinfo/" + s);
+  // Inputs that are strided views: channels-last, an offset slice, a transposed one (test/data/conv).
+  for (const char* s : {"strided_nhwc", "offset_3d"}) samples.push_back(test_source_dir() + "/data/conv/" + s);
   std::string root = build_root() + "/convolutions";
   if (!prebuilt()) {
     build_cuda_sweep(samples, root);
