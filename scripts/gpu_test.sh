@@ -46,6 +46,10 @@ if [[ $mode == --build ]]; then
   done
   mkdir -p "$stage/test"
   cp "$root/test/known_failures_cuda.txt" "$stage/test/"
+  for s in "$root"/test/data/conv/*/; do
+    mkdir -p "$stage/test/data/conv/$(basename "$s")"
+    cp -r "$s/inputs" "$s/expected" "$stage/test/data/conv/$(basename "$s")/"
+  done
   mkdir -p "$pack"
   tar -C "$stage" -cJf "$pack/gpu_test.tar.xz" .
   cp "$0" "$pack/gpu_test.sh"
