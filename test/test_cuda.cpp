@@ -372,6 +372,25 @@ TEST_CASE("cuda: convolutions call cuDNN from readable generated code", "[cuda][
   CHECK(read_file(tmp / "mlp/CMakeLists.txt").find("CUDNN") == std::string::npos);
 }
 
+TEST_CASE("cuda: a convolution weight cuDNN cannot take as a filter is refused naming the node", "[cuda][fast]") {
+  // weight = w.permute(1, 0, 2, 3): [4, 2, 3, 3] with strides [9, 36, 3, 1], packed neither as
+  // NCHW nor as NHWC (a cuDNN filter has no strides).
+  Builder b;
+  Value* x = b.input("x", {1, 2, 5, 5});
+  Value* w = b.input("w", {2, 4, 3, 3});
+  Value* weight = b.op("permute", {pos(w), pos(ints({1, 0, 2, 3}))});
+  b.output(b.op("convolution", {pos(x), pos(weight), pos(Arg::none()), pos(ints({1, 1})), pos(ints({1, 1})),
+                                pos(ints({1, 1})), pos(Arg::of_bool(false)), pos(ints({0, 0})), pos(Arg::of_int(1))}));
+  ir::LoopProgram program = lower::lower_graph(b.g, {});
+  sched::Schedule schedule = sched::schedule_program(program, {});
+  codegen::KernelOptions options;
+  options.device = "cuda";
+  CHECK_THROWS_WITH(codegen::generate_model(program, schedule, "conv", options),
+                    Catch::Contains("(aten.convolution") &&
+                        Catch::Contains(": a convolution weight with strides [9, 36, 3, 1] (cuDNN takes it packed as "
+                                        "NCHW or NHWC) is not supported with --device cuda yet"));
+}
+
 TEST_CASE("cuda: cuDNN is looked for where nvcc finds it and its absence is a clear user error", "[cuda]") {
   std::string nvcc;
   try {
