@@ -59,8 +59,12 @@ struct Plan {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
+  // The heuristic's acceptable algorithms, fastest first; `next` is the one after `algo`.
+  std::vector<cudnnConvolutionFwdAlgo_t> candidates;
+  size_t next = 0;
   cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   size_t workspace_bytes = 0;
+  bool ran = false;  // `algo` ran once: no other is tried after that
   Plan() = default;
   Plan(const Plan&) = delete;
   Plan& operator=(const Plan&) = delete;
@@ -212,45 +216,20 @@ inline std::string describe_convolution(Plan& plan, const ConvParams& p, cudnnDa
     failed = check(cudnnSetConvolutionNdDescriptor(plan.conv, n, pad, stride, dilation, CUDNN_CROSS_CORRELATION, type),
                    "cudnnSetConvolutionNdDescriptor");
   if (failed.empty()) failed = check(cudnnSetConvolutionGroupCount(plan.conv, p.groups), "cudnnSetConvolutionGroupCount");
+  // float64 has no reduced-precision form to exclude (its tensor cores compute in float64).
   cudnnMathType_t math = type == CUDNN_DATA_FLOAT ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
   if (failed.empty()) failed = check(cudnnSetConvolutionMathType(plan.conv, math), "cudnnSetConvolutionMathType");
   return failed;
 }
 
-// Whether an algorithm of the heuristic's list may run: no reduced precision for float32 (see
-// describe_convolution), none converting float64 down, deterministic, its workspace fits.
+// Whether an algorithm of the heuristic's list may run: deterministic, its workspace at most
+// kWorkspaceLimit, and no reduced precision (float32: not the tensor-op form, which is TF32; the
+// descriptor stays in CUDNN_FMA_MATH whatever the heuristic's entry says; float64: no conversion).
 inline bool acceptable(const cudnnConvolutionFwdAlgoPerf_t& perf, cudnnDataType_t type) {
-  bool math = type == CUDNN_DATA_FLOAT ? perf.mathType == CUDNN_FMA_MATH
-                                       : perf.mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+  bool math = perf.mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION &&
+              (type != CUDNN_DATA_FLOAT || perf.mathType != CUDNN_TENSOR_OP_MATH);
   return perf.status == CUDNN_STATUS_SUCCESS && perf.determinism == CUDNN_DETERMINISTIC && math &&
          perf.memory <= kWorkspaceLimit;
-}
-
-// The algorithm from cuDNN's heuristic (cudnnGetConvolutionForwardAlgorithm_v7: no GPU time, the
-// same choice every time), the fastest acceptable one, and its workspace.
-inline std::string choose_algorithm(cudnnHandle_t handle, Plan& plan, cudnnDataType_t type) {
-  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-  int returned = 0;
-  std::string failed = check(cudnnGetConvolutionForwardAlgorithm_v7(handle, plan.x, plan.w, plan.conv, plan.y,
-                                                                    CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf),
-                             "cudnnGetConvolutionForwardAlgorithm_v7");
-  if (!failed.empty()) return failed;
-  for (int k = 0; k < returned; ++k) {
-    if (!acceptable(perf[k], type)) continue;
-    size_t bytes = 0;
-    failed = check(cudnnSetConvolutionMathType(plan.conv, perf[k].mathType), "cudnnSetConvolutionMathType");
-    if (failed.empty())
-      failed = check(cudnnGetConvolutionForwardWorkspaceSize(handle, plan.x, plan.w, plan.conv, plan.y, perf[k].algo, &bytes),
-                     "cudnnGetConvolutionForwardWorkspaceSize");
-    if (!failed.empty()) return failed;
-    if (bytes > kWorkspaceLimit) continue;
-    plan.algo = perf[k].algo;
-    plan.workspace_bytes = bytes;
-    return "";
-  }
-  return std::string("cuDNN has no deterministic ") + (type == CUDNN_DATA_FLOAT ? "float32 algorithm without TF32" : "float64 algorithm") +
-         " for this convolution whose workspace fits " + std::to_string(kWorkspaceLimit >> 20) + " MiB (" +
-         std::to_string(returned) + " candidates)";
 }
 
 // A workspace of at least `bytes`; the one it replaces stays allocated (see the top of this file).
@@ -265,6 +244,38 @@ inline std::string reserve_workspace(State& state, size_t bytes) {
   state.workspace = grown;
   state.workspace_bytes = bytes;
   return "";
+}
+
+// The plan's next candidate algorithm whose workspace fits (the workspace grown for it).
+inline std::string next_algorithm(State& state, Plan& plan) {
+  while (plan.next < plan.candidates.size()) {
+    cudnnConvolutionFwdAlgo_t algo = plan.candidates[plan.next++];
+    size_t bytes = 0;
+    if (cudnnGetConvolutionForwardWorkspaceSize(state.handle, plan.x, plan.w, plan.conv, plan.y, algo, &bytes) !=
+            CUDNN_STATUS_SUCCESS ||
+        bytes > kWorkspaceLimit)
+      continue;
+    plan.algo = algo;
+    plan.workspace_bytes = bytes;
+    return reserve_workspace(state, bytes);
+  }
+  return "cuDNN has no deterministic algorithm without reduced precision for this convolution whose workspace fits " +
+         std::to_string(kWorkspaceLimit >> 20) + " MiB (" + std::to_string(plan.candidates.size()) +
+         " acceptable candidates tried)";
+}
+
+// The candidates from cuDNN's heuristic (cudnnGetConvolutionForwardAlgorithm_v7: no GPU time, the
+// same choice every time), and the first of them that fits.
+inline std::string choose_algorithm(State& state, Plan& plan, cudnnDataType_t type) {
+  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  int returned = 0;
+  std::string failed = check(cudnnGetConvolutionForwardAlgorithm_v7(state.handle, plan.x, plan.w, plan.conv, plan.y,
+                                                                    CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf),
+                             "cudnnGetConvolutionForwardAlgorithm_v7");
+  if (!failed.empty()) return failed;
+  for (int k = 0; k < returned; ++k)
+    if (acceptable(perf[k], type)) plan.candidates.push_back(perf[k].algo);
+  return next_algorithm(state, plan);
 }
 
 // The plan of call site `site` for these operands: from the cache, or made (and the workspace grown).
@@ -290,8 +301,7 @@ std::string find_plan(State& state, int site, const ConvParams& p, const Tensor<
   made.key = key;
   std::string failed = describe_tensors<T>(made, input, weight, bias, output, type);
   if (failed.empty()) failed = describe_convolution(made, p, type);
-  if (failed.empty()) failed = choose_algorithm(state.handle, made, type);
-  if (failed.empty()) failed = reserve_workspace(state, made.workspace_bytes);
+  if (failed.empty()) failed = choose_algorithm(state, made, type);
   if (!failed.empty()) {
     plans.pop_front();
     return failed + ": input " + describe(input) + ", weight " + describe(weight);
@@ -323,10 +333,17 @@ std::string convolution(foundry_cuda::DeviceState& device, cudaStream_t stream, 
   if (std::string failed = check(cudnnSetStream(state->handle, stream), "cudnnSetStream"); !failed.empty())
     return failed;
   const T one = 1, zero = 0;
-  std::string failed = check(cudnnConvolutionForward(state->handle, &one, plan->x, input.data, plan->w, weight.data,
-                                                     plan->conv, plan->algo, plan->workspace_bytes ? state->workspace : nullptr,
-                                                     plan->workspace_bytes, &zero, plan->y, output.data),
-                             "cudnnConvolutionForward");
+  cudnnStatus_t status;
+  // An algorithm the heuristic offered may still refuse these operands (its checks run on the
+  // host, before anything is enqueued): the next candidate is tried, on the shape's first call only.
+  while ((status = cudnnConvolutionForward(state->handle, &one, plan->x, input.data, plan->w, weight.data, plan->conv,
+                                           plan->algo, plan->workspace_bytes ? state->workspace : nullptr,
+                                           plan->workspace_bytes, &zero, plan->y, output.data)) ==
+             CUDNN_STATUS_NOT_SUPPORTED &&
+         !plan->ran)
+    if (std::string failed = next_algorithm(*state, *plan); !failed.empty()) return failed;
+  plan->ran = status == CUDNN_STATUS_SUCCESS;
+  std::string failed = check(status, "cudnnConvolutionForward");
   if (failed.empty() && bias)
     failed = check(cudnnAddTensor(state->handle, &one, plan->bias, bias->data, &one, plan->y, output.data),
                    "cudnnAddTensor (the bias)");
