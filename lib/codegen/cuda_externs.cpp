@@ -58,7 +58,7 @@ std::string matmul_call(const ir::LoopNode& node, const ir::Matmul& call,
   s << "  {  // " << node_label(node) << ": cuBLAS -> " << node.output->name << "\n"
     << matrix_decl("a", call.a, ptrs.at(call.a.buffer), type) << matrix_decl("b", call.b, ptrs.at(call.b.buffer), type);
   if (call.bias) s << matrix_decl("bias", *call.bias, ptrs.at(call.bias->buffer), type);
-  s << "    if (const char* failed = foundry_cuda::matmul<" << type << ">(model->device.cublas, stream, /*batch=*/"
+  s << "    if (const char* failed = foundry_cuda::matmul<" << type << ">(slot.cublas, stream, /*batch=*/"
     << (call.batched ? num(out[0]) : "1") << ", a, b, " << (call.bias ? "&bias" : "/*bias=*/nullptr") << ", /*alpha=*/"
     << ir::shortest_number(call.alpha) << ", /*beta=*/" << ir::shortest_number(call.beta) << ", "
     << ptrs.at(node.output) << "); *failed)\n"

@@ -276,7 +276,7 @@ std::string model_struct(const std::string& n, bool has_externs) {
 // NAME_model of a CUDA model: the mapped weights and what it owns on the device.
 std::string cuda_model_struct(const std::string& n) {
   return "struct " + n + "_model {\n  foundry_rt::WeightsFile weights;\n" +
-         "  foundry_cuda::DeviceState device;  // the weights on the GPU, the error flag, cuBLAS\n};\n\n";
+         "  foundry_cuda::DeviceState device;  // the weights on the GPU, a pool of call slots\n};\n\n";
 }
 
 // NAME_detail::Model: the tables and functions foundry_model_api.h's entry points use.
@@ -296,8 +296,11 @@ std::string model_class(const ir::LoopProgram& program, const WeightsLayout& wei
     << "  static int check_inputs(const foundry_tensor* inputs, int64_t* sizes);\n"
     << "  static void output_shapes(const int64_t* sizes, foundry_tensor* outputs);\n"
     << "  static size_t arena_bytes(const int64_t* sizes);\n"
-    << "  static void run(Instance* model, const foundry_tensor* inputs, foundry_tensor* outputs, const int64_t* sizes,\n"
-    << "                  uint8_t* arena" << (cuda ? ", cudaStream_t stream" : "") << ");\n};\n\n";
+    << (cuda ? "  static void run(Instance* model, foundry_cuda::CallSlot& slot, const foundry_tensor* inputs,\n"
+               "                  foundry_tensor* outputs, const int64_t* sizes, uint8_t* arena, cudaStream_t stream);\n"
+             : "  static void run(Instance* model, const foundry_tensor* inputs, foundry_tensor* outputs, const int64_t* sizes,\n"
+               "                  uint8_t* arena);\n")
+    << "};\n\n";
   return c.str();
 }
 
@@ -308,10 +311,10 @@ std::string run_functions(const ir::LoopProgram& program, const sched::Schedule&
   if (cuda)
     return "size_t Model::arena_bytes(const int64_t* sizes) {\n  (void)sizes;\n" + locals + "  return " +
            cpp_index(schedule.plan.arena_bytes, {}) + ";\n}\n\n" +
-           "void Model::run(Instance* model, const foundry_tensor* inputs, foundry_tensor* outputs, const int64_t* sizes,\n"
-           "                uint8_t* arena, cudaStream_t stream) {\n"
-           "  (void)model, (void)inputs, (void)sizes, (void)arena, (void)stream;\n"
-           "  int* error_flag = model->device.error_flag;  // the kernels' index and division checks\n"
+           "void Model::run(Instance* model, foundry_cuda::CallSlot& slot, const foundry_tensor* inputs,\n"
+           "                foundry_tensor* outputs, const int64_t* sizes, uint8_t* arena, cudaStream_t stream) {\n"
+           "  (void)model, (void)slot, (void)inputs, (void)sizes, (void)arena, (void)stream;\n"
+           "  int* error_flag = slot.error_flag;  // the kernels' index and division checks\n"
            "  (void)error_flag;\n" + locals + pointers + "\n" + calls + "}\n";
   return "size_t Model::arena_bytes(const int64_t* sizes) {\n  (void)sizes;\n" + locals + "  return " +
          cpp_index(schedule.plan.arena_bytes, {}) + ";\n}\n\n" +
