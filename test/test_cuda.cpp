@@ -162,7 +162,10 @@ void build_bounds_model(const std::string& dir) {
 
 TEST_CASE("cuda: an index out of range inside a kernel is reported and never a silent result", "[cuda]") {
   std::string dir = build_root() + "/bounds";
-  if (!prebuilt()) build_bounds_model(dir);
+  if (!prebuilt()) {
+    build_bounds_model(dir);
+    CHECK(read_file(dir + "/wrapper.cu").find("kReportsErrors = true;") != std::string::npos);
+  }
   std::string why = no_gpu_reason();
   if (!why.empty()) {
     WARN("SKIPPED: no GPU: " << why << " (built " << dir << ")");
@@ -356,6 +359,8 @@ TEST_CASE("cuda: kernels map loops to the grid, blocks and block threads", "[cud
   )") == "");
   std::string wrapper = read_file(tmp / "o/wrapper.cu");
   CHECK(wrapper.find("foundry_cuda::matmul<float>(slot.cublas, stream") != std::string::npos);
+  // No kernel checks an index or a division: no step publishes the error flag.
+  CHECK(wrapper.find("kReportsErrors = false;") != std::string::npos);
   CHECK(fs::exists(tmp / "o/foundry_cuda.h"));
   // A CPU model's folder does not get the CUDA headers.
   r = run_foundryc({model_sample("pointwise") + "/model.pt2", "-o", tmp / "cpu", "--emit", "source"});

@@ -281,14 +281,17 @@ std::string cuda_model_struct(const std::string& n) {
 
 // NAME_detail::Model: the tables and functions foundry_model_api.h's entry points use.
 std::string model_class(const ir::LoopProgram& program, const WeightsLayout& weights, const std::string& n,
-                        bool cuda, bool uses_cublas) {
+                        bool cuda, bool uses_cublas, bool reports_errors = false) {
   std::ostringstream c;
   c << "// The model as foundry_model_api.h's entry points see it.\n"
     << "struct Model {\n  using Instance = " << n << "_model;\n"
     << "  static constexpr size_t kWeightsBytes = " << weights.total_bytes << ";\n"
     << "  static constexpr size_t kNumInputs = " << program.inputs.size() << ", kNumOutputs = " << program.outputs.size()
     << ";\n  static constexpr size_t kNumSizes = " << program.size_symbols.size() << ";  // dynamic sizes\n";
-  if (cuda) c << "  static constexpr bool kUsesCublas = " << (uses_cublas ? "true" : "false") << ";\n";
+  if (cuda)
+    c << "  static constexpr bool kUsesCublas = " << (uses_cublas ? "true" : "false") << ";\n"
+      << "  static constexpr bool kReportsErrors = " << (reports_errors ? "true" : "false")
+      << ";  // a kernel checks indices or divisions\n";
   c << "  static constexpr foundry_rt::TensorSpec kInputs[] = {\n"
     << tensor_specs(program.inputs, program.input_names, program.size_symbols) << "  };\n"
     << "  static constexpr foundry_rt::TensorSpec kOutputs[] = {\n"
@@ -408,7 +411,9 @@ GeneratedModel generate_cuda_model(const ir::LoopProgram& program, const sched::
   for (const auto& k : m.kernels) w << k.declaration << ";\n";
   w << "}  // namespace " << n << "_kernels\n\n"
     << cuda_model_struct(n) << "namespace " << n << "_detail {\nusing namespace " << n << "_kernels;\n\n"
-    << model_class(program, m.weights, n, true, uses_cublas) << shape_functions(program) << "\n"
+    << model_class(program, m.weights, n, true, uses_cublas,
+                   std::any_of(m.kernels.begin(), m.kernels.end(), [](const EmittedKernel& k) { return k.may_fail; }))
+    << shape_functions(program) << "\n"
     << run_functions(program, schedule, ptrs.lines, calls, true) << "\n}  // namespace " << n << "_detail\n\n"
     << "FOUNDRY_DEFINE_CUDA_MODEL_API(" << n << ")\n";
   m.wrapper_cpp = w.str();

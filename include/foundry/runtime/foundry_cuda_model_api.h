@@ -98,15 +98,15 @@ inline CapturedRun* find_run(CallSlot& slot, const int64_t* sizes, size_t num_si
 }
 
 // The model's steps on `stream` (a real one, or the capture stream): the kernels and library
-// calls, then the error flag copied to the slot's pinned host word.
+// calls, then (when the kernels check indices or divisions) the error flag published to the
+// slot's pinned host word.
 template <class Model>
 int record_steps(typename Model::Instance* model, CallSlot& slot, cudaStream_t stream, const foundry_tensor* inputs,
                  foundry_tensor* outputs, const int64_t* sizes, uint8_t* arena) {
   if (const char* failed = slot.bind(stream); *failed) return foundry_rt::set_error(FOUNDRY_ERROR_RUNTIME, failed);
   Model::run(model, slot, inputs, outputs, sizes, arena, stream);
   if (!foundry_rt::last_error.empty()) return FOUNDRY_ERROR_RUNTIME;  // a library call failed (Model::run set it)
-  if (cudaMemcpyAsync(slot.host_flag, slot.error_flag, sizeof(int), cudaMemcpyDeviceToHost, stream) != cudaSuccess)
-    return cuda_error("cannot enqueue the copy of the error flag");
+  if (Model::kReportsErrors) publish_error<<<1, 1, 0, stream>>>(slot.error_flag, slot.host_flag_on_device);
   return FOUNDRY_OK;
 }
 
