@@ -7,6 +7,8 @@
 #   scripts/bench.sh --no-compile --prebuilt DIR/compiled    (on a host with no foundryc build)
 #   scripts/bench.sh --baseline OLD/foundryc                 (this build against an earlier one, same run)
 #   scripts/bench.sh --models-dir DIR                        (any folder of models, e.g. scripts/zoo's exports)
+#   scripts/bench.sh --device cuda                           (on the GPU: against eager, torch.compile and
+#                                                             its reduce-overhead mode; CUDA add as roofline)
 #   scripts/bench.sh --help                                  (all options)
 #
 # The table goes to stdout, progress to stderr, the results to bench-results.json.

@@ -9,9 +9,12 @@
 #include <catch2/catch.hpp>
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <thread>
 
 #include "foundry/build/compile.h"
 #include "foundry/build/process.h"
@@ -19,6 +22,7 @@
 #include "foundry/frontend/frontend.h"
 #include "foundry/lower/lowering.h"
 #include "foundry/passes/pipeline.h"
+#include "foundry/runtime/cuda_runtime.h"
 #include "foundry/runtime/loaded_model.h"
 #include "foundry/runtime/npy.h"
 #include "foundry/runtime/sample.h"
@@ -48,16 +52,9 @@ const std::vector<std::string> kConvolutionSamples = {
 
 // "" when the CUDA runtime finds a GPU, else why not.
 std::string no_gpu_reason() {
-  void* h = dlopen("libcudart.so.13", RTLD_NOW | RTLD_LOCAL);
-  if (!h) h = dlopen("libcudart.so", RTLD_NOW | RTLD_LOCAL);
-  if (!h) return "libcudart.so.13 cannot be loaded";
-  using CountFn = int (*)(int*);
-  auto count = reinterpret_cast<CountFn>(dlsym(h, "cudaGetDeviceCount"));
-  if (!count) return "libcudart has no cudaGetDeviceCount";
-  int n = 0;
-  int rc = count(&n);
-  if (rc != 0 || n == 0) return "cudaGetDeviceCount returned " + std::to_string(rc) + " with " + std::to_string(n) + " devices";
-  return "";
+  std::string why;
+  CudaRuntime::find(&why);
+  return why;
 }
 
 bool prebuilt() {
@@ -140,6 +137,20 @@ void build_cuda_sweep(const std::vector<std::string>& samples, const std::string
   }
 }
 
+// NAME_run_cuda on device copies of `inputs`, its outputs overwritten with NaN first (so that a
+// run that writes nothing cannot pass), copied back; "" or how they differ from DIR/expected.
+std::string run_on_device(const LoadedModel& model, const CudaRuntime& cuda, void* stream, DeviceArrays& in,
+                          DeviceArrays& out, std::vector<NpyArray>& host_out, const std::string& dir) {
+  for (size_t k = 0; k < host_out.size(); ++k) {
+    std::vector<uint8_t> nan(host_out[k].data.size(), 0xff);  // all-ones bytes: a NaN of every float type
+    cuda.to_device(out.tensors()[k].data, nan.data(), nan.size());
+  }
+  model.run_cuda(stream, in.tensors(), out.tensors());
+  cuda.synchronize(stream);
+  out.copy_to(host_out);
+  return compare_with_expected(host_out, dir);
+}
+
 // gather and scatter_add on a [6, 5] tensor with indices from the caller, built for the GPU into
 // build_root()/bounds (symbol prefix "bounds").
 void build_bounds_model(const std::string& dir) {
@@ -165,7 +176,10 @@ void build_bounds_model(const std::string& dir) {
 
 TEST_CASE("cuda: an index out of range inside a kernel is reported and never a silent result", "[cuda]") {
   std::string dir = build_root() + "/bounds";
-  if (!prebuilt()) build_bounds_model(dir);
+  if (!prebuilt()) {
+    build_bounds_model(dir);
+    CHECK(read_file(dir + "/wrapper.cu").find("kReportsErrors = true;") != std::string::npos);
+  }
   std::string why = no_gpu_reason();
   if (!why.empty()) {
     WARN("SKIPPED: no GPU: " << why << " (built " << dir << ")");
@@ -199,6 +213,21 @@ TEST_CASE("cuda: an index out of range inside a kernel is reported and never a s
     // The flag is cleared: the next good run succeeds.
     CHECK(model.run(inputs(index))[0].as<float>()[0] == gathered[0]);
   }
+  // NAME_run_cuda returns once the run is enqueued: the error is returned by the next call.
+  const CudaRuntime& cuda = *CudaRuntime::find();
+  void* stream = cuda.create_stream();
+  std::vector<int64_t> bad = index;
+  bad[5] = 6;
+  std::vector<NpyArray> outputs = model.run(inputs(index));
+  DeviceArrays good_in(cuda, inputs(index)), bad_in(cuda, inputs(bad)), out(cuda, outputs);
+  model.run_cuda(stream, bad_in.tensors(), out.tensors());
+  cuda.synchronize(stream);
+  CHECK_THROWS_WITH(model.run_cuda(stream, good_in.tensors(), out.tensors()), Catch::Contains("out of range"));
+  model.run_cuda(stream, good_in.tensors(), out.tensors());  // reported once; this one runs
+  cuda.synchronize(stream);
+  out.copy_to(outputs);
+  for (int k = 0; k < 20; ++k) CHECK(outputs[0].as<float>()[k] == gathered[k]);
+  cuda.destroy_stream(stream);
 }
 
 TEST_CASE("cuda: mlp_dynamic at batches 1 100 and 4096 matches the CPU-compiled model", "[cuda]") {
@@ -231,11 +260,20 @@ TEST_CASE("cuda: mlp_dynamic at batches 1 100 and 4096 matches the CPU-compiled 
   std::string out = build_root() + "/models/mlp_dynamic";
   if (!fs::exists(out + "/model.so")) REQUIRE(build_model("mlp_dynamic").exit_code == 0);
   LoadedModel gpu(out);
-  for (int64_t batch : batches) {
-    INFO("batch " << batch);
-    std::string dir = root + "/b" + std::to_string(batch);
-    CHECK(compare_with_expected(gpu.run(read_npy_sequence(dir + "/inputs")), dir) == "");
-  }
+  const CudaRuntime& cuda = *CudaRuntime::find();
+  void* stream = cuda.create_stream();
+  // The batches in turn, three times: NAME_run, and NAME_run_cuda (a CUDA graph per batch size:
+  // enqueued, captured, then replayed).
+  for (int round = 0; round < 3; ++round)
+    for (int64_t batch : batches) {
+      INFO("batch " << batch << ", round " << round);
+      std::string dir = root + "/b" + std::to_string(batch);
+      std::vector<NpyArray> inputs = read_npy_sequence(dir + "/inputs"), outputs = gpu.allocate_outputs(inputs);
+      CHECK(compare_with_expected(gpu.run(inputs), dir) == "");
+      DeviceArrays in(cuda, inputs), device_out(cuda, outputs);
+      CHECK(run_on_device(gpu, cuda, stream, in, device_out, outputs, dir) == "");
+    }
+  cuda.destroy_stream(stream);
 }
 
 // Runs the samples build_cuda_sweep built into `root` and compares them with PyTorch's references.
@@ -352,14 +390,14 @@ TEST_CASE("cuda: convolutions call cuDNN from readable generated code", "[cuda][
   // reporting a failure as the model's error naming the node; the handle made at NAME_create.
   CHECK(file_check(wrapper, R"(
     CHECK: #include "foundry_cudnn.h"
-    CHECK: static std::string open_libraries(foundry_cuda::DeviceState& device) { return foundry_cudnn::open(device); }
+    CHECK: static std::string open_libraries(foundry_cuda::CallSlot& slot) { return foundry_cudnn::open(slot); }
     CHECK: {  // {{.*}}(aten.convolution{{.*}}): cuDNN -> {{[a-z0-9_]+}}
     CHECK-NEXT: const foundry_cudnn::Tensor<const float> input{arg0 + 0, 4, {2, 3, 32, 32}, {3072, 1024, 32, 1}};
     CHECK-NEXT: const foundry_cudnn::Tensor<const float> weight{
     CHECK-NEXT: const foundry_cudnn::Tensor<const float> bias{
     CHECK-NEXT: const foundry_cudnn::Tensor<float> output{
     CHECK-NEXT: static constexpr foundry_cudnn::ConvParams params{/*spatial=*/2, /*stride=*/{
-    CHECK-NEXT: foundry_cudnn::convolution<float>(model->device, stream, /*site=*/{{[0-9]+}}, params, input, weight, &bias, output); !failed.empty())
+    CHECK-NEXT: foundry_cudnn::convolution<float>(slot, stream, /*site=*/{{[0-9]+}}, params, input, weight, &bias, output); !failed.empty())
     CHECK-NEXT: foundry_rt::set_error(FOUNDRY_ERROR_RUNTIME, "{{.*}}(aten.convolution{{.*}}: " + failed);
   )") == "");
   CHECK(fs::exists(tmp / "o/foundry_cudnn.h"));
@@ -448,7 +486,9 @@ TEST_CASE("cuda: kernels map loops to the grid, blocks and block threads", "[cud
     CHECK: __syncthreads();
   )") == "");
   std::string wrapper = read_file(tmp / "o/wrapper.cu");
-  CHECK(wrapper.find("foundry_cuda::matmul<float>(model->device.cublas, stream") != std::string::npos);
+  CHECK(wrapper.find("foundry_cuda::matmul<float>(slot.cublas, stream") != std::string::npos);
+  // No kernel checks an index or a division: no step publishes the error flag.
+  CHECK(wrapper.find("kReportsErrors = false;") != std::string::npos);
   CHECK(fs::exists(tmp / "o/foundry_cuda.h"));
   // A CPU model's folder does not get the CUDA headers.
   r = run_foundryc({model_sample("pointwise") + "/model.pt2", "-o", tmp / "cpu", "--emit", "source"});
@@ -480,6 +520,121 @@ TEST_CASE("cuda: corpus models match PyTorch on the GPU", "[cuda]") {
   });
   CHECK(r.unexpected_failures.empty());
   CHECK(r.passed == static_cast<int>(kCudaModels.size()));
+}
+
+namespace {
+
+// The corpus model built for the GPU (built here when it is not yet), loaded.
+std::unique_ptr<LoadedModel> load_cuda_model(const std::string& model) {
+  std::string out = build_root() + "/models/" + model;
+  if (!fs::exists(out + "/model.so")) REQUIRE(build_model(model).exit_code == 0);
+  return std::make_unique<LoadedModel>(out);
+}
+
+}  // namespace
+
+TEST_CASE("cuda: NAME_run_cuda replays its CUDA graph, with new pointers too, and refuses bad arguments", "[cuda]") {
+  if (!require_corpus()) return;
+  std::string why = no_gpu_reason();
+  if (!why.empty()) {
+    WARN("SKIPPED: no GPU: " << why);
+    return;
+  }
+  const CudaRuntime& cuda = *CudaRuntime::find();
+  std::unique_ptr<LoadedModel> model = load_cuda_model("encoder_layer");
+  std::string sample = model_sample("encoder_layer");
+  std::vector<NpyArray> inputs = read_npy_sequence(sample + "/inputs"), outputs = model->allocate_outputs(inputs);
+  void* stream = cuda.create_stream();
+  // Run 1 is enqueued directly, run 2 captured, runs 3-4 replayed; the second set of buffers (other
+  // pointers) makes the graph be captured again and updated.
+  for (int buffers = 0; buffers < 2; ++buffers) {
+    DeviceArrays in(cuda, inputs), out(cuda, outputs);
+    for (int run = 0; run < 4; ++run) {
+      INFO("buffers " << buffers << ", run " << run);
+      CHECK(run_on_device(*model, cuda, stream, in, out, outputs, sample) == "");
+    }
+  }
+  DeviceArrays in(cuda, inputs), out(cuda, outputs);
+  std::vector<foundry_tensor> bad = in.tensors();
+  bad[0].shape[1] += 1;
+  CHECK_THROWS_WITH(model->run_cuda(stream, bad, out.tensors()), Catch::Contains("input 0"));
+  bad = in.tensors();
+  bad[0].dtype = FOUNDRY_FLOAT64;
+  CHECK_THROWS_WITH(model->run_cuda(stream, bad, out.tensors()), Catch::Contains("input 0"));
+  bad = in.tensors();
+  bad[0].data = inputs[0].data.data();  // a host pointer
+  CHECK_THROWS_WITH(model->run_cuda(stream, bad, out.tensors()), Catch::Contains("not device memory"));
+  std::vector<foundry_tensor> host_out = out.tensors();
+  host_out[0].data = outputs[0].data.data();
+  CHECK_THROWS_WITH(model->run_cuda(stream, in.tensors(), host_out), Catch::Contains("not device memory"));
+  // Still good after the refusals.
+  CHECK(run_on_device(*model, cuda, stream, in, out, outputs, sample) == "");
+  cuda.destroy_stream(stream);
+}
+
+TEST_CASE("cuda: cuDNN convolutions are captured into CUDA graphs and replayed, with new pointers too", "[cuda]") {
+  if (!require_corpus()) return;
+  std::string why = no_gpu_reason();
+  if (!why.empty()) {
+    WARN("SKIPPED: no GPU: " << why);
+    return;
+  }
+  const CudaRuntime& cuda = *CudaRuntime::find();
+  std::unique_ptr<LoadedModel> model = load_cuda_model("small_cnn");
+  std::string sample = model_sample("small_cnn");
+  std::vector<NpyArray> inputs = read_npy_sequence(sample + "/inputs"), outputs = model->allocate_outputs(inputs);
+  void* stream = cuda.create_stream();
+  // Run 1 chooses the algorithms and allocates the workspace; runs 2-4 are a captured graph.
+  for (int buffers = 0; buffers < 2; ++buffers) {
+    DeviceArrays in(cuda, inputs), out(cuda, outputs);
+    for (int run = 0; run < 4; ++run) {
+      INFO("buffers " << buffers << ", run " << run);
+      CHECK(run_on_device(*model, cuda, stream, in, out, outputs, sample) == "");
+    }
+  }
+  cuda.destroy_stream(stream);
+}
+
+TEST_CASE("cuda: one model runs correctly from 8 host threads at once", "[cuda]") {
+  if (!require_corpus()) return;
+  std::string why = no_gpu_reason();
+  if (!why.empty()) {
+    WARN("SKIPPED: no GPU: " << why);
+    return;
+  }
+  const CudaRuntime& cuda = *CudaRuntime::find();
+  std::unique_ptr<LoadedModel> encoder = load_cuda_model("encoder_layer");
+  std::string sample = model_sample("encoder_layer");
+  std::vector<NpyArray> inputs = read_npy_sequence(sample + "/inputs");
+  std::mutex mutex;
+  std::vector<std::string> failures;
+  std::atomic<int> checked{0};
+  // Each thread alternates NAME_run (host tensors) and NAME_run_cuda (its own stream and buffers).
+  auto worker = [&](int thread) {
+    try {
+      std::vector<NpyArray> outputs = encoder->allocate_outputs(inputs);
+      DeviceArrays in(cuda, inputs), out(cuda, outputs);
+      void* stream = cuda.create_stream();
+      for (int i = 0; i < 25; ++i) {
+        std::string diff = i % 2 ? run_on_device(*encoder, cuda, stream, in, out, outputs, sample)
+                                 : compare_with_expected(encoder->run(inputs), sample);
+        if (!diff.empty()) {
+          std::lock_guard<std::mutex> lock(mutex);
+          failures.push_back("thread " + std::to_string(thread) + " call " + std::to_string(i) + ": " + diff);
+        }
+        ++checked;
+      }
+      cuda.destroy_stream(stream);
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(mutex);
+      failures.push_back("thread " + std::to_string(thread) + ": " + e.what());
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) threads.emplace_back(worker, t);
+  for (auto& t : threads) t.join();
+  for (const auto& f : failures) FAIL_CHECK(f);
+  CHECK(checked == 8 * 25);
 }
 
 }  // namespace foundry::test

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "foundry/runtime/compare.h"
+#include "foundry/runtime/cuda_runtime.h"
 #include "foundry/runtime/foundry_c_api.h"
 #include "foundry/runtime/loaded_model.h"
 #include "foundry/runtime/sample.h"
@@ -35,19 +36,44 @@ struct BenchStats {
   double median_ms = 0, p10_ms = 0, p90_ms = 0, min_ms = 0;
 };
 
-BenchStats benchmark(const foundry::LoadedModel& model, const std::vector<foundry::NpyArray>& inputs, int runs,
-                     int warmup) {
-  std::vector<foundry::NpyArray> outputs = model.allocate_outputs(inputs);
-  for (int i = 0; i < warmup; ++i) model.run_into(inputs, outputs);
-  std::vector<double> ms;
-  for (int i = 0; i < runs; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    model.run_into(inputs, outputs);
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
+BenchStats stats_of(std::vector<double> ms) {
   std::sort(ms.begin(), ms.end());
   auto at = [&](double q) { return ms[std::min(ms.size() - 1, static_cast<size_t>(q * (ms.size() - 1) + 0.5))]; };
   return {at(0.5), at(0.1), at(0.9), ms.front()};
+}
+
+// Wall-clock milliseconds of `runs` calls of `call` after `warmup` untimed ones.
+template <class Call>
+std::vector<double> time_calls(int runs, int warmup, const Call& call) {
+  for (int i = 0; i < warmup; ++i) call();
+  std::vector<double> ms;
+  for (int i = 0; i < runs; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    call();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return ms;
+}
+
+// A CPU model: NAME_run on host arrays. A CUDA model: NAME_run_cuda with the inputs already on
+// the GPU, each call followed by a stream synchronize (as PyTorch is timed: call, then
+// torch.cuda.synchronize()).
+BenchStats benchmark(const foundry::LoadedModel& model, const std::vector<foundry::NpyArray>& inputs, int runs,
+                     int warmup) {
+  std::vector<foundry::NpyArray> outputs = model.allocate_outputs(inputs);
+  if (model.device() != "cuda")
+    return stats_of(time_calls(runs, warmup, [&] { model.run_into(inputs, outputs); }));
+  std::string why;
+  const foundry::CudaRuntime* cuda = foundry::CudaRuntime::find(&why);
+  if (!cuda) throw foundry::UserError("--bench of a CUDA model needs a GPU: " + why);
+  foundry::DeviceArrays in(*cuda, inputs), out(*cuda, outputs);
+  void* stream = cuda->create_stream();
+  std::vector<double> ms = time_calls(runs, warmup, [&] {
+    model.run_cuda(stream, in.tensors(), out.tensors());
+    cuda->synchronize(stream);
+  });
+  cuda->destroy_stream(stream);
+  return stats_of(ms);
 }
 
 // --save-outputs DIR: the folder is made if needed; a file in its place or an unwritable folder is
@@ -263,7 +289,9 @@ int main(int argc, char** argv) {
                  "for float32)");
   app.add_option("--rtol", opt.rtol, "relative tolerance, added to atol as above (default by dtype: 1e-4 for float32)");
   app.add_option("--save-outputs", opt.save_outputs, "write the outputs as .npy files into this folder");
-  app.add_option("--bench", opt.bench, "time N runs and report the median, p10 and p90");
+  app.add_option("--bench", opt.bench,
+                 "time N runs and report the median, p10 and p90 (a CUDA model: NAME_run_cuda on inputs already on "
+                 "the GPU, each call followed by a stream synchronize)");
   app.add_option("--warmup", opt.warmup, "untimed runs before benchmarking (default 3)");
   app.add_option("--threads", opt.threads, "threads the model may use");
   app.add_option("--device", opt.device,

@@ -82,7 +82,7 @@ std::string matmul_call(const ir::LoopNode& node, const ir::Matmul& call,
   std::string decls = matrix_decl("a", call.a, ptrs, type) + matrix_decl("b", call.b, ptrs, type);
   if (call.bias) decls += matrix_decl("bias", *call.bias, ptrs, type);
   std::ostringstream c;
-  c << "foundry_cuda::matmul<" << type << ">(model->device.cublas, stream, /*batch=*/"
+  c << "foundry_cuda::matmul<" << type << ">(slot.cublas, stream, /*batch=*/"
     << (call.batched ? num(out[0]) : "1") << ", a, b, " << (call.bias ? "&bias" : "/*bias=*/nullptr") << ", /*alpha=*/"
     << ir::shortest_number(call.alpha) << ", /*beta=*/" << ir::shortest_number(call.beta) << ", "
     << ptrs.at(node.output) << ")";
@@ -155,7 +155,7 @@ std::string convolution_call(const ir::LoopNode& node, const ir::Convolution& ca
   decls += "    static constexpr foundry_cudnn::ConvParams params{/*spatial=*/" + std::to_string(spatial) +
            ", /*stride=*/" + conv_ints(node, call.stride) + ", /*padding=*/" + conv_ints(node, call.padding) +
            ", /*dilation=*/" + conv_ints(node, call.dilation) + ", /*groups=*/" + conv_int(node, call.groups) + "};\n";
-  std::string c = "foundry_cudnn::convolution<" + type + ">(model->device, stream, /*site=*/" + std::to_string(node.id) +
+  std::string c = "foundry_cudnn::convolution<" + type + ">(slot, stream, /*site=*/" + std::to_string(node.id) +
                   ", params, input, weight, " + (call.bias ? "&bias" : "/*bias=*/nullptr") + ", output)";
   return call_block(node, "cuDNN", decls, c);
 }

@@ -189,6 +189,7 @@ EmittedKernel emit_cuda_kernel(const sched::Kernel& kernel, const sched::Schedul
   CudaNestBuilder builder(scopes, ops, mapping);
   sched::walk_kernel(kernel, schedule, builder);
   Stmts body = builder.close_outer();
+  k.may_fail = scopes.may_fail;
   std::string work = outer_work(scopes, kernel.ranges);
 
   for (const std::string& s : scopes.size_symbols()) {

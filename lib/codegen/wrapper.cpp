@@ -276,24 +276,25 @@ std::string model_struct(const std::string& n, bool has_externs) {
 // NAME_model of a CUDA model: the mapped weights and what it owns on the device.
 std::string cuda_model_struct(const std::string& n) {
   return "struct " + n + "_model {\n  foundry_rt::WeightsFile weights;\n" +
-         "  foundry_cuda::DeviceState device;  // the weights on the GPU, the error flag, cuBLAS, cuDNN\n};\n\n";
+         "  foundry_cuda::DeviceState device;  // the weights on the GPU, a pool of call slots\n};\n\n";
 }
 
 // NAME_detail::Model: the tables and functions foundry_model_api.h's entry points use.
 std::string model_class(const ir::LoopProgram& program, const WeightsLayout& weights, const std::string& n,
-                        bool cuda, bool uses_cublas, bool uses_cudnn) {
+                        bool cuda, bool uses_cublas, bool uses_cudnn, bool reports_errors) {
   std::ostringstream c;
   c << "// The model as foundry_model_api.h's entry points see it.\n"
     << "struct Model {\n  using Instance = " << n << "_model;\n"
     << "  static constexpr size_t kWeightsBytes = " << weights.total_bytes << ";\n"
     << "  static constexpr size_t kNumInputs = " << program.inputs.size() << ", kNumOutputs = " << program.outputs.size()
     << ";\n  static constexpr size_t kNumSizes = " << program.size_symbols.size() << ";  // dynamic sizes\n";
-  if (cuda) {
+  if (cuda)
     c << "  static constexpr bool kUsesCublas = " << (uses_cublas ? "true" : "false") << ";\n"
-      << "  // NAME_create: the handles of the libraries other than cuBLAS the model calls; \"\" or what failed.\n"
-      << "  static std::string open_libraries(foundry_cuda::DeviceState& device) { "
-      << (uses_cudnn ? "return foundry_cudnn::open(device); }\n" : "(void)device; return \"\"; }\n");
-  }
+      << "  static constexpr bool kReportsErrors = " << (reports_errors ? "true" : "false")
+      << ";  // a kernel checks indices or divisions\n"
+      << "  // A new call slot: the handles of the libraries other than cuBLAS the model calls; \"\" or what failed.\n"
+      << "  static std::string open_libraries(foundry_cuda::CallSlot& slot) { "
+      << (uses_cudnn ? "return foundry_cudnn::open(slot); }\n" : "(void)slot; return \"\"; }\n");
   c << "  static constexpr foundry_rt::TensorSpec kInputs[] = {\n"
     << tensor_specs(program.inputs, program.input_names, program.size_symbols) << "  };\n"
     << "  static constexpr foundry_rt::TensorSpec kOutputs[] = {\n"
@@ -301,8 +302,11 @@ std::string model_class(const ir::LoopProgram& program, const WeightsLayout& wei
     << "  static int check_inputs(const foundry_tensor* inputs, int64_t* sizes);\n"
     << "  static void output_shapes(const int64_t* sizes, foundry_tensor* outputs);\n"
     << "  static size_t arena_bytes(const int64_t* sizes);\n"
-    << "  static void run(Instance* model, const foundry_tensor* inputs, foundry_tensor* outputs, const int64_t* sizes,\n"
-    << "                  uint8_t* arena" << (cuda ? ", cudaStream_t stream" : "") << ");\n};\n\n";
+    << (cuda ? "  static void run(Instance* model, foundry_cuda::CallSlot& slot, const foundry_tensor* inputs,\n"
+               "                  foundry_tensor* outputs, const int64_t* sizes, uint8_t* arena, cudaStream_t stream);\n"
+             : "  static void run(Instance* model, const foundry_tensor* inputs, foundry_tensor* outputs, const int64_t* sizes,\n"
+               "                  uint8_t* arena);\n")
+    << "};\n\n";
   return c.str();
 }
 
@@ -313,10 +317,10 @@ std::string run_functions(const ir::LoopProgram& program, const sched::Schedule&
   if (cuda)
     return "size_t Model::arena_bytes(const int64_t* sizes) {\n  (void)sizes;\n" + locals + "  return " +
            cpp_index(schedule.plan.arena_bytes, {}) + ";\n}\n\n" +
-           "void Model::run(Instance* model, const foundry_tensor* inputs, foundry_tensor* outputs, const int64_t* sizes,\n"
-           "                uint8_t* arena, cudaStream_t stream) {\n"
-           "  (void)model, (void)inputs, (void)sizes, (void)arena, (void)stream;\n"
-           "  int* error_flag = model->device.error_flag;  // the kernels' index and division checks\n"
+           "void Model::run(Instance* model, foundry_cuda::CallSlot& slot, const foundry_tensor* inputs,\n"
+           "                foundry_tensor* outputs, const int64_t* sizes, uint8_t* arena, cudaStream_t stream) {\n"
+           "  (void)model, (void)slot, (void)inputs, (void)sizes, (void)arena, (void)stream;\n"
+           "  int* error_flag = slot.error_flag;  // the kernels' index and division checks\n"
            "  (void)error_flag;\n" + locals + pointers + "\n" + calls + "}\n";
   return "size_t Model::arena_bytes(const int64_t* sizes) {\n  (void)sizes;\n" + locals + "  return " +
          cpp_index(schedule.plan.arena_bytes, {}) + ";\n}\n\n" +
@@ -419,7 +423,9 @@ GeneratedModel generate_cuda_model(const ir::LoopProgram& program, const sched::
   for (const auto& k : m.kernels) w << k.declaration << ";\n";
   w << "}  // namespace " << n << "_kernels\n\n"
     << cuda_model_struct(n) << "namespace " << n << "_detail {\nusing namespace " << n << "_kernels;\n\n"
-    << model_class(program, m.weights, n, true, uses_cublas, uses_cudnn) << shape_functions(program) << "\n"
+    << model_class(program, m.weights, n, true, uses_cublas, uses_cudnn,
+                   std::any_of(m.kernels.begin(), m.kernels.end(), [](const EmittedKernel& k) { return k.may_fail; }))
+    << shape_functions(program) << "\n"
     << run_functions(program, schedule, ptrs.lines, calls, true) << "\n}  // namespace " << n << "_detail\n\n"
     << "FOUNDRY_DEFINE_CUDA_MODEL_API(" << n << ")\n";
   m.wrapper_cpp = w.str();
@@ -456,7 +462,7 @@ GeneratedModel generate_model(const ir::LoopProgram& program, const sched::Sched
   w << "}  // namespace " << n << "_kernels\n\n"
     << externs.wrapper_decls << model_struct(n, !externs.cpp.empty())
     << "namespace " << n << "_detail {\nusing namespace " << n << "_kernels;\n\n"
-    << model_class(program, m.weights, n, false, false, false) << shape_functions(program) << "\n"
+    << model_class(program, m.weights, n, false, false, false, false) << shape_functions(program) << "\n"
     << run_functions(program, schedule, ptrs.lines, step_calls(schedule, m.kernels, externs, ptrs, n, false), false)
     << "\n}  // namespace " << n << "_detail\n\n"
     << "FOUNDRY_DEFINE_MODEL_API(" << n << ")\n";

@@ -25,6 +25,7 @@ struct LoadedModel::Api {
   int (*output_info)(size_t, foundry_tensor_info*);
   void (*destroy)(void*);
   const char* (*last_error)();
+  int (*run_cuda)(void*, void*, const foundry_tensor*, size_t, foundry_tensor*, size_t);  // CUDA models only
 };
 
 namespace {
@@ -35,7 +36,9 @@ void bind_symbol(void* handle, const std::string& symbol, F& fn) {
   fn = reinterpret_cast<F>(p);
 }
 
-foundry_tensor describe(const NpyArray& a) {
+}  // namespace
+
+foundry_tensor describe_array(const NpyArray& a) {
   foundry_tensor t{};
   t.data = const_cast<uint8_t*>(a.data.data());
   t.dtype = static_cast<int32_t>(dtype_to_export(a.dtype));
@@ -43,7 +46,6 @@ foundry_tensor describe(const NpyArray& a) {
   for (size_t d = 0; d < a.shape.size() && d < FOUNDRY_MAX_RANK; ++d) t.shape[d] = a.shape[d];
   return t;
 }
-}  // namespace
 
 LoadedModel::LoadedModel(const std::string& dir) : api_(std::make_unique<Api>()) {
   std::error_code ec;
@@ -92,6 +94,7 @@ void LoadedModel::open(const std::string& so, const std::string& dir) {
   bind_symbol(handle_, name_ + "_output_info", api_->output_info);
   bind_symbol(handle_, name_ + "_destroy", api_->destroy);
   bind_symbol(handle_, name_ + "_last_error", api_->last_error);
+  api_->run_cuda = reinterpret_cast<decltype(api_->run_cuda)>(dlsym(handle_, (name_ + "_run_cuda").c_str()));
   if (api_->create(dir.c_str(), &model_) != FOUNDRY_OK)
     throw UserError("cannot create the model from " + dir + ": " + api_->last_error());
 }
@@ -144,7 +147,7 @@ void allocate_output(NpyArray& a, size_t k) {
 
 std::vector<NpyArray> LoadedModel::allocate_outputs(const std::vector<NpyArray>& inputs) const {
   std::vector<foundry_tensor> in, out(num_outputs());
-  for (const auto& a : inputs) in.push_back(describe(a));
+  for (const auto& a : inputs) in.push_back(describe_array(a));
   if (api_->infer_shapes(in.data(), in.size(), out.data(), out.size()) != FOUNDRY_OK)
     throw UserError(std::string("the model rejects the inputs: ") + api_->last_error());
   std::vector<NpyArray> outs(out.size());
@@ -160,8 +163,8 @@ std::vector<NpyArray> LoadedModel::allocate_outputs(const std::vector<NpyArray>&
 
 void LoadedModel::run_into(const std::vector<NpyArray>& inputs, std::vector<NpyArray>& outputs) const {
   std::vector<foundry_tensor> in, out;
-  for (const auto& a : inputs) in.push_back(describe(a));
-  for (auto& a : outputs) out.push_back(describe(a));
+  for (const auto& a : inputs) in.push_back(describe_array(a));
+  for (auto& a : outputs) out.push_back(describe_array(a));
   if (api_->run(model_, in.data(), in.size(), out.data(), out.size()) != FOUNDRY_OK)
     throw UserError(std::string("the model failed: ") + api_->last_error());
 }
@@ -170,6 +173,13 @@ std::vector<NpyArray> LoadedModel::run(const std::vector<NpyArray>& inputs) cons
   std::vector<NpyArray> outputs = allocate_outputs(inputs);
   run_into(inputs, outputs);
   return outputs;
+}
+
+void LoadedModel::run_cuda(void* stream, const std::vector<foundry_tensor>& inputs,
+                           std::vector<foundry_tensor>& outputs) const {
+  if (!api_->run_cuda) throw UserError("model " + name_ + " was not compiled with --device cuda (no " + name_ + "_run_cuda)");
+  if (api_->run_cuda(model_, stream, inputs.data(), inputs.size(), outputs.data(), outputs.size()) != FOUNDRY_OK)
+    throw UserError(std::string("the model failed: ") + api_->last_error());
 }
 
 }  // namespace foundry

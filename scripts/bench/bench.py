@@ -35,6 +35,8 @@ REPO = HERE.parent.parent
 MODEL_ORDER = ["pointwise", "pointwise_64k", "mlp", "mlp_dynamic", "norm_softmax", "reductions",
                "encoder_layer", "small_cnn", "squeezenet1_1", "mobilenet_v3_small",
                "pointwise_64m"]
+# Column names of PyTorch's modes (torch_bench.py --mode).
+MODE_LABELS = {"eager": "eager", "inductor": "Inductor", "reduce-overhead": "reduce-overhead"}
 # The model that is a pure bandwidth test; geometric means are also given without it.
 BIG = "pointwise_64m"
 # Models with no recorded inputs get random ones; their outputs are checked against these.
@@ -89,6 +91,11 @@ def parse_args():
                         " model and thread count; the ratio is of the medians of the rounds")
     p.add_argument("--baseline-prebuilt", type=Path,
                    help="with --prebuilt: folder of the baseline's compiled models (as --baseline)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="cuda: models compiled with --device cuda and timed on the GPU (foundry-run --bench:"
+                        " NAME_run_cuda + stream synchronize), against PyTorch eager, torch.compile and"
+                        " torch.compile(mode=\"reduce-overhead\") on the GPU, with a CUDA add kernel"
+                        " (cuda_add.cu, built with nvcc) as the bandwidth roofline")
     p.add_argument("--no-torch", action="store_true", help="skip the PyTorch baselines")
     p.add_argument("--no-inductor", action="store_true", help="skip torch.compile (slow to compile)")
     p.add_argument("--inductor-cache", type=Path,
@@ -191,8 +198,15 @@ def machine_info():
                 break
     except (OSError, subprocess.SubprocessError):
         pass
-    return {"cpu": cpu, "nproc": len(os.sched_getaffinity(0)), "kernel": os.uname().release,
+    info = {"cpu": cpu, "nproc": len(os.sched_getaffinity(0)), "kernel": os.uname().release,
             "loadavg_at_start": round(os.getloadavg()[0], 2)}
+    try:
+        smi = run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], 60)
+        if smi.returncode == 0 and smi.stdout.strip():
+            info["gpu"] = smi.stdout.strip().splitlines()[0]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return info
 
 
 def stream_add(work, threads):
@@ -211,6 +225,22 @@ def stream_add(work, threads):
         result[t] = data["gbps"]
         log(f"STREAM add, {plural_threads(t)}: {data['gbps']:.1f} GB/s")
     return result
+
+
+def cuda_add(work, threads):
+    """The GPU's add bandwidth (GB/s), from scripts/bench/cuda_add.cu built with nvcc; the same
+    figure for every thread count (the host's threads do not matter there)."""
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    exe = work / "cuda_add"
+    proc = run([nvcc, "-O3", "-arch=sm_90", HERE / "cuda_add.cu", "-o", exe], 300)
+    if proc.returncode != 0:
+        die(failure(proc, f"compiling cuda_add.cu with {nvcc}"))
+    proc = run([exe], 300)
+    data = last_json(proc.stdout)
+    if proc.returncode != 0 or not data:
+        die(failure(proc, "cuda_add"))
+    log(f"CUDA add on {data['device']}: {data['gbps']:.1f} GB/s")
+    return {t: data["gbps"] for t in threads}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -322,7 +352,7 @@ def time_torch(ctx, names, threads, mode, on_result, compile_only=False):
     while todo:
         cmd = [ctx.torch_python, HERE / "torch_bench.py", "--threads", threads, "--mode", mode,
                "--runs", ctx.max_runs, "--warmup", ctx.warmup, "--target-s", ctx.target_s,
-               "--min-runs", ctx.min_runs]
+               "--min-runs", ctx.min_runs, "--device", ctx.args.device]
         if mode == "inductor" and ctx.args.inductor_cache:
             cmd += ["--cache-dir", inductor_cache(ctx, threads)]
         if compile_only:
@@ -524,11 +554,11 @@ def report(ctx, result):
     m, torch = result["machine"], result["torch"]
     lines = ["# foundryc benchmark", "",
              f"- machine: {m['cpu']}, nproc {m['nproc']}, Linux {m['kernel']}, load average "
-             f"{m['loadavg_at_start']} at start",
+             f"{m['loadavg_at_start']} at start" + (f"; GPU {m['gpu']}" if m.get("gpu") else ""),
              f"- {result['foundryc_version']}" + (" (prebuilt)" if ctx.args.no_compile else ""),
              f"- PyTorch: {torch.get('version') or 'none: ' + torch['missing']}"]
     if not ctx.args.compile_only:
-        lines += ["- STREAM add (12 B/element, best of 10): " + ", ".join(
+        lines += [f"- {ctx.roofline_name} add (12 B/element, best of 10): " + ", ".join(
                       f"{plural_threads(t)} {g:.1f} GB/s" for t, g in result["stream_add_gbps"].items()),
                   f"- {ctx.mode_note}"]
     lines.append("")
@@ -554,30 +584,29 @@ def report(ctx, result):
         lines.append("")
     if not ctx.args.compile_only:
         for t in ctx.threads:
-            lines += [f"## Run time, {plural_threads(t)} (medians)", "",
-                      "| model | foundryc | GB/s | of STREAM | best run, of STREAM | eager | Inductor | eager / foundryc"
-                      " | Inductor / foundryc | check |", "|---" * 10 + "|"]
+            modes = ctx.torch_modes or ["eager", "inductor"]
+            where = "on the GPU" if ctx.args.device == "cuda" else plural_threads(t)
+            head = ["model", "foundryc", "GB/s", f"of {ctx.roofline_name}", f"best run, of {ctx.roofline_name}"]
+            head += [MODE_LABELS[m] for m in modes] + [f"{MODE_LABELS[m]} / foundryc" for m in modes] + ["check"]
+            lines += [f"## Run time, {where} (medians)", "", "| " + " | ".join(head) + " |",
+                      "|---" * len(head) + "|"]
             for r in models:
                 row = r.get("threads", {}).get(t, {})
                 cells = [r["model"], fmt_time(row.get("foundry", {}).get("median_ms")),
                          fmt(row.get("gbps"), ".2f"), fmt(row.get("roofline") and
                                                           100 * row["roofline"], ".0f", "%"),
-                         fmt(row.get("roofline_best") and 100 * row["roofline_best"], ".0f", "%"),
-                         fmt_time(row.get("eager", {}).get("median_ms")),
-                         fmt_time(row.get("inductor", {}).get("median_ms")),
-                         fmt(row.get("eager_ratio"), ".2f", "×"),
-                         fmt(row.get("inductor_ratio"), ".2f", "×"),
-                         check_cell(r)]
+                         fmt(row.get("roofline_best") and 100 * row["roofline_best"], ".0f", "%")]
+                cells += [fmt_time(row.get(m, {}).get("median_ms")) for m in modes]
+                cells += [fmt(row.get(f"{m}_ratio"), ".2f", "×") for m in modes] + [check_cell(r)]
                 lines.append("| " + " | ".join(cells) + " |")
-            e = result["geomean"][t].get("eager", {})
-            i = result["geomean"][t].get("inductor", {})
+            g = result["geomean"][t]
             for label, key, count in (("geomean", "geomean", "models"),
                                       (f"geomean without {BIG}", f"geomean_without_{BIG}",
                                        f"models_without_{BIG}")):
                 if ctx.torch_modes:
-                    lines.append(f"| **{label}** (n={e.get(count, i.get(count))}) | | | | | | | "
-                                 f"{fmt(e.get(key), '.2f', '×')} | {fmt(i.get(key), '.2f', '×')} |"
-                                 " |")
+                    n = next((g[m][count] for m in modes if m in g), None)
+                    lines.append(f"| **{label}** (n={n}) |" + " |" * (4 + len(modes)) + " "
+                                 + " | ".join(fmt(g.get(m, {}).get(key), ".2f", "×") for m in modes) + " | |")
             lines.append("")
         if ctx.args.baseline or ctx.args.baseline_prebuilt:
             lines += baseline_table(ctx, result)
@@ -656,7 +685,10 @@ def main():
     if machine["loadavg_at_start"] > 0.5:  # other work on the machine skews the timings
         log(f"warning: load average {machine['loadavg_at_start']}: timings will be noisy")
     ctx.threads = ([int(t) for t in args.threads.split(",")] if args.threads
-                   else sorted({1, machine["nproc"]}))
+                   else [1] if args.device == "cuda" else sorted({1, machine["nproc"]}))
+    if args.device == "cuda" and "--device" not in ctx.foundryc_args:
+        ctx.foundryc_args += ["--device", "cuda"]
+    ctx.roofline_name = "CUDA" if args.device == "cuda" else "STREAM"
     # Timing budget per measurement: runs are cut so each takes about target_s.
     ctx.target_s, ctx.warmup, ctx.min_runs, ctx.max_runs = (
         (0.3, 3, 5, 1000) if args.quick else (2.0, 10, 10, 10000))
@@ -705,6 +737,8 @@ def main():
         torch_info["version"] = run([ctx.torch_python, "-c", "import torch; print(torch.__version__)"],
                                     300).stdout.strip()
         ctx.torch_modes = ["eager"] if args.no_inductor else ["eager", "inductor"]
+        if args.device == "cuda" and not args.no_inductor:
+            ctx.torch_modes.append("reduce-overhead")
 
     out_dir = args.out_dir.resolve() if args.out_dir else None
     json_out = args.json_out or ((out_dir or Path.cwd()) / "bench-results.json")
@@ -719,7 +753,8 @@ def main():
             version = None
         else:
             version = run([ctx.foundryc, "--version"], 60).stdout.strip()
-        ctx.stream = {} if args.compile_only else stream_add(ctx.work, ctx.threads)
+        roofline = cuda_add if args.device == "cuda" else stream_add
+        ctx.stream = {} if args.compile_only else roofline(ctx.work, ctx.threads)
         precompiled = None
         if args.inductor_cache and "inductor" in ctx.torch_modes:
             precompiled = precompile_inductor(ctx, names)

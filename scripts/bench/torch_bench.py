@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Times exported models (.pt2) under PyTorch, eager or Inductor, at one thread count, in one process.
 
-    torch_bench.py --threads T --mode eager|inductor [--runs N --warmup W ...] \\
+    torch_bench.py --threads T --mode eager|inductor|reduce-overhead [--device cuda] [--runs N ...] \\
         --model NAME MODEL.pt2 INPUTS_DIR [EXPECTED_DIR|-] [--model ...]
 
 After each model it prints (and flushes) one JSON line, so that the lines of the models done
@@ -46,7 +46,12 @@ def parse_args():
     p.add_argument("--target-s", type=float, default=0.0,
                    help="if > 0, cut the runs so that timing takes about this long")
     p.add_argument("--min-runs", type=int, default=5, help="timed runs at least, with --target-s")
-    p.add_argument("--mode", choices=["eager", "inductor"], required=True)
+    p.add_argument("--mode", choices=["eager", "inductor", "reduce-overhead"], required=True,
+                   help="eager, torch.compile (Inductor, default mode) or torch.compile(mode="
+                        "\"reduce-overhead\") (CUDA graphs, with --device cuda)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="cuda: the module and inputs on the GPU; each timed call is followed by"
+                        " torch.cuda.synchronize()")
     p.add_argument("--cache-dir", help="Inductor cache to use and keep (default: a fresh one, removed"
                                        " afterwards, so that compile_s is a cold compile)")
     p.add_argument("--compile-only", action="store_true",
@@ -67,8 +72,9 @@ def main():
     # foundryc's cold compile) instead of a hit in /tmp/torchinductor_$USER.
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(args.threads)
-    # A CPU benchmark: keep torch away from any GPU of the host (CUDA start-up in every process).
-    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    if args.device == "cpu":
+        # A CPU benchmark: keep torch away from any GPU of the host (CUDA start-up in every process).
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
     if args.cache_dir:
         # Compiles run several processes at a time (bench.py --precompile-jobs) and the timing
         # runs hit the cache: no pool of compile workers to start in each process.
@@ -87,7 +93,7 @@ def main():
             if i == 0:
                 result["first_in_process"] = True
             print(json.dumps(result), flush=True)
-            if args.mode == "inductor":
+            if args.mode != "eager":
                 torch._dynamo.reset()
             gc.collect()  # pointwise_64m's inputs and outputs are 768 MiB
     finally:
@@ -110,27 +116,54 @@ def tensor_of(torch, a):
     return torch.from_numpy(a)
 
 
+def on_gpu(torch, module):
+    """The exported module moved to the GPU: its parameters and buffers, its other tensor
+    attributes (lifted constants), and the graph's ops that create tensors on the CPU (the export
+    recorded device=cpu in their arguments)."""
+    module = module.to("cuda")
+    for name, value in list(vars(module).items()):
+        if isinstance(value, torch.Tensor):
+            setattr(module, name, value.to("cuda"))
+    cpu = torch.device("cpu")
+    for node in module.graph.nodes:
+        if node.kwargs.get("device") in (cpu, "cpu"):
+            node.kwargs = {**node.kwargs, "device": torch.device("cuda")}
+    module.recompile()
+    return module
+
+
 def bench(args, model, inputs_dir, expected):
     import torch
     import torch.utils._pytree as pytree
 
+    cuda = args.device == "cuda"
     inputs = [tensor_of(torch, a) for a in load_npys(inputs_dir)]
+    if cuda:
+        inputs = [t.to("cuda") for t in inputs]
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
 
     t0 = time.perf_counter()
     module = torch.export.load(model).module()
+    if cuda:
+        module = on_gpu(torch, module)
     load_s = time.perf_counter() - t0
-    fn = torch.compile(module) if args.mode == "inductor" else module
+    if args.mode == "eager":
+        fn = module
+    else:
+        fn = torch.compile(module, **({"mode": "reduce-overhead"} if args.mode == "reduce-overhead" else {}))
 
     with torch.inference_mode():
         # The first call is where torch.compile traces and compiles.
         t0 = time.perf_counter()
         out = fn(*inputs)
+        sync()
         first_s = time.perf_counter() - t0
         if args.compile_only:
             return {"mode": args.mode, "threads": args.threads, "compile_s": first_s}
         t0 = time.perf_counter()
         for _ in range(args.warmup):
             fn(*inputs)
+        sync()
         runs = args.runs
         if args.target_s > 0 and args.warmup > 0:
             per_run = (time.perf_counter() - t0) / args.warmup
@@ -139,7 +172,11 @@ def bench(args, model, inputs_dir, expected):
         for _ in range(runs):
             t0 = time.perf_counter()
             fn(*inputs)
+            sync()
             times.append(time.perf_counter() - t0)
+        # reduce-overhead's outputs live in its CUDA graph's memory, overwritten by the next call:
+        # the checked output is the last call's, copied out now.
+        out = pytree.tree_map(lambda o: o.detach().cpu() if isinstance(o, torch.Tensor) else o, fn(*inputs))
 
     times.sort()
     ms = lambda q: 1e3 * times[min(len(times) - 1, int(q * len(times)))]
@@ -153,11 +190,12 @@ def bench(args, model, inputs_dir, expected):
         "p10_ms": ms(0.1),
         "p90_ms": ms(0.9),
         "load_s": load_s,
+        "device": args.device,
     }
-    if args.mode == "inductor":
+    if args.mode != "eager":
         result["compile_s"] = first_s
     if expected:
-        outs = [o.detach().double().numpy() for o in pytree.tree_leaves(out)]
+        outs = [o.detach().cpu().double().numpy() for o in pytree.tree_leaves(out)]
         refs = [tensor_of(torch, r).double().numpy() for r in load_npys(expected)]
         if len(outs) != len(refs):
             result["max_abs_err"] = None

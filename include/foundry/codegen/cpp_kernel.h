@@ -22,6 +22,7 @@ struct EmittedKernel {
   std::vector<std::string> size_params;  // dynamic sizes it takes after the buffers ("s0", ...)
   std::string declaration;  // "void name(const float* __restrict__ in_ptr0, ...)"
   std::string definition;   // comment naming the ATen nodes + the function
+  bool may_fail = false;    // it checks indices or divisions (a CUDA kernel: it may set the error flag)
 };
 
 // The float lanes of a foundry_vec.h vector under `-march=target` (native: this CPU): 16 with

@@ -4,9 +4,8 @@
 //     reduction accumulators (warp shuffles, then shared memory across warps), launch sizes;
 //   - library calls: matrix products through cuBLAS, float32 without TF32 (convolutions through
 //     cuDNN are in foundry_cudnn.h, included only by models that have them);
-//   - the C API of a CUDA model (FOUNDRY_DEFINE_CUDA_MODEL_API), over foundry_model_api.h's
-//     input checks: NAME_run with host pointers, NAME_run_cuda with device pointers on the
-//     caller's stream, NAME_check_errors.
+//   - the resources of one call in flight (CallSlot); the C API of a CUDA model is
+//     foundry_cuda_model_api.h's.
 // Include guards rather than #pragma once: several models' copies may meet in one build.
 #ifndef FOUNDRY_CUDA_H
 #define FOUNDRY_CUDA_H
@@ -19,6 +18,7 @@
 #include <mutex>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "foundry_kernel_support.h"
 #include "foundry_model_runtime.h"
@@ -99,12 +99,30 @@ __device__ T block_combine(T v, Combine op) {
   return result;
 }
 
-// Blocks for `work` iterations at `per_block` each; the loops are grid-stride, so a cap only
-// gives each thread more iterations.
+// The most blocks a launch gets: 128 per SM of the current GPU. The loops are grid-stride, so a
+// cap only gives each thread more iterations; measured on an H200 (64M-float add, 256 threads a
+// block), one element per thread over 262144 blocks reached 2.8 TB/s, capped at 128 blocks per SM
+// 4.0 TB/s, as much as a float4 kernel.
+inline int64_t max_blocks() {
+  static const int64_t blocks = [] {
+    int device = 0, sms = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    return int64_t(sms > 0 ? sms : 132) * 128;
+  }();
+  return blocks;
+}
+
+// Blocks for `work` iterations at `per_block` each, at most max_blocks().
 inline unsigned grid_blocks(int64_t work, int64_t per_block) {
-  constexpr int64_t kMaxBlocks = int64_t(1) << 20;
   int64_t blocks = (work + per_block - 1) / per_block;
-  return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
+  return static_cast<unsigned>(blocks < max_blocks() ? blocks : max_blocks());
+}
+
+// The kernels' error flag copied to the host's pinned word when set: a kernel node at the end of
+// a run (cheaper in a CUDA graph than a copy node), for models whose kernels can report errors.
+__global__ inline void publish_error(const int* flag, int* host_word) {
+  if (int code = *flag) *static_cast<volatile int*>(host_word) = code;
 }
 
 // ---- matrix products through cuBLAS ----------------------------------------------------------
@@ -148,7 +166,7 @@ __global__ void fill_bias(T* out, int64_t batch, int64_t M, int64_t N, const T* 
 }
 
 // out (contiguous [batch, M, N]) = alpha * a x b + beta * bias (bias: nullptr for none), on
-// `stream`. float32 runs in CUBLAS_DEFAULT_MATH (no TF32, set at creation), as PyTorch's
+// `stream`, which `handle` is bound to (CallSlot::bind). float32 runs in CUBLAS_DEFAULT_MATH (no TF32, set at creation), as PyTorch's
 // default. Returns "" or what failed.
 template <class T>
 const char* matmul(cublasHandle_t handle, cudaStream_t stream, int64_t batch, const Matrix<T>& a, const Matrix<T>& b,
@@ -172,7 +190,6 @@ const char* matmul(cublasHandle_t handle, cudaStream_t stream, int64_t batch, co
   int64_t ld_b, ld_a;
   if (!transposed_layout(b, op_b, ld_b) || !transposed_layout(a, op_a, ld_a))
     return "a matrix operand whose rows and columns both have non-unit strides";
-  if (cublasSetStream(handle, stream) != CUBLAS_STATUS_SUCCESS) return "cublasSetStream failed";
   T al = static_cast<T>(alpha);
   cublasStatus_t s;
   if constexpr (std::is_same<T, float>::value)
@@ -201,65 +218,160 @@ inline size_t tensor_bytes(const foundry_tensor& t) {
   return n * dtype_bytes(t.dtype);
 }
 
-// The state of a library that only some models call (cuDNN's: foundry_cudnn.h), owned by
-// DeviceState through this base so that the other models neither include its header nor link it.
+// What failed, with the CUDA runtime's last error.
+inline std::string cuda_failure(const char* what) {
+  cudaError_t e = cudaGetLastError();
+  return std::string(what) + " (" + cudaGetErrorString(e) + ")";
+}
+
+// One input shape's run in a slot: its intermediate buffers and the CUDA graph it was captured
+// into, with the inputs' and outputs' pointers the graph was captured with.
+struct CapturedRun {
+  std::vector<int64_t> sizes;  // the model's dynamic sizes: the key
+  uint8_t* arena = nullptr;
+  size_t arena_bytes = 0;
+  std::vector<void*> pointers;
+  cudaGraphExec_t exec = nullptr;
+  bool warmed = false;  // the first run of a shape is not captured: library calls set up then
+  uint64_t last_use = 0;
+  ~CapturedRun() {
+    if (exec) cudaGraphExecDestroy(exec);
+    cudaFree(arena);
+  }
+};
+
+// The state of a library that only some models call (cuDNN's: foundry_cudnn.h), owned by a
+// CallSlot through this base so that the other models neither include its header nor link it.
 struct LibraryState {
   virtual ~LibraryState() = default;
 };
 
-// What a loaded CUDA model owns on the device: its weights (uploaded once at creation), the
-// error flag its kernels report to, the cuBLAS handle, cuDNN's state (models with convolutions)
-// and a stream for NAME_run. Runs on one model take turns (`mutex`): the flag and the handles
-// are shared. A pool of arenas, handles and flags, one per call in flight, is later work.
-struct DeviceState {
-  uint8_t* weights = nullptr;
-  int* error_flag = nullptr;
+// The resources of one call in flight, so that calls from several host threads run at once
+// without sharing anything they write: the kernels' error flag, the cuBLAS handle and its
+// workspace (a handle is bound to one stream at a time), the captured CUDA graphs with their
+// arenas (foundry_cuda_model_api.h), and an event marking the end of the slot's last run. A slot
+// serves one call at a time; a call that takes a slot last used on another stream first waits
+// (on the GPU, cudaStreamWaitEvent) for `done`.
+struct CallSlot {
+  static constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;  // NVIDIA's advice for Hopper
+  int* error_flag = nullptr;  // device: the first error a kernel reports; sticky until read
+  int* host_flag = nullptr;   // pinned host memory: the flag, published there at the end of a run
+  int* host_flag_on_device = nullptr;  // the same word as the kernels address it (mapped memory)
   cublasHandle_t cublas = nullptr;
-  std::unique_ptr<LibraryState> cudnn;  // foundry_cudnn::State, made by foundry_cudnn::open
-  cudaStream_t stream = nullptr;
-  std::mutex mutex;
+  void* cublas_workspace = nullptr;
+  std::unique_ptr<LibraryState> cudnn;    // foundry_cudnn::State (models with convolutions)
+  cudaStream_t stream = nullptr;          // NAME_run's stream
+  cudaStream_t capture_stream = nullptr;  // where runs are captured into graphs (never runs work)
+  cudaEvent_t done = nullptr;
+  uint8_t* staging = nullptr;  // NAME_run's device copies of the inputs and outputs
+  size_t staging_bytes = 0;
+  bool ran = false;  // whether `done` was ever recorded
+  std::vector<std::unique_ptr<CapturedRun>> runs;  // at most kMaxShapes, the least recently used out
+  uint64_t clock = 0;
+  static constexpr size_t kMaxShapes = 8;
 
   // "" or what failed.
-  std::string open(const uint8_t* host_weights, size_t bytes, bool uses_cublas) {
-    if (bytes) {
-      if (cudaMalloc(&weights, bytes) != cudaSuccess) return error("cannot allocate the weights on the GPU");
-      if (cudaMemcpy(weights, host_weights, bytes, cudaMemcpyHostToDevice) != cudaSuccess)
-        return error("cannot copy the weights to the GPU");
-    }
+  std::string open(bool uses_cublas) {
     if (cudaMalloc(&error_flag, sizeof(int)) != cudaSuccess || cudaMemset(error_flag, 0, sizeof(int)) != cudaSuccess)
-      return error("cannot allocate the error flag on the GPU");
-    if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) return error("cannot create a stream");
+      return cuda_failure("cannot allocate the error flag on the GPU");
+    if (cudaHostAlloc(&host_flag, sizeof(int), cudaHostAllocMapped) != cudaSuccess ||
+        cudaHostGetDevicePointer(&host_flag_on_device, host_flag, 0) != cudaSuccess)
+      return cuda_failure("cannot allocate mapped pinned host memory");
+    *host_flag = 0;
+    if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&capture_stream, cudaStreamNonBlocking) != cudaSuccess)
+      return cuda_failure("cannot create a stream");
+    if (cudaEventCreateWithFlags(&done, cudaEventDisableTiming) != cudaSuccess) return cuda_failure("cannot create an event");
     if (uses_cublas) {
       if (cublasCreate(&cublas) != CUBLAS_STATUS_SUCCESS) return "cannot create a cuBLAS handle";
       // No TF32: float32 products as PyTorch computes them by default.
       cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH);
+      // A workspace of our own, set again after every cublasSetStream (which resets it): cuBLAS
+      // must not allocate while a run is captured into a graph.
+      if (cudaMalloc(&cublas_workspace, kCublasWorkspaceBytes) != cudaSuccess)
+        return cuda_failure("cannot allocate cuBLAS's workspace on the GPU");
     }
     return "";
   }
-  static std::string error(const char* what) {
-    cudaError_t e = cudaGetLastError();
-    return std::string(what) + " (" + cudaGetErrorString(e) + ")";
+  // Binds the library handles to `s` (the call's stream, or the capture stream).
+  const char* bind(cudaStream_t s) {
+    if (!cublas) return "";
+    if (cublasSetStream(cublas, s) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetWorkspace(cublas, cublas_workspace, kCublasWorkspaceBytes) != CUBLAS_STATUS_SUCCESS)
+      return "cannot bind cuBLAS to the stream";
+    return "";
   }
-  ~DeviceState() {
-    cudnn.reset();  // before the stream and the weights it may still refer to
+  // Waits for the slot's last run (before freeing what it may still use).
+  void finish() {
+    if (ran) cudaEventSynchronize(done);
+  }
+  ~CallSlot() {
+    finish();
+    runs.clear();
+    cudnn.reset();  // before the streams it may be bound to
     if (cublas) cublasDestroy(cublas);
+    if (done) cudaEventDestroy(done);
     if (stream) cudaStreamDestroy(stream);
+    if (capture_stream) cudaStreamDestroy(capture_stream);
+    cudaFree(cublas_workspace);
+    cudaFree(staging);
     cudaFree(error_flag);
-    cudaFree(weights);
+    cudaFreeHost(host_flag);
   }
 };
 
-// The device error flag's code as an error (and the flag cleared), after the stream finished.
-inline int take_kernel_error(DeviceState& device, cudaStream_t stream) {
-  if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess)
-    return foundry_rt::set_error(FOUNDRY_ERROR_RUNTIME, std::string("CUDA error: ") + cudaGetErrorString(e));
-  int code = 0;
-  if (cudaMemcpy(&code, device.error_flag, sizeof code, cudaMemcpyDeviceToHost) != cudaSuccess ||
-      cudaMemset(device.error_flag, 0, sizeof code) != cudaSuccess)
-    return foundry_rt::set_error(FOUNDRY_ERROR_RUNTIME, "cannot read the kernels' error flag");
-  if (code) return foundry_rt::set_error(FOUNDRY_ERROR_RUNTIME, foundry_rt::kernel_error_text(code));
-  return FOUNDRY_OK;
-}
+// What a loaded CUDA model owns on the device: its weights (uploaded once at creation) and a
+// pool of call slots, one per call in flight (a new one made when all are busy; calls from
+// many threads make as many slots, reused afterwards).
+struct DeviceState {
+  uint8_t* weights = nullptr;
+  bool uses_cublas = false;
+  // The handles of the libraries other than cuBLAS the model calls (cuDNN), made in each new
+  // slot: the model's Model::open_libraries, set before open().
+  std::string (*open_libraries)(CallSlot&) = nullptr;
+  std::mutex mutex;  // guards the pool
+  std::vector<std::unique_ptr<CallSlot>> slots;
+  std::vector<CallSlot*> idle;
+
+  // "" or what failed. Opens one slot, so that a model that cannot run fails at creation.
+  std::string open(const uint8_t* host_weights, size_t bytes, bool cublas) {
+    uses_cublas = cublas;
+    if (bytes) {
+      if (cudaMalloc(&weights, bytes) != cudaSuccess) return cuda_failure("cannot allocate the weights on the GPU");
+      if (cudaMemcpy(weights, host_weights, bytes, cudaMemcpyHostToDevice) != cudaSuccess)
+        return cuda_failure("cannot copy the weights to the GPU");
+    }
+    std::string failed;
+    if (CallSlot* s = acquire(failed)) release(s);
+    return failed;
+  }
+  // An idle slot, or a new one (nullptr with `failed` set when it cannot be made).
+  CallSlot* acquire(std::string& failed) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!idle.empty()) {
+        CallSlot* s = idle.back();
+        idle.pop_back();
+        return s;
+      }
+    }
+    auto s = std::make_unique<CallSlot>();
+    failed = s->open(uses_cublas);
+    if (failed.empty() && open_libraries) failed = open_libraries(*s);
+    if (!failed.empty()) return nullptr;
+    std::lock_guard<std::mutex> lock(mutex);
+    slots.push_back(std::move(s));
+    return slots.back().get();
+  }
+  void release(CallSlot* s) {
+    std::lock_guard<std::mutex> lock(mutex);
+    idle.push_back(s);
+  }
+  ~DeviceState() {
+    slots.clear();  // each waits for its last run
+    cudaFree(weights);
+  }
+};
 
 }  // namespace foundry_cuda
 

@@ -2,18 +2,19 @@
 // next to the sources of every CUDA model and included by the wrapper.cu of those that have a
 // convolution: the others neither include cudnn.h nor link cuDNN.
 //
-// What a model owns (foundry_cudnn::State, in DeviceState::cudnn, made at NAME_create): the cuDNN
-// handle, one workspace, and per call site (the IR node's id) the descriptors and the algorithm of
-// each input shape it has seen, made on the first call of that shape (a small cache, least
-// recently used out: a model with dynamic sizes sees several shapes).
+// What each call slot of a model owns (foundry_cudnn::State in CallSlot::cudnn, made with the
+// slot: the first one at NAME_create): the cuDNN handle, one workspace, and per call site (the IR
+// node's id) the descriptors and the algorithm of each input shape it has seen, made on the
+// slot's first call of that shape (a small cache, least recently used out: a model with dynamic
+// sizes sees several shapes). A slot serves one call at a time, so nothing here is shared.
 //
 // Allocation and synchronization: nothing allocates device memory or waits for the GPU inside a
-// run, except that the first call of a shape whose algorithm needs a larger workspace than the
-// model has allocates a new one (cudaMalloc, which may synchronize). The workspace only grows; the
-// replaced one is kept until the model is destroyed, because work already enqueued, or a CUDA
-// graph captured earlier, may still use it. So once every input shape has run once, a run
-// allocates nothing: a CUDA graph may capture it (the first call of a shape must run uncaptured).
-// The state is shared by the runs of one model, which take turns (DeviceState::mutex).
+// run, except that a slot's first call of a shape whose algorithm needs a larger workspace than
+// the slot has allocates a new one (cudaMalloc, which may synchronize). The workspace only grows;
+// the replaced one is kept until the slot is destroyed, because work already enqueued, or a CUDA
+// graph captured earlier, may still use it. So once a shape has run once in a slot, its runs
+// allocate nothing and may be captured into a CUDA graph, as foundry_cuda_model_api.h does from a
+// shape's second run on (the first one is enqueued directly).
 // Include guards rather than #pragma once: several models' copies may meet in one build.
 #ifndef FOUNDRY_CUDNN_H
 #define FOUNDRY_CUDNN_H
@@ -94,12 +95,12 @@ struct State : foundry_cuda::LibraryState {
   }
 };
 
-// NAME_create: the model's cuDNN handle. "" or what failed.
-inline std::string open(foundry_cuda::DeviceState& device) {
+// A new call slot's cuDNN handle (Model::open_libraries). "" or what failed.
+inline std::string open(foundry_cuda::CallSlot& slot) {
   auto state = std::make_unique<State>();
   if (cudnnStatus_t s = cudnnCreate(&state->handle); s != CUDNN_STATUS_SUCCESS)
     return std::string("cannot create a cuDNN handle: ") + cudnnGetErrorString(s);
-  device.cudnn = std::move(state);
+  slot.cudnn = std::move(state);
   return "";
 }
 
@@ -312,19 +313,20 @@ std::string find_plan(State& state, int site, const ConvParams& p, const Tensor<
 }
 
 // output (contiguous) = the convolution of input by weight, plus bias (nullptr for none), enqueued
-// on `stream`. `site` names the call site (its IR node's id). "" or what failed.
+// on `stream` (the call's, or the slot's capture stream) with the slot's handle. `site` names the
+// call site (its IR node's id). "" or what failed.
 //
 // The bias is a separate cudnnAddTensor rather than cudnnConvolutionBiasActivationForward's fused
 // bias: that call runs its identity activation only with the IMPLICIT_PRECOMP_GEMM algorithm,
 // which would overrule the heuristic's choice (and its determinism and workspace checks) for
 // every convolution with a bias; the extra pass over the output is cheap next to the convolution.
 template <class T>
-std::string convolution(foundry_cuda::DeviceState& device, cudaStream_t stream, int site, const ConvParams& p,
+std::string convolution(foundry_cuda::CallSlot& slot, cudaStream_t stream, int site, const ConvParams& p,
                         const Tensor<const T>& input, const Tensor<const T>& weight, const Tensor<const T>* bias,
                         const Tensor<T>& output) {
   static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value, "float32 and float64 only");
-  auto* state = static_cast<State*>(device.cudnn.get());
-  if (!state) return "bug: the model's cuDNN handle was not made at its creation";
+  auto* state = static_cast<State*>(slot.cudnn.get());
+  if (!state) return "bug: the call slot has no cuDNN handle (Model::open_libraries did not run)";
   if (numel(output) == 0) return "";
   if (numel(input) == 0 || numel(weight) == 0) return "cuDNN does not convolve an input or weight with no elements";
   Plan* plan = nullptr;

@@ -38,6 +38,8 @@ class LoadedModel {
   std::vector<NpyArray> run(const std::vector<NpyArray>& inputs) const;
   // Runs with caller-provided output arrays (already sized): no allocation, for benchmarking.
   void run_into(const std::vector<NpyArray>& inputs, std::vector<NpyArray>& outputs) const;
+  // NAME_run_cuda of a CUDA model: device tensors, enqueued on `stream` (a cudaStream_t).
+  void run_cuda(void* stream, const std::vector<foundry_tensor>& inputs, std::vector<foundry_tensor>& outputs) const;
   // Outputs shaped for these inputs (throws UserError when the model rejects the inputs).
   std::vector<NpyArray> allocate_outputs(const std::vector<NpyArray>& inputs) const;
 
@@ -50,5 +52,8 @@ class LoadedModel {
   std::vector<std::vector<int64_t>> example_input_shapes_;
   void open(const std::string& so_path, const std::string& weights_dir);
 };
+
+// An array as a foundry_tensor (its data, dtype and shape).
+foundry_tensor describe_array(const NpyArray& a);
 
 }  // namespace foundry
