@@ -47,7 +47,7 @@ std::string matrix_decl(const std::string& name, const ir::Operand& op, const st
 std::string matmul_call(const ir::LoopNode& node, const ir::Matmul& call,
                         const std::map<const ir::Buffer*, std::string>& ptrs) {
   DType t = node.output->dtype;
-  if (t != DType::Float32 && t != DType::Float64) unsupported(node, "a " + std::string(dtype_name(t)) + " matrix product");
+  if (!is_floating(t)) unsupported(node, "a " + std::string(dtype_name(t)) + " matrix product");
   if (node.call.activation != ir::Activation::None)
     throw InternalError("bug: an activation was folded into a library call of a CUDA model");
   check_layout(node, call.a);
@@ -61,7 +61,7 @@ std::string matmul_call(const ir::LoopNode& node, const ir::Matmul& call,
   s << "    if (const char* failed = foundry_cuda::matmul<" << type << ">(slot.cublas, stream, /*batch=*/"
     << (call.batched ? num(out[0]) : "1") << ", a, b, " << (call.bias ? "&bias" : "/*bias=*/nullptr") << ", /*alpha=*/"
     << ir::shortest_number(call.alpha) << ", /*beta=*/" << ir::shortest_number(call.beta) << ", "
-    << ptrs.at(node.output) << "); *failed)\n"
+    << ptrs.at(node.output) << (t == DType::BFloat16 ? ", CUDA_R_16BF" : "") << "); *failed)\n"
     << "      foundry_rt::set_error(FOUNDRY_ERROR_RUNTIME, std::string(" << c_string_literal(node_label(node) + ": ")
     << ") + failed);\n  }\n";
   return s.str();
