@@ -511,4 +511,28 @@ TEST_CASE("cuda: float16, bfloat16 and float64 MLPs match PyTorch on the GPU", "
   }
 }
 
+TEST_CASE("cuda: the corpus models' raw exports (training IR) match PyTorch on the GPU", "[.cudaraw]") {
+  // Hidden (nvcc builds ten more models): scripts/gpu_test.sh builds and runs it.
+  if (!require_corpus()) return;
+  for (const std::string& model : kCudaModels) {
+    if (prebuilt()) break;
+    INFO(model);
+    ProcResult r = run_foundryc({model_sample(model) + "/model.raw.pt2", "-o", build_root() + "/raw/" + model,
+                                 "--device", "cuda", "--cache-dir", build_root() + "/cache"}, 600);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+  }
+  std::string why = no_gpu_reason();
+  if (!why.empty()) {
+    WARN("SKIPPED: no GPU: " << why);
+    return;
+  }
+  for (const std::string& model : kCudaModels) {
+    INFO(model);
+    LoadedModel gpu(build_root() + "/raw/" + model);
+    std::string dir = model_sample(model);
+    CHECK(compare_with_expected(gpu.run(read_npy_sequence(dir + "/inputs")), dir) == "");
+  }
+}
+
 }  // namespace foundry::test
