@@ -637,4 +637,53 @@ TEST_CASE("cuda: one model runs correctly from 8 host threads at once", "[cuda]"
   CHECK(checked == 8 * 25);
 }
 
+TEST_CASE("cuda: float16, bfloat16 and float64 MLPs match PyTorch on the GPU", "[cuda]") {
+  // cuBLAS products of 16-bit operands accumulate in float and round once, as PyTorch's do;
+  // references from eager PyTorch (on the CPU), at assert_close's tolerances for the dtype.
+  const std::vector<std::string> models = {"mlp_float16", "mlp_bfloat16", "mlp_float64"};
+  const std::string samples = test_source_dir() + "/data/half_floats/";
+  for (const std::string& model : models) {
+    if (prebuilt()) break;
+    INFO(model);
+    ProcResult r = run_foundryc({samples + model + "/model.pt2", "-o", build_root() + "/half/" + model, "--device",
+                                 "cuda", "--cache-dir", build_root() + "/cache"}, 600);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+  }
+  std::string why = no_gpu_reason();
+  if (!why.empty()) {
+    WARN("SKIPPED: no GPU: " << why);
+    return;
+  }
+  for (const std::string& model : models) {
+    INFO(model);
+    LoadedModel gpu(build_root() + "/half/" + model);
+    CHECK(compare_with_expected(gpu.run(read_npy_sequence(samples + model + "/inputs")), samples + model) == "");
+  }
+}
+
+TEST_CASE("cuda: the corpus models' raw exports (training IR) match PyTorch on the GPU", "[.cudaraw]") {
+  // Hidden (nvcc builds ten more models): scripts/gpu_test.sh builds and runs it.
+  if (!require_corpus()) return;
+  for (const std::string& model : kCudaModels) {
+    if (prebuilt()) break;
+    INFO(model);
+    ProcResult r = run_foundryc({model_sample(model) + "/model.raw.pt2", "-o", build_root() + "/raw/" + model,
+                                 "--device", "cuda", "--cache-dir", build_root() + "/cache"}, 600);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+  }
+  std::string why = no_gpu_reason();
+  if (!why.empty()) {
+    WARN("SKIPPED: no GPU: " << why);
+    return;
+  }
+  for (const std::string& model : kCudaModels) {
+    INFO(model);
+    LoadedModel gpu(build_root() + "/raw/" + model);
+    std::string dir = model_sample(model);
+    CHECK(compare_with_expected(gpu.run(read_npy_sequence(dir + "/inputs")), dir) == "");
+  }
+}
+
 }  // namespace foundry::test

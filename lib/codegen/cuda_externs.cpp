@@ -52,11 +52,12 @@ std::string matrix_decl(const std::string& name, const ir::Operand& op, const st
          num(op.strides[r - 1]) + ", " + batch_stride + "};\n";
 }
 
-// The element type of a library call's operands (float32 and float64 only; `what` names the call
-// in the refusal); an activation is never folded into a CUDA library call.
-std::string call_type(const ir::LoopNode& node, const std::string& what) {
+// The element type of a library call's operands (`accepted`: whether the call takes the output's
+// dtype; `what` names the call in the refusal); an activation is never folded into a CUDA
+// library call.
+std::string call_type(const ir::LoopNode& node, bool accepted, const std::string& what) {
   DType t = node.output->dtype;
-  if (t != DType::Float32 && t != DType::Float64) unsupported(node, "a " + std::string(dtype_name(t)) + " " + what);
+  if (!accepted) unsupported(node, "a " + std::string(dtype_name(t)) + " " + what);
   if (node.call.activation != ir::Activation::None)
     throw InternalError("bug: an activation was folded into a library call of a CUDA model");
   return storage_type(t);
@@ -75,7 +76,7 @@ std::string call_block(const ir::LoopNode& node, const std::string& library, con
 
 std::string matmul_call(const ir::LoopNode& node, const ir::Matmul& call,
                         const std::map<const ir::Buffer*, std::string>& ptrs) {
-  std::string type = call_type(node, "matrix product");
+  std::string type = call_type(node, is_floating(node.output->dtype), "matrix product");
   check_layout(node, call.a);
   check_layout(node, call.b);
   const auto& out = node.output->sizes;
@@ -85,7 +86,7 @@ std::string matmul_call(const ir::LoopNode& node, const ir::Matmul& call,
   c << "foundry_cuda::matmul<" << type << ">(slot.cublas, stream, /*batch=*/"
     << (call.batched ? num(out[0]) : "1") << ", a, b, " << (call.bias ? "&bias" : "/*bias=*/nullptr") << ", /*alpha=*/"
     << ir::shortest_number(call.alpha) << ", /*beta=*/" << ir::shortest_number(call.beta) << ", "
-    << ptrs.at(node.output) << ")";
+    << ptrs.at(node.output) << (node.output->dtype == DType::BFloat16 ? ", CUDA_R_16BF" : "") << ")";
   return call_block(node, "cuBLAS", decls, c.str());
 }
 
@@ -144,7 +145,8 @@ void check_weight_layout(const ir::LoopNode& node, const ir::Operand& w) {
 
 std::string convolution_call(const ir::LoopNode& node, const ir::Convolution& call,
                              const std::map<const ir::Buffer*, std::string>& ptrs) {
-  std::string type = call_type(node, "convolution");
+  DType t = node.output->dtype;
+  std::string type = call_type(node, t == DType::Float32 || t == DType::Float64, "convolution");
   size_t spatial = call.input.sizes.size() - 2;
   if (spatial < 1 || spatial > 3) unsupported(node, "a convolution with " + std::to_string(spatial) + " spatial dims");
   check_weight_layout(node, call.weight);

@@ -165,21 +165,29 @@ __global__ void fill_bias(T* out, int64_t batch, int64_t M, int64_t N, const T* 
   }
 }
 
+// cuBLAS's type of a storage type; 16-bit storage (uint16_t) is float16 unless the call says
+// CUDA_R_16BF.
+template <class T>
+constexpr cudaDataType_t data_type() {
+  return std::is_same<T, double>::value ? CUDA_R_64F : std::is_same<T, float>::value ? CUDA_R_32F : CUDA_R_16F;
+}
+
 // out (contiguous [batch, M, N]) = alpha * a x b + beta * bias (bias: nullptr for none), on
-// `stream`, which `handle` is bound to (CallSlot::bind). float32 runs in CUBLAS_DEFAULT_MATH (no TF32, set at creation), as PyTorch's
-// default. Returns "" or what failed.
+// `stream`, which `handle` is bound to (CallSlot::bind). float64 computes in double; the others
+// in float (CUBLAS_COMPUTE_32F: no TF32 with CUBLAS_DEFAULT_MATH, set at creation, as PyTorch's
+// float32 default; 16-bit operands accumulate in float and round once, as PyTorch's do).
+// Returns "" or what failed.
 template <class T>
 const char* matmul(cublasHandle_t handle, cudaStream_t stream, int64_t batch, const Matrix<T>& a, const Matrix<T>& b,
-                   const Matrix<T>* bias, double alpha, double beta, T* out) {
-  static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value, "float32 and float64 only");
+                   const Matrix<T>* bias, double alpha, double beta, T* out, cudaDataType_t type = data_type<T>()) {
   const int64_t M = a.rows, N = b.cols, K = a.cols;
   if (batch == 0 || M == 0 || N == 0) return "";
   if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || batch > INT32_MAX) return "a matrix too large for cuBLAS";
-  T scale_bias = 0;
+  bool scale_bias = false;
   if (bias) {
     fill_bias<T><<<grid_blocks(batch * M * N, 256), 256, 0, stream>>>(out, batch, M, N, bias->data, bias->row_stride,
                                                                        bias->col_stride);
-    scale_bias = static_cast<T>(beta);
+    scale_bias = true;
   }
   if (K == 0) {  // no products: the bias alone (scaled), or zeros
     if (!bias) return cudaMemsetAsync(out, 0, sizeof(T) * batch * M * N, stream) == cudaSuccess ? "" : "cudaMemsetAsync failed";
@@ -190,14 +198,14 @@ const char* matmul(cublasHandle_t handle, cudaStream_t stream, int64_t batch, co
   int64_t ld_b, ld_a;
   if (!transposed_layout(b, op_b, ld_b) || !transposed_layout(a, op_a, ld_a))
     return "a matrix operand whose rows and columns both have non-unit strides";
-  T al = static_cast<T>(alpha);
-  cublasStatus_t s;
-  if constexpr (std::is_same<T, float>::value)
-    s = cublasSgemmStridedBatched(handle, op_b, op_a, int(N), int(M), int(K), &al, b.data, int(ld_b), b.batch_stride,
-                                  a.data, int(ld_a), a.batch_stride, &scale_bias, out, int(N), M * N, int(batch));
-  else
-    s = cublasDgemmStridedBatched(handle, op_b, op_a, int(N), int(M), int(K), &al, b.data, int(ld_b), b.batch_stride,
-                                  a.data, int(ld_a), a.batch_stride, &scale_bias, out, int(N), M * N, int(batch));
+  const bool wide = type == CUDA_R_64F;
+  const double alpha64 = alpha, beta64 = scale_bias ? beta : 0.0;
+  const float alpha32 = static_cast<float>(alpha), beta32 = static_cast<float>(beta64);
+  cublasStatus_t s = cublasGemmStridedBatchedEx(
+      handle, op_b, op_a, int(N), int(M), int(K), wide ? static_cast<const void*>(&alpha64) : &alpha32, b.data, type,
+      int(ld_b), b.batch_stride, a.data, type, int(ld_a), a.batch_stride,
+      wide ? static_cast<const void*>(&beta64) : &beta32, out, type, int(N), M * N, int(batch),
+      wide ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   return s == CUBLAS_STATUS_SUCCESS ? "" : "cuBLAS gemm failed";
 }
 
