@@ -344,7 +344,7 @@ std::string convolution(foundry_cuda::CallSlot& slot, cudaStream_t stream, int s
              CUDNN_STATUS_NOT_SUPPORTED &&
          !plan->ran)
     if (std::string failed = next_algorithm(*state, *plan); !failed.empty()) return failed;
-  plan->ran = status == CUDNN_STATUS_SUCCESS;
+  plan->ran = plan->ran || status == CUDNN_STATUS_SUCCESS;
   std::string failed = check(status, "cudnnConvolutionForward");
   if (failed.empty() && bias)
     failed = check(cudnnAddTensor(state->handle, &one, plan->bias, bias->data, &one, plan->y, output.data),
