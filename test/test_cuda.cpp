@@ -489,6 +489,11 @@ TEST_CASE("cuda: kernels map loops to the grid, blocks and block threads", "[cud
   CHECK(wrapper.find("foundry_cuda::matmul<float>(slot.cublas, stream") != std::string::npos);
   // No kernel checks an index or a division: no step publishes the error flag.
   CHECK(wrapper.find("kReportsErrors = false;") != std::string::npos);
+  // Every step (kernel or library call) is named for NAME_profile_cuda and marks its end.
+  size_t steps = count_occurrences(wrapper, "slot.step_done(stream, ");
+  CHECK(steps >= 3);
+  CHECK(wrapper.find("kNumSteps = " + std::to_string(steps) + ";") != std::string::npos);
+  CHECK(read_file(tmp / "o/model.h").find("int model_profile_cuda(") != std::string::npos);
   CHECK(fs::exists(tmp / "o/foundry_cuda.h"));
   // A CPU model's folder does not get the CUDA headers.
   r = run_foundryc({model_sample("pointwise") + "/model.pt2", "-o", tmp / "cpu", "--emit", "source"});
@@ -569,6 +574,19 @@ TEST_CASE("cuda: NAME_run_cuda replays its CUDA graph, with new pointers too, an
   CHECK_THROWS_WITH(model->run_cuda(stream, in.tensors(), host_out), Catch::Contains("not device memory"));
   // Still good after the refusals.
   CHECK(run_on_device(*model, cuda, stream, in, out, outputs, sample) == "");
+  // A profiled run (each step timed with CUDA events) computes the same outputs.
+  std::vector<std::string> steps = model->step_names();
+  REQUIRE(steps.size() >= 5);
+  std::vector<double> ms = model->profile_cuda(stream, in.tensors(), out.tensors());
+  REQUIRE(ms.size() == steps.size());
+  double total = 0;
+  for (double t : ms) {
+    CHECK(t >= 0);
+    total += t;
+  }
+  CHECK(total > 0);
+  out.copy_to(outputs);
+  CHECK(compare_with_expected(outputs, sample) == "");
   cuda.destroy_stream(stream);
 }
 

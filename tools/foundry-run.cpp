@@ -27,7 +27,7 @@ namespace {
 struct Options {
   std::string model_dir, inputs, expected, save_outputs, device;
   std::optional<double> atol, rtol;
-  int bench = 0, warmup = 3, threads = 0;
+  int bench = 0, warmup = 3, threads = 0, profile = 0;
   uint64_t seed = 0;
   bool json = false;
 };
@@ -74,6 +74,42 @@ BenchStats benchmark(const foundry::LoadedModel& model, const std::vector<foundr
   });
   cuda->destroy_stream(stream);
   return stats_of(ms);
+}
+
+// --profile N: a CUDA model's steps timed with CUDA events over N runs (after the warm-up ones),
+// each step's median, slowest first, with its share of the steps' total.
+nlohmann::json profile(const foundry::LoadedModel& model, const std::vector<foundry::NpyArray>& inputs, int runs,
+                       int warmup, bool quiet) {
+  if (model.device() != "cuda") throw foundry::UserError("--profile times the steps of a model compiled with --device cuda");
+  std::string why;
+  const foundry::CudaRuntime* cuda = foundry::CudaRuntime::find(&why);
+  if (!cuda) throw foundry::UserError("--profile needs a GPU: " + why);
+  std::vector<foundry::NpyArray> outputs = model.allocate_outputs(inputs);
+  foundry::DeviceArrays in(*cuda, inputs), out(*cuda, outputs);
+  void* stream = cuda->create_stream();
+  for (int i = 0; i < warmup; ++i) model.profile_cuda(stream, in.tensors(), out.tensors());
+  std::vector<std::string> names = model.step_names();
+  std::vector<std::vector<double>> per_step(names.size());
+  for (int i = 0; i < runs; ++i) {
+    std::vector<double> ms = model.profile_cuda(stream, in.tensors(), out.tensors());
+    for (size_t k = 0; k < ms.size() && k < per_step.size(); ++k) per_step[k].push_back(ms[k]);
+  }
+  cuda->destroy_stream(stream);
+  std::vector<std::pair<double, size_t>> order;
+  double total = 0;
+  for (size_t k = 0; k < per_step.size(); ++k) {
+    double median = stats_of(per_step[k]).median_ms;
+    order.emplace_back(median, k);
+    total += median;
+  }
+  std::sort(order.rbegin(), order.rend());
+  nlohmann::json steps = nlohmann::json::array();
+  if (!quiet) std::printf("profile (CUDA events, median of %d runs, run in order without a graph): %.4f ms in %zu steps\n", runs, total, names.size());
+  for (const auto& [ms, k] : order) {
+    steps.push_back({{"step", k}, {"name", names[k]}, {"median_ms", ms}});
+    if (!quiet) std::printf("  %9.4f ms %5.1f%%  #%zu %s\n", ms, total > 0 ? 100 * ms / total : 0.0, k, names[k].c_str());
+  }
+  return {{"total_ms", total}, {"runs", runs}, {"steps", steps}};
 }
 
 // --save-outputs DIR: the folder is made if needed; a file in its place or an unwritable folder is
@@ -269,6 +305,7 @@ int run(const Options& opt) {
       std::printf("benchmark: median %.4f ms, p10 %.4f ms, p90 %.4f ms over %d runs\n", s.median_ms, s.p10_ms,
                   s.p90_ms, opt.bench);
   }
+  if (opt.profile > 0) report["profile"] = profile(model, inputs, opt.profile, opt.warmup, opt.json);
   report["pass"] = all_pass;
   if (opt.json) std::cout << report.dump() << "\n";
   return all_pass ? 0 : 1;
@@ -292,6 +329,9 @@ int main(int argc, char** argv) {
   app.add_option("--bench", opt.bench,
                  "time N runs and report the median, p10 and p90 (a CUDA model: NAME_run_cuda on inputs already on "
                  "the GPU, each call followed by a stream synchronize)");
+  app.add_option("--profile", opt.profile,
+                 "a CUDA model: time each kernel and library call with CUDA events over N runs and list them, "
+                 "slowest first");
   app.add_option("--warmup", opt.warmup, "untimed runs before benchmarking (default 3)");
   app.add_option("--threads", opt.threads, "threads the model may use");
   app.add_option("--device", opt.device,

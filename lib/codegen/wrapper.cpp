@@ -241,27 +241,41 @@ std::string kernel_call_comment(const sched::Kernel& kernel, const EmittedKernel
   return out + " ->" + writes + "\n";
 }
 
+// A library call's step name: its nodes and the call, "bmm (aten.bmm) [bmm]".
+std::string extern_step_name(const ir::LoopNode& node) {
+  std::string label;
+  for (size_t i = 0; i < node.origins.size(); ++i) label += (i ? ", " : "") + node.origins[i];
+  return label + " [" + ir::extern_name(node.call) + "]";
+}
+
 // The kernel and library calls in run order.
 // A CUDA model's calls take the stream and the device error flag first, and its library calls
 // are cuBLAS's and cuDNN's (`externs` is then empty).
+// A CUDA model also marks the end of each step for NAME_profile_cuda (`steps`: their names).
 std::string step_calls(const sched::Schedule& schedule, const std::vector<EmittedKernel>& kernels,
-                       const ExternsSource& externs, const BufferPointers& ptrs, const std::string& n, bool cuda) {
+                       const ExternsSource& externs, const BufferPointers& ptrs, const std::string& n,
+                       std::vector<std::string>* steps = nullptr) {
+  const bool cuda = steps != nullptr;
   std::string calls;
   size_t kernel_index = 0, extern_index = 0;
   for (const auto& step : schedule.steps) {
     if (step.is_extern) {
       calls += cuda ? cuda_extern_call(*step.extern_node, ptrs.names) : externs.calls[extern_index++];
-      continue;
+    } else {
+      const EmittedKernel& k = kernels[kernel_index++];
+      calls += kernel_call_comment(step.kernel, k) + "  " + n + "_kernels::" + k.name + "(" + (cuda ? "stream, error_flag" : "");
+      for (size_t a = 0; a < k.args.size(); ++a)
+        calls += (a || cuda ? ", " : "") + ptrs.pointer_of(*k.args[a].buffer, k.name);
+      for (const std::string& sym : k.size_params) calls += ", " + sym;
+      calls += ");\n";
     }
-    const EmittedKernel& k = kernels[kernel_index++];
-    calls += kernel_call_comment(step.kernel, k) + "  " + n + "_kernels::" + k.name + "(" + (cuda ? "stream, error_flag" : "");
-    for (size_t a = 0; a < k.args.size(); ++a)
-      calls += (a || cuda ? ", " : "") + ptrs.pointer_of(*k.args[a].buffer, k.name);
-    for (const std::string& sym : k.size_params) calls += ", " + sym;
-    calls += ");\n";
+    if (!cuda) continue;
+    calls += "  slot.step_done(stream, " + std::to_string(steps->size()) + ");\n";
+    steps->push_back(step.is_extern ? extern_step_name(*step.extern_node) : kernels[kernel_index - 1].name);
   }
   return calls;
 }
+
 
 // NAME_model: the mapped weights and, for a model with library calls, their state (externs.cpp).
 std::string model_struct(const std::string& n, bool has_externs) {
@@ -279,22 +293,36 @@ std::string cuda_model_struct(const std::string& n) {
          "  foundry_cuda::DeviceState device;  // the weights on the GPU, a pool of call slots\n};\n\n";
 }
 
+// What a CUDA model's Model class says of it.
+struct CudaTraits {
+  bool uses_cublas = false, uses_cudnn = false;
+  bool reports_errors = false;     // a kernel checks indices or divisions
+  std::vector<std::string> steps;  // the steps' names in run order
+};
+
 // NAME_detail::Model: the tables and functions foundry_model_api.h's entry points use.
 std::string model_class(const ir::LoopProgram& program, const WeightsLayout& weights, const std::string& n,
-                        bool cuda, bool uses_cublas, bool uses_cudnn, bool reports_errors) {
+                        const CudaTraits* traits = nullptr) {
+  const bool cuda = traits != nullptr;
   std::ostringstream c;
   c << "// The model as foundry_model_api.h's entry points see it.\n"
     << "struct Model {\n  using Instance = " << n << "_model;\n"
     << "  static constexpr size_t kWeightsBytes = " << weights.total_bytes << ";\n"
     << "  static constexpr size_t kNumInputs = " << program.inputs.size() << ", kNumOutputs = " << program.outputs.size()
     << ";\n  static constexpr size_t kNumSizes = " << program.size_symbols.size() << ";  // dynamic sizes\n";
-  if (cuda)
-    c << "  static constexpr bool kUsesCublas = " << (uses_cublas ? "true" : "false") << ";\n"
-      << "  static constexpr bool kReportsErrors = " << (reports_errors ? "true" : "false")
+  if (cuda) {
+    c << "  static constexpr bool kUsesCublas = " << (traits->uses_cublas ? "true" : "false") << ";\n"
+      << "  static constexpr bool kReportsErrors = " << (traits->reports_errors ? "true" : "false")
       << ";  // a kernel checks indices or divisions\n"
       << "  // A new call slot: the handles of the libraries other than cuBLAS the model calls; \"\" or what failed.\n"
       << "  static std::string open_libraries(foundry_cuda::CallSlot& slot) { "
-      << (uses_cudnn ? "return foundry_cudnn::open(slot); }\n" : "(void)slot; return \"\"; }\n");
+      << (traits->uses_cudnn ? "return foundry_cudnn::open(slot); }\n" : "(void)slot; return \"\"; }\n")
+      << "  // The steps (kernels and library calls) in run order, for NAME_profile_cuda.\n"
+      << "  static constexpr size_t kNumSteps = " << traits->steps.size() << ";\n"
+      << "  static constexpr const char* kSteps[] = {";
+    for (const std::string& step : traits->steps) c << c_string_literal(step) << ", ";
+    c << "nullptr};\n";
+  }
   c << "  static constexpr foundry_rt::TensorSpec kInputs[] = {\n"
     << tensor_specs(program.inputs, program.input_names, program.size_symbols) << "  };\n"
     << "  static constexpr foundry_rt::TensorSpec kOutputs[] = {\n"
@@ -358,7 +386,13 @@ std::string model_header(const std::string& n, bool cuda) {
       << " * which waits for the stream. */\n"
       << "int " << n << "_run_cuda(" << n << "_model* model, void* stream, const foundry_tensor* inputs,\n"
       << "    size_t num_inputs, foundry_tensor* outputs, size_t num_outputs);\n"
-      << "int " << n << "_check_errors(" << n << "_model* model, void* stream);\n\n";
+      << "int " << n << "_check_errors(" << n << "_model* model, void* stream);\n"
+      << "/* The model's steps (kernels and library calls) in run order, and one run on device tensors timed\n"
+      << " * step by step with CUDA events (without its CUDA graph): step_ms[k], milliseconds, for\n"
+      << " * k < NAME_num_steps(); waits for `stream`. For foundry-run --profile. */\n"
+      << "size_t " << n << "_num_steps(void);\nconst char* " << n << "_step_name(size_t index);\n"
+      << "int " << n << "_profile_cuda(" << n << "_model* model, void* stream, const foundry_tensor* inputs,\n"
+      << "    size_t num_inputs, foundry_tensor* outputs, size_t num_outputs, double* step_ms, size_t num_steps);\n\n";
   h
     << "#ifdef __cplusplus\n}\n#endif\n\n#endif\n";
   return h.str();
@@ -414,7 +448,11 @@ GeneratedModel generate_cuda_model(const ir::LoopProgram& program, const sched::
   m.kernels_cpp = cuda_kernels_source(schedule, n, m.kernels);
   BufferPointers ptrs = buffer_pointers(program, schedule, m.weights, "model->device.weights");
   bool uses_cublas = has_call<ir::Matmul>(schedule), uses_cudnn = has_call<ir::Convolution>(schedule);
-  std::string calls = step_calls(schedule, m.kernels, ExternsSource{}, ptrs, n, true);
+  CudaTraits traits;
+  traits.uses_cublas = uses_cublas;
+  traits.uses_cudnn = uses_cudnn;
+  traits.reports_errors = std::any_of(m.kernels.begin(), m.kernels.end(), [](const EmittedKernel& k) { return k.may_fail; });
+  std::string calls = step_calls(schedule, m.kernels, ExternsSource{}, ptrs, n, &traits.steps);
   std::ostringstream w;
   w << "// The entry points of the CUDA model `" << n << "` (see model.h), generated by foundryc " << FOUNDRY_VERSION
     << ".\n#include \"model.h\"\n#include \"foundry_cuda_model_api.h\"\n"
@@ -423,9 +461,7 @@ GeneratedModel generate_cuda_model(const ir::LoopProgram& program, const sched::
   for (const auto& k : m.kernels) w << k.declaration << ";\n";
   w << "}  // namespace " << n << "_kernels\n\n"
     << cuda_model_struct(n) << "namespace " << n << "_detail {\nusing namespace " << n << "_kernels;\n\n"
-    << model_class(program, m.weights, n, true, uses_cublas, uses_cudnn,
-                   std::any_of(m.kernels.begin(), m.kernels.end(), [](const EmittedKernel& k) { return k.may_fail; }))
-    << shape_functions(program) << "\n"
+    << model_class(program, m.weights, n, &traits) << shape_functions(program) << "\n"
     << run_functions(program, schedule, ptrs.lines, calls, true) << "\n}  // namespace " << n << "_detail\n\n"
     << "FOUNDRY_DEFINE_CUDA_MODEL_API(" << n << ")\n";
   m.wrapper_cpp = w.str();
@@ -462,8 +498,8 @@ GeneratedModel generate_model(const ir::LoopProgram& program, const sched::Sched
   w << "}  // namespace " << n << "_kernels\n\n"
     << externs.wrapper_decls << model_struct(n, !externs.cpp.empty())
     << "namespace " << n << "_detail {\nusing namespace " << n << "_kernels;\n\n"
-    << model_class(program, m.weights, n, false, false, false, false) << shape_functions(program) << "\n"
-    << run_functions(program, schedule, ptrs.lines, step_calls(schedule, m.kernels, externs, ptrs, n, false), false)
+    << model_class(program, m.weights, n) << shape_functions(program) << "\n"
+    << run_functions(program, schedule, ptrs.lines, step_calls(schedule, m.kernels, externs, ptrs, n), false)
     << "\n}  // namespace " << n << "_detail\n\n"
     << "FOUNDRY_DEFINE_MODEL_API(" << n << ")\n";
   m.wrapper_cpp = w.str();

@@ -25,7 +25,11 @@ struct LoadedModel::Api {
   int (*output_info)(size_t, foundry_tensor_info*);
   void (*destroy)(void*);
   const char* (*last_error)();
-  int (*run_cuda)(void*, void*, const foundry_tensor*, size_t, foundry_tensor*, size_t);  // CUDA models only
+  // CUDA models only:
+  int (*run_cuda)(void*, void*, const foundry_tensor*, size_t, foundry_tensor*, size_t);
+  size_t (*num_steps)();
+  const char* (*step_name)(size_t);
+  int (*profile_cuda)(void*, void*, const foundry_tensor*, size_t, foundry_tensor*, size_t, double*, size_t);
 };
 
 namespace {
@@ -34,6 +38,12 @@ void bind_symbol(void* handle, const std::string& symbol, F& fn) {
   void* p = dlsym(handle, symbol.c_str());
   if (!p) throw UserError("model.so has no symbol " + symbol);
   fn = reinterpret_cast<F>(p);
+}
+
+// A symbol only some models have (nullptr when absent).
+template <typename F>
+void bind_optional(void* handle, const std::string& symbol, F& fn) {
+  fn = reinterpret_cast<F>(dlsym(handle, symbol.c_str()));
 }
 
 }  // namespace
@@ -94,7 +104,10 @@ void LoadedModel::open(const std::string& so, const std::string& dir) {
   bind_symbol(handle_, name_ + "_output_info", api_->output_info);
   bind_symbol(handle_, name_ + "_destroy", api_->destroy);
   bind_symbol(handle_, name_ + "_last_error", api_->last_error);
-  api_->run_cuda = reinterpret_cast<decltype(api_->run_cuda)>(dlsym(handle_, (name_ + "_run_cuda").c_str()));
+  bind_optional(handle_, name_ + "_run_cuda", api_->run_cuda);
+  bind_optional(handle_, name_ + "_num_steps", api_->num_steps);
+  bind_optional(handle_, name_ + "_step_name", api_->step_name);
+  bind_optional(handle_, name_ + "_profile_cuda", api_->profile_cuda);
   if (api_->create(dir.c_str(), &model_) != FOUNDRY_OK)
     throw UserError("cannot create the model from " + dir + ": " + api_->last_error());
 }
@@ -180,6 +193,25 @@ void LoadedModel::run_cuda(void* stream, const std::vector<foundry_tensor>& inpu
   if (!api_->run_cuda) throw UserError("model " + name_ + " was not compiled with --device cuda (no " + name_ + "_run_cuda)");
   if (api_->run_cuda(model_, stream, inputs.data(), inputs.size(), outputs.data(), outputs.size()) != FOUNDRY_OK)
     throw UserError(std::string("the model failed: ") + api_->last_error());
+}
+
+std::vector<std::string> LoadedModel::step_names() const {
+  std::vector<std::string> names;
+  if (!api_->num_steps || !api_->step_name) return names;
+  for (size_t k = 0; k < api_->num_steps(); ++k) names.push_back(api_->step_name(k));
+  return names;
+}
+
+std::vector<double> LoadedModel::profile_cuda(void* stream, const std::vector<foundry_tensor>& inputs,
+                                              std::vector<foundry_tensor>& outputs) const {
+  if (!api_->profile_cuda || !api_->num_steps)
+    throw UserError("model " + name_ + " has no " + name_ + "_profile_cuda: --profile times the steps of a model " +
+                    "compiled with --device cuda (by this foundryc)");
+  std::vector<double> ms(api_->num_steps());
+  if (api_->profile_cuda(model_, stream, inputs.data(), inputs.size(), outputs.data(), outputs.size(), ms.data(),
+                         ms.size()) != FOUNDRY_OK)
+    throw UserError(std::string("the model failed: ") + api_->last_error());
+  return ms;
 }
 
 }  // namespace foundry

@@ -313,12 +313,20 @@ struct CallSlot {
   void finish() {
     if (ran) cudaEventSynchronize(done);
   }
+  // NAME_profile_cuda: while `profiling`, each step's end is recorded in step_events[step + 1]
+  // (step_events[0] before the first step). Generated runs call this after every step.
+  std::vector<cudaEvent_t> step_events;
+  bool profiling = false;
+  void step_done(cudaStream_t s, size_t step) {
+    if (profiling) cudaEventRecord(step_events[step + 1], s);
+  }
   ~CallSlot() {
     finish();
     runs.clear();
     cudnn.reset();  // before the streams it may be bound to
     if (cublas) cublasDestroy(cublas);
     if (done) cudaEventDestroy(done);
+    for (cudaEvent_t e : step_events) cudaEventDestroy(e);
     if (stream) cudaStreamDestroy(stream);
     if (capture_stream) cudaStreamDestroy(capture_stream);
     cudaFree(cublas_workspace);

@@ -282,6 +282,54 @@ int run_device(typename Model::Instance* model, void* stream_arg, const foundry_
   return enqueue<Model>(model, *lease.get(), stream, inputs, outputs, sizes);
 }
 
+// NAME_profile_cuda: one run on device tensors, enqueued step by step (no graph) with a CUDA event
+// after each step; waits for `stream` and writes each step's milliseconds to step_ms.
+template <class Model>
+int profile_device(typename Model::Instance* model, void* stream_arg, const foundry_tensor* inputs, size_t num_inputs,
+                   foundry_tensor* outputs, size_t num_outputs, double* step_ms, size_t num_steps) {
+  if (!model || (!step_ms && Model::kNumSteps))
+    return foundry_rt::set_error(FOUNDRY_ERROR_INVALID_ARGUMENT, "null argument");
+  if (num_steps < Model::kNumSteps)
+    return foundry_rt::set_error(FOUNDRY_ERROR_INVALID_ARGUMENT,
+                                 "step_ms holds " + std::to_string(num_steps) + " times; the model has " +
+                                     std::to_string(Model::kNumSteps) + " steps (NAME_num_steps)");
+  int64_t sizes[Model::kNumSizes + 1];
+  if (int status = prepare_call<Model>(inputs, num_inputs, outputs, num_outputs, sizes)) return status;
+  if (int status = check_device_pointers(inputs, num_inputs, "input")) return status;
+  if (int status = check_device_pointers(outputs, num_outputs, "output")) return status;
+  auto stream = static_cast<cudaStream_t>(stream_arg);
+  SlotLease lease(model->device);
+  if (!lease.get()) return lease.error();
+  CallSlot& slot = *lease.get();
+  if (int status = take_reported_error(slot, stream)) return status;
+  while (slot.step_events.size() < Model::kNumSteps + 1) {
+    cudaEvent_t e;
+    if (cudaEventCreate(&e) != cudaSuccess) return cuda_error("cannot create an event");
+    slot.step_events.push_back(e);
+  }
+  if (slot.ran && cudaStreamWaitEvent(stream, slot.done, 0) != cudaSuccess) return cuda_error("cannot order the call");
+  CapturedRun* run = find_run(slot, sizes, Model::kNumSizes, Model::arena_bytes(sizes));
+  if (!run) return FOUNDRY_ERROR_OUT_OF_MEMORY;
+  cudaEventRecord(slot.step_events[0], stream);
+  slot.profiling = true;
+  int status = record_steps<Model>(model, slot, stream, inputs, outputs, sizes, run->arena);
+  slot.profiling = false;
+  run->warmed = true;
+  cudaEventRecord(slot.done, stream);
+  slot.ran = true;
+  if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess && !status)
+    status = foundry_rt::set_error(FOUNDRY_ERROR_RUNTIME, std::string("CUDA error: ") + cudaGetErrorString(e));
+  if (status) return status;
+  for (size_t k = 0; k < Model::kNumSteps; ++k) {
+    float ms = 0;
+    cudaEventElapsedTime(&ms, slot.step_events[k], slot.step_events[k + 1]);
+    step_ms[k] = ms;
+  }
+  if (int flagged = take_reported_error(slot, stream)) return flagged;
+  foundry_rt::last_error.clear();
+  return FOUNDRY_OK;
+}
+
 // Waits for `stream`, then returns an error a kernel of any finished run reported.
 template <class Model>
 int check_errors(typename Model::Instance* model, void* stream) {
@@ -317,6 +365,16 @@ int check_errors(typename Model::Instance* model, void* stream) {
   }                                                                                                              \
   FOUNDRY_API int NAME##_check_errors(NAME##_model* model, void* stream) {                                       \
     return foundry_cuda::check_errors<NAME##_detail::Model>(model, stream);                                      \
+  }                                                                                                              \
+  FOUNDRY_API size_t NAME##_num_steps(void) { return NAME##_detail::Model::kNumSteps; }                           \
+  FOUNDRY_API const char* NAME##_step_name(size_t index) {                                                       \
+    return index < NAME##_detail::Model::kNumSteps ? NAME##_detail::Model::kSteps[index] : nullptr;              \
+  }                                                                                                              \
+  FOUNDRY_API int NAME##_profile_cuda(NAME##_model* model, void* stream, const foundry_tensor* inputs,           \
+                                      size_t num_inputs, foundry_tensor* outputs, size_t num_outputs,            \
+                                      double* step_ms, size_t num_steps) {                                       \
+    return foundry_cuda::profile_device<NAME##_detail::Model>(model, stream, inputs, num_inputs, outputs,        \
+                                                              num_outputs, step_ms, num_steps);                  \
   }                                                                                                              \
   FOUNDRY_DEFINE_MODEL_INFO_API(NAME)
 

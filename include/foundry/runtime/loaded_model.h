@@ -40,6 +40,12 @@ class LoadedModel {
   void run_into(const std::vector<NpyArray>& inputs, std::vector<NpyArray>& outputs) const;
   // NAME_run_cuda of a CUDA model: device tensors, enqueued on `stream` (a cudaStream_t).
   void run_cuda(void* stream, const std::vector<foundry_tensor>& inputs, std::vector<foundry_tensor>& outputs) const;
+  // A CUDA model's steps in run order (its kernels and library calls; empty for a CPU model), and
+  // one run on device tensors timed step by step with CUDA events: milliseconds per step
+  // (NAME_profile_cuda; waits for `stream`).
+  std::vector<std::string> step_names() const;
+  std::vector<double> profile_cuda(void* stream, const std::vector<foundry_tensor>& inputs,
+                                   std::vector<foundry_tensor>& outputs) const;
   // Outputs shaped for these inputs (throws UserError when the model rejects the inputs).
   std::vector<NpyArray> allocate_outputs(const std::vector<NpyArray>& inputs) const;
 
