@@ -104,7 +104,7 @@ nlohmann::json profile(const foundry::LoadedModel& model, const std::vector<foun
   }
   std::sort(order.rbegin(), order.rend());
   nlohmann::json steps = nlohmann::json::array();
-  if (!quiet) std::printf("profile (CUDA events, median of %d runs, run in order without a graph): %.4f ms in %zu steps\n", runs, total, names.size());
+  if (!quiet) std::printf("profile (CUDA events in a graph, median of %d runs): %.4f ms in %zu steps\n", runs, total, names.size());
   for (const auto& [ms, k] : order) {
     steps.push_back({{"step", k}, {"name", names[k]}, {"median_ms", ms}});
     if (!quiet) std::printf("  %9.4f ms %5.1f%%  #%zu %s\n", ms, total > 0 ? 100 * ms / total : 0.0, k, names[k].c_str());

@@ -388,7 +388,7 @@ std::string model_header(const std::string& n, bool cuda) {
       << "    size_t num_inputs, foundry_tensor* outputs, size_t num_outputs);\n"
       << "int " << n << "_check_errors(" << n << "_model* model, void* stream);\n"
       << "/* The model's steps (kernels and library calls) in run order, and one run on device tensors timed\n"
-      << " * step by step with CUDA events (without its CUDA graph): step_ms[k], milliseconds, for\n"
+      << " * step by step with CUDA events (in a CUDA graph of its own): step_ms[k], milliseconds, for\n"
       << " * k < NAME_num_steps(); waits for `stream`. For foundry-run --profile. */\n"
       << "size_t " << n << "_num_steps(void);\nconst char* " << n << "_step_name(size_t index);\n"
       << "int " << n << "_profile_cuda(" << n << "_model* model, void* stream, const foundry_tensor* inputs,\n"

@@ -292,8 +292,9 @@ struct CallSlot {
     if (cudaEventCreateWithFlags(&done, cudaEventDisableTiming) != cudaSuccess) return cuda_failure("cannot create an event");
     if (uses_cublas) {
       if (cublasCreate(&cublas) != CUBLAS_STATUS_SUCCESS) return "cannot create a cuBLAS handle";
-      // No TF32: float32 products as PyTorch computes them by default.
-      cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH);
+      // No TF32: float32 products as PyTorch computes them by default. 16-bit products keep their
+      // split reductions in float too (cuBLAS may otherwise add partial sums in 16 bits).
+      cublasSetMathMode(cublas, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
       // A workspace of our own, set again after every cublasSetStream (which resets it): cuBLAS
       // must not allocate while a run is captured into a graph.
       if (cudaMalloc(&cublas_workspace, kCublasWorkspaceBytes) != cudaSuccess)
@@ -314,11 +315,12 @@ struct CallSlot {
     if (ran) cudaEventSynchronize(done);
   }
   // NAME_profile_cuda: while `profiling`, each step's end is recorded in step_events[step + 1]
-  // (step_events[0] before the first step). Generated runs call this after every step.
+  // (step_events[0] before the first step), as event nodes of the graph being captured.
+  // Generated runs call this after every step.
   std::vector<cudaEvent_t> step_events;
   bool profiling = false;
   void step_done(cudaStream_t s, size_t step) {
-    if (profiling) cudaEventRecord(step_events[step + 1], s);
+    if (profiling) cudaEventRecordWithFlags(step_events[step + 1], s, cudaEventRecordExternal);
   }
   ~CallSlot() {
     finish();
