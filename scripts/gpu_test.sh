@@ -26,7 +26,7 @@ if [[ $mode == --build ]]; then
   "$build/test/foundry_tests" "cuda: mlp_dynamic at batches 1 100 and 4096 matches the CPU-compiled model" | tail -2
   "$build/test/foundry_tests" "cuda: cuDNN convolutions (1-d 2-d 3-d grouped unbatched) match PyTorch on the GPU" | tail -2
   "$build/test/foundry_tests" "cuda: tier-1 OpInfo samples (every 4th) match PyTorch on the GPU" | tail -3
-  "$build/test/foundry_tests" "cuda: float16, bfloat16 and float64 MLPs match PyTorch on the GPU" | tail -2
+  "$build/test/foundry_tests" "cuda: float16\, bfloat16 and float64 MLPs match PyTorch on the GPU" | tail -2
   "$build/test/foundry_tests" "cuda: the corpus models' raw exports (training IR) match PyTorch on the GPU" | tail -2
   rm -rf "$stage/build/cache" "$stage/build/dynamic/cpu"
   find "$stage/build" \( -name '*.o' -o -name 'batch*.cu' -o -name 'foundry_*.h' -o -name '*.cu' -o -name model.h \
@@ -37,7 +37,7 @@ if [[ $mode == --build ]]; then
   ldd "$build/test/foundry_tests" | awk '/=> \// {print $3}' |
     grep -v -E '/(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s)\.so' | xargs -r -I{} cp -L {} "$stage/lib/"
   corpus=${FOUNDRY_CORPUS:-$root/../shared/corpus}
-  for m in pointwise mlp_dynamic norm_softmax reductions encoder_layer small_cnn squeezenet1_1 mobilenet_v3_small; do
+  for m in pointwise pointwise_64k mlp mlp_dynamic norm_softmax reductions encoder_layer small_cnn squeezenet1_1 mobilenet_v3_small; do
     mkdir -p "$stage/corpus/models/$m"
     cp -r "$corpus/models/$m/inputs" "$corpus/models/$m/expected" "$corpus/models/$m/meta.json" "$stage/corpus/models/$m/"
   done

@@ -75,12 +75,13 @@ void generate_sources(const std::string& sample_dir, const std::string& name, co
   codegen::write_model_files(codegen::generate_model(program, schedule, name, options), out);
 }
 
-std::string compare_with_expected(const std::vector<NpyArray>& outputs, const std::string& dir) {
+std::string compare_with_expected(const std::vector<NpyArray>& outputs, const std::string& dir,
+                                  std::optional<Tolerance> tol) {
   std::vector<NpyArray> expected = read_npy_sequence(dir + "/expected");
   if (outputs.size() != expected.size())
     return std::to_string(outputs.size()) + " outputs, expected " + std::to_string(expected.size());
   for (size_t k = 0; k < outputs.size(); ++k) {
-    Comparison c = compare_arrays(outputs[k], expected[k]);
+    Comparison c = compare_arrays(outputs[k], expected[k], tol);
     if (!c.pass) return "output " + std::to_string(k) + ": " + c.message;
   }
   return "";

@@ -3,10 +3,12 @@
 #pragma once
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "foundry/codegen/cpp_kernel.h"
+#include "foundry/runtime/compare.h"
 #include "foundry/runtime/npy.h"
 
 namespace foundry::test {
@@ -25,7 +27,8 @@ void generate_sources(const std::string& sample_dir, const std::string& name, co
                       const codegen::KernelOptions& options = {});
 
 // "" when `outputs` match DIR/expected/N.npy (compare_arrays tolerances), else the first problem.
-std::string compare_with_expected(const std::vector<foundry::NpyArray>& outputs, const std::string& dir);
+std::string compare_with_expected(const std::vector<foundry::NpyArray>& outputs, const std::string& dir,
+                                  std::optional<foundry::Tolerance> tol = std::nullopt);
 
 // Runs `check` (returns "" on success, else the reason) on every sample, prints a summary
 // ending with the line "N passed, M failed", and returns the failures not in `known`.

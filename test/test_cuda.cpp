@@ -39,8 +39,9 @@ namespace {
 // The corpus models the default suite builds for the GPU: pointwise, a dynamic batch with cuBLAS
 // products, row reductions (layer norm, softmax), whole-tensor reductions, attention with bmm, and
 // cuDNN convolutions (plain, grouped and depthwise, strided, with and without bias).
-const std::vector<std::string> kCudaModels = {"pointwise",     "mlp_dynamic",   "norm_softmax",      "reductions",
-                                              "encoder_layer", "small_cnn",     "squeezenet1_1",     "mobilenet_v3_small"};
+const std::vector<std::string> kCudaModels = {"pointwise",     "pointwise_64k", "mlp",           "mlp_dynamic",
+                                              "norm_softmax",  "reductions",    "encoder_layer", "small_cnn",
+                                              "squeezenet1_1", "mobilenet_v3_small"};
 // OpInfo samples whose library calls have no GPU form yet: sorting and LAPACK.
 const std::vector<std::string> kUnsupportedSamples = {"argsort__float32__0", "linalg_cholesky__float32__0"};
 // The convolution samples of the OpInfo corpus: 1-d, 2-d and 3-d, unbatched, grouped (groups 2),
@@ -349,7 +350,10 @@ TEST_CASE("cuda: --device cuda builds the supported corpus models", "[cuda]") {
   } catch (const UserError& e) {
     FAIL("no nvcc on this machine (CI installs the CUDA toolkit): " << e.what());
   }
-  for (const std::string& model : kCudaModels) {
+  // pointwise_64m too (no inputs or references: scripts/bench.sh --device cuda checks it with NumPy).
+  std::vector<std::string> models = kCudaModels;
+  models.push_back("pointwise_64m");
+  for (const std::string& model : models) {
     INFO(model);
     ProcResult r = build_model(model);
     REQUIRE(r.exit_code == 0);
@@ -657,7 +661,10 @@ TEST_CASE("cuda: one model runs correctly from 8 host threads at once", "[cuda]"
 
 TEST_CASE("cuda: float16, bfloat16 and float64 MLPs match PyTorch on the GPU", "[cuda]") {
   // cuBLAS products of 16-bit operands accumulate in float and round once, as PyTorch's do;
-  // references from eager PyTorch (on the CPU), at assert_close's tolerances for the dtype.
+  // references from eager PyTorch on the CPU. float64 at assert_close's tolerance; the 16-bit
+  // outputs with atol 1e-3 beside its rtol: on the H200 their sums (tensor cores, another order)
+  // round some hidden activations of magnitude ~1 to the neighbouring 16-bit value (a unit of
+  // ~1e-3), which moves outputs near 0.02 by up to 1.6e-4 (measured), past rtol alone.
   const std::vector<std::string> models = {"mlp_float16", "mlp_bfloat16", "mlp_float64"};
   const std::string samples = test_source_dir() + "/data/half_floats/";
   for (const std::string& model : models) {
@@ -676,7 +683,9 @@ TEST_CASE("cuda: float16, bfloat16 and float64 MLPs match PyTorch on the GPU", "
   for (const std::string& model : models) {
     INFO(model);
     LoadedModel gpu(build_root() + "/half/" + model);
-    CHECK(compare_with_expected(gpu.run(read_npy_sequence(samples + model + "/inputs")), samples + model) == "");
+    std::optional<Tolerance> tol;
+    if (model != "mlp_float64") tol = Tolerance{1e-3, model == "mlp_float16" ? 1e-3 : 1.6e-2};
+    CHECK(compare_with_expected(gpu.run(read_npy_sequence(samples + model + "/inputs")), samples + model, tol) == "");
   }
 }
 
