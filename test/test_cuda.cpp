@@ -540,6 +540,19 @@ std::unique_ptr<LoadedModel> load_cuda_model(const std::string& model) {
   return std::make_unique<LoadedModel>(out);
 }
 
+// Four runs on each of two sets of device buffers: run 1 is enqueued directly, run 2 captured,
+// runs 3-4 replayed; the second set (other pointers) makes the graph be captured again and updated.
+void check_replays(const LoadedModel& model, const CudaRuntime& cuda, void* stream, const std::vector<NpyArray>& inputs,
+                   std::vector<NpyArray>& outputs, const std::string& sample) {
+  for (int buffers = 0; buffers < 2; ++buffers) {
+    DeviceArrays in(cuda, inputs), out(cuda, outputs);
+    for (int run = 0; run < 4; ++run) {
+      INFO("buffers " << buffers << ", run " << run);
+      CHECK(run_on_device(model, cuda, stream, in, out, outputs, sample) == "");
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("cuda: NAME_run_cuda replays its CUDA graph, with new pointers too, and refuses bad arguments", "[cuda]") {
@@ -554,15 +567,7 @@ TEST_CASE("cuda: NAME_run_cuda replays its CUDA graph, with new pointers too, an
   std::string sample = model_sample("encoder_layer");
   std::vector<NpyArray> inputs = read_npy_sequence(sample + "/inputs"), outputs = model->allocate_outputs(inputs);
   void* stream = cuda.create_stream();
-  // Run 1 is enqueued directly, run 2 captured, runs 3-4 replayed; the second set of buffers (other
-  // pointers) makes the graph be captured again and updated.
-  for (int buffers = 0; buffers < 2; ++buffers) {
-    DeviceArrays in(cuda, inputs), out(cuda, outputs);
-    for (int run = 0; run < 4; ++run) {
-      INFO("buffers " << buffers << ", run " << run);
-      CHECK(run_on_device(*model, cuda, stream, in, out, outputs, sample) == "");
-    }
-  }
+  check_replays(*model, cuda, stream, inputs, outputs, sample);
   DeviceArrays in(cuda, inputs), out(cuda, outputs);
   std::vector<foundry_tensor> bad = in.tensors();
   bad[0].shape[1] += 1;
@@ -606,14 +611,8 @@ TEST_CASE("cuda: cuDNN convolutions are captured into CUDA graphs and replayed, 
   std::string sample = model_sample("small_cnn");
   std::vector<NpyArray> inputs = read_npy_sequence(sample + "/inputs"), outputs = model->allocate_outputs(inputs);
   void* stream = cuda.create_stream();
-  // Run 1 chooses the algorithms and allocates the workspace; runs 2-4 are a captured graph.
-  for (int buffers = 0; buffers < 2; ++buffers) {
-    DeviceArrays in(cuda, inputs), out(cuda, outputs);
-    for (int run = 0; run < 4; ++run) {
-      INFO("buffers " << buffers << ", run " << run);
-      CHECK(run_on_device(*model, cuda, stream, in, out, outputs, sample) == "");
-    }
-  }
+  // Run 1 chooses the algorithms and allocates the workspace; the graph captures the calls as they are.
+  check_replays(*model, cuda, stream, inputs, outputs, sample);
   cuda.destroy_stream(stream);
 }
 

@@ -264,6 +264,15 @@ inline int check_device_pointers(const foundry_tensor* t, size_t n, const char* 
   return FOUNDRY_OK;
 }
 
+// The checks of a call on device tensors: the CPU API's, then that every pointer is device memory.
+template <class Model>
+int check_device_call(const foundry_tensor* inputs, size_t num_inputs, foundry_tensor* outputs, size_t num_outputs,
+                      int64_t* sizes) {
+  if (int status = prepare_call<Model>(inputs, num_inputs, outputs, num_outputs, sizes)) return status;
+  if (int status = check_device_pointers(inputs, num_inputs, "input")) return status;
+  return check_device_pointers(outputs, num_outputs, "output");
+}
+
 // NAME_run_cuda: device tensors on the caller's stream; returns once the work is enqueued. An
 // error a kernel reports is returned by a later call that takes the same slot (with one thread:
 // the next call), instead of running it, or by NAME_check_errors.
@@ -272,9 +281,7 @@ int run_device(typename Model::Instance* model, void* stream_arg, const foundry_
                foundry_tensor* outputs, size_t num_outputs) {
   if (!model) return foundry_rt::set_error(FOUNDRY_ERROR_INVALID_ARGUMENT, "null model");
   int64_t sizes[Model::kNumSizes + 1];
-  if (int status = prepare_call<Model>(inputs, num_inputs, outputs, num_outputs, sizes)) return status;
-  if (int status = check_device_pointers(inputs, num_inputs, "input")) return status;
-  if (int status = check_device_pointers(outputs, num_outputs, "output")) return status;
+  if (int status = check_device_call<Model>(inputs, num_inputs, outputs, num_outputs, sizes)) return status;
   auto stream = static_cast<cudaStream_t>(stream_arg);
   SlotLease lease(model->device);
   if (!lease.get()) return lease.error();
@@ -295,9 +302,7 @@ int profile_device(typename Model::Instance* model, void* stream_arg, const foun
                                  "step_ms holds " + std::to_string(num_steps) + " times; the model has " +
                                      std::to_string(Model::kNumSteps) + " steps (NAME_num_steps)");
   int64_t sizes[Model::kNumSizes + 1];
-  if (int status = prepare_call<Model>(inputs, num_inputs, outputs, num_outputs, sizes)) return status;
-  if (int status = check_device_pointers(inputs, num_inputs, "input")) return status;
-  if (int status = check_device_pointers(outputs, num_outputs, "output")) return status;
+  if (int status = check_device_call<Model>(inputs, num_inputs, outputs, num_outputs, sizes)) return status;
   auto stream = static_cast<cudaStream_t>(stream_arg);
   SlotLease lease(model->device);
   if (!lease.get()) return lease.error();
