@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -77,10 +78,38 @@ std::string build_root() {
 std::string model_sample(const std::string& model) { return corpus_dir() + "/models/" + model; }
 
 // Builds the corpus model `model` with --device cuda into build_root()/models/MODEL (once per process).
-ProcResult build_model(const std::string& model) {
-  std::string out = build_root() + "/models/" + model;
-  return run_foundryc({model_sample(model) + "/model.pt2", "-o", out, "--device", "cuda", "--cache-dir",
-                       build_root() + "/cache"}, 600);
+// foundryc --device cuda on `archive` into build_root()/OUT.
+ProcResult build_cuda(const std::string& archive, const std::string& out) {
+  return run_foundryc({archive, "-o", build_root() + "/" + out, "--device", "cuda", "--cache-dir", build_root() + "/cache"},
+                      600);
+}
+
+ProcResult build_model(const std::string& model) { return build_cuda(model_sample(model) + "/model.pt2", "models/" + model); }
+
+// Builds (unless prebuilt) each archive of `builds` (archive -> folder under build_root()) and,
+// with a GPU, checks each folder's model against `samples` (folder -> sample with inputs/ and
+// expected/) at the tolerance `tolerance_of` gives for the folder. Without a GPU: SKIPPED.
+void build_and_check(const std::vector<std::pair<std::string, std::string>>& builds,
+                     const std::function<std::string(const std::string&)>& sample_of,
+                     const std::function<std::optional<Tolerance>(const std::string&)>& tolerance_of) {
+  for (const auto& [archive, out] : builds) {
+    if (prebuilt()) break;
+    INFO(archive);
+    ProcResult r = build_cuda(archive, out);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+  }
+  std::string why = no_gpu_reason();
+  if (!why.empty()) {
+    WARN("SKIPPED: no GPU: " << why);
+    return;
+  }
+  for (const auto& [archive, out] : builds) {
+    INFO(out);
+    LoadedModel gpu(build_root() + "/" + out);
+    std::string sample = sample_of(out);
+    CHECK(compare_with_expected(gpu.run(read_npy_sequence(sample + "/inputs")), sample, tolerance_of(out)) == "");
+  }
 }
 
 // nvcc building one shared object from a translation unit that includes every member's kernels.cu
@@ -563,11 +592,18 @@ TEST_CASE("cuda: NAME_run_cuda replays its CUDA graph, with new pointers too, an
     return;
   }
   const CudaRuntime& cuda = *CudaRuntime::find();
+  void* stream = cuda.create_stream();
+  // cuBLAS products (encoder_layer) and cuDNN convolutions (small_cnn, whose first run chooses the
+  // algorithms and allocates the workspace), captured as they are.
+  for (const std::string name : {"small_cnn", "encoder_layer"}) {
+    INFO(name);
+    std::unique_ptr<LoadedModel> replayed = load_cuda_model(name);
+    std::vector<NpyArray> in = read_npy_sequence(model_sample(name) + "/inputs"), out = replayed->allocate_outputs(in);
+    check_replays(*replayed, cuda, stream, in, out, model_sample(name));
+  }
   std::unique_ptr<LoadedModel> model = load_cuda_model("encoder_layer");
   std::string sample = model_sample("encoder_layer");
   std::vector<NpyArray> inputs = read_npy_sequence(sample + "/inputs"), outputs = model->allocate_outputs(inputs);
-  void* stream = cuda.create_stream();
-  check_replays(*model, cuda, stream, inputs, outputs, sample);
   DeviceArrays in(cuda, inputs), out(cuda, outputs);
   std::vector<foundry_tensor> bad = in.tensors();
   bad[0].shape[1] += 1;
@@ -596,23 +632,6 @@ TEST_CASE("cuda: NAME_run_cuda replays its CUDA graph, with new pointers too, an
   CHECK(total > 0);
   out.copy_to(outputs);
   CHECK(compare_with_expected(outputs, sample) == "");
-  cuda.destroy_stream(stream);
-}
-
-TEST_CASE("cuda: cuDNN convolutions are captured into CUDA graphs and replayed, with new pointers too", "[cuda]") {
-  if (!require_corpus()) return;
-  std::string why = no_gpu_reason();
-  if (!why.empty()) {
-    WARN("SKIPPED: no GPU: " << why);
-    return;
-  }
-  const CudaRuntime& cuda = *CudaRuntime::find();
-  std::unique_ptr<LoadedModel> model = load_cuda_model("small_cnn");
-  std::string sample = model_sample("small_cnn");
-  std::vector<NpyArray> inputs = read_npy_sequence(sample + "/inputs"), outputs = model->allocate_outputs(inputs);
-  void* stream = cuda.create_stream();
-  // Run 1 chooses the algorithms and allocates the workspace; the graph captures the calls as they are.
-  check_replays(*model, cuda, stream, inputs, outputs, sample);
   cuda.destroy_stream(stream);
 }
 
@@ -664,52 +683,26 @@ TEST_CASE("cuda: float16, bfloat16 and float64 MLPs match PyTorch on the GPU", "
   // outputs with atol 1e-3 beside its rtol: on the H200 their sums (tensor cores, another order)
   // round some hidden activations of magnitude ~1 to the neighbouring 16-bit value (a unit of
   // ~1e-3), which moves outputs near 0.02 by up to 1.6e-4 (measured), past rtol alone.
-  const std::vector<std::string> models = {"mlp_float16", "mlp_bfloat16", "mlp_float64"};
   const std::string samples = test_source_dir() + "/data/half_floats/";
-  for (const std::string& model : models) {
-    if (prebuilt()) break;
-    INFO(model);
-    ProcResult r = run_foundryc({samples + model + "/model.pt2", "-o", build_root() + "/half/" + model, "--device",
-                                 "cuda", "--cache-dir", build_root() + "/cache"}, 600);
-    INFO(r.err);
-    REQUIRE(r.exit_code == 0);
-  }
-  std::string why = no_gpu_reason();
-  if (!why.empty()) {
-    WARN("SKIPPED: no GPU: " << why);
-    return;
-  }
-  for (const std::string& model : models) {
-    INFO(model);
-    LoadedModel gpu(build_root() + "/half/" + model);
-    std::optional<Tolerance> tol;
-    if (model != "mlp_float64") tol = Tolerance{1e-3, model == "mlp_float16" ? 1e-3 : 1.6e-2};
-    CHECK(compare_with_expected(gpu.run(read_npy_sequence(samples + model + "/inputs")), samples + model, tol) == "");
-  }
+  std::vector<std::pair<std::string, std::string>> builds;
+  for (const char* model : {"mlp_float16", "mlp_bfloat16", "mlp_float64"})
+    builds.emplace_back(samples + model + "/model.pt2", std::string("half/") + model);
+  build_and_check(
+      builds, [&](const std::string& out) { return samples + fs::path(out).filename().string(); },
+      [](const std::string& out) -> std::optional<Tolerance> {
+        if (out == "half/mlp_float64") return std::nullopt;
+        return Tolerance{1e-3, out == "half/mlp_float16" ? 1e-3 : 1.6e-2};
+      });
 }
 
 TEST_CASE("cuda: the corpus models' raw exports (training IR) match PyTorch on the GPU", "[.cudaraw]") {
   // Hidden (nvcc builds ten more models): scripts/gpu_test.sh builds and runs it.
   if (!require_corpus()) return;
-  for (const std::string& model : kCudaModels) {
-    if (prebuilt()) break;
-    INFO(model);
-    ProcResult r = run_foundryc({model_sample(model) + "/model.raw.pt2", "-o", build_root() + "/raw/" + model,
-                                 "--device", "cuda", "--cache-dir", build_root() + "/cache"}, 600);
-    INFO(r.err);
-    REQUIRE(r.exit_code == 0);
-  }
-  std::string why = no_gpu_reason();
-  if (!why.empty()) {
-    WARN("SKIPPED: no GPU: " << why);
-    return;
-  }
-  for (const std::string& model : kCudaModels) {
-    INFO(model);
-    LoadedModel gpu(build_root() + "/raw/" + model);
-    std::string dir = model_sample(model);
-    CHECK(compare_with_expected(gpu.run(read_npy_sequence(dir + "/inputs")), dir) == "");
-  }
+  std::vector<std::pair<std::string, std::string>> builds;
+  for (const std::string& model : kCudaModels) builds.emplace_back(model_sample(model) + "/model.raw.pt2", "raw/" + model);
+  build_and_check(
+      builds, [](const std::string& out) { return model_sample(fs::path(out).filename().string()); },
+      [](const std::string&) { return std::optional<Tolerance>(); });
 }
 
 }  // namespace foundry::test

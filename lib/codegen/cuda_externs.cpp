@@ -16,12 +16,6 @@ namespace {
 
 std::string num(const ir::Expr& e) { return cpp_index(e, {}); }
 
-std::string node_label(const ir::LoopNode& node) {
-  std::string label;
-  for (size_t i = 0; i < node.origins.size(); ++i) label += (i ? ", " : "") + node.origins[i];
-  return label.empty() ? "node" + std::to_string(node.id) : label;
-}
-
 [[noreturn]] void unsupported(const ir::LoopNode& node, const std::string& what) {
   throw UserError(node_label(node) + ": " + what + " is not supported with --device cuda yet");
 }
@@ -163,6 +157,12 @@ std::string convolution_call(const ir::LoopNode& node, const ir::Convolution& ca
 }
 
 }  // namespace
+
+std::string node_label(const ir::LoopNode& node) {
+  std::string label;
+  for (size_t i = 0; i < node.origins.size(); ++i) label += (i ? ", " : "") + node.origins[i];
+  return label.empty() ? "node" + std::to_string(node.id) : label;
+}
 
 std::string cuda_extern_call(const ir::LoopNode& node, const std::map<const ir::Buffer*, std::string>& ptrs) {
   if (const auto* m = std::get_if<ir::Matmul>(&node.call.op)) return matmul_call(node, *m, ptrs);

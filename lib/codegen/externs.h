@@ -35,6 +35,9 @@ constexpr const char* kLapackInclude = "#include \"foundry_lapack.h\"";
 // cuBLAS over the run body's pointers (`ptrs`), `model` and `stream` in scope. Throws UserError,
 // naming the node, for the calls that have no GPU form yet (convolutions, LAPACK).
 std::string cuda_extern_call(const ir::LoopNode& node, const std::map<const ir::Buffer*, std::string>& ptrs);
+// A library call's nodes, "bmm (aten.bmm)" ("node7" when it has no ATen origin), for comments,
+// errors and step names.
+std::string node_label(const ir::LoopNode& node);
 
 std::string int_list(const std::vector<int64_t>& v);
 std::string expr_list(const std::vector<ir::Expr>& v);

@@ -243,9 +243,7 @@ std::string kernel_call_comment(const sched::Kernel& kernel, const EmittedKernel
 
 // A library call's step name: its nodes and the call, "bmm (aten.bmm) [bmm]".
 std::string extern_step_name(const ir::LoopNode& node) {
-  std::string label;
-  for (size_t i = 0; i < node.origins.size(); ++i) label += (i ? ", " : "") + node.origins[i];
-  return label + " [" + ir::extern_name(node.call) + "]";
+  return node_label(node) + " [" + ir::extern_name(node.call) + "]";
 }
 
 // The kernel and library calls in run order.

@@ -18,6 +18,7 @@
 // Include guards rather than #pragma once: several models' copies may meet in one build.
 #ifndef FOUNDRY_CUDA_MODEL_API_H
 #define FOUNDRY_CUDA_MODEL_API_H
+#include <algorithm>
 #include <vector>
 
 #include "foundry_cuda.h"
@@ -70,10 +71,9 @@ inline int cuda_error(const char* what) {
 // The slot's run for these sizes: found, or made (its arena allocated), the least recently used
 // one freed beyond CallSlot::kMaxShapes. nullptr when out of device memory (the error is set).
 inline CapturedRun* find_run(CallSlot& slot, const int64_t* sizes, size_t num_sizes, size_t arena_bytes) {
-  std::vector<int64_t> key(sizes, sizes + num_sizes);
   ++slot.clock;
   for (auto& r : slot.runs)
-    if (r->sizes == key) {
+    if (std::equal(r->sizes.begin(), r->sizes.end(), sizes, sizes + num_sizes)) {
       r->last_use = slot.clock;
       return r.get();
     }
@@ -85,7 +85,7 @@ inline CapturedRun* find_run(CallSlot& slot, const int64_t* sizes, size_t num_si
     slot.runs.erase(oldest);
   }
   auto run = std::make_unique<CapturedRun>();
-  run->sizes = key;
+  run->sizes.assign(sizes, sizes + num_sizes);
   run->arena_bytes = arena_bytes;
   run->last_use = slot.clock;
   if (arena_bytes && cudaMalloc(reinterpret_cast<void**>(&run->arena), arena_bytes) != cudaSuccess) {
@@ -151,17 +151,19 @@ int enqueue(typename Model::Instance* model, CallSlot& slot, cudaStream_t stream
   if (slot.ran && cudaStreamWaitEvent(stream, slot.done, 0) != cudaSuccess) return cuda_error("cannot order the call");
   CapturedRun* run = find_run(slot, sizes, Model::kNumSizes, Model::arena_bytes(sizes));
   if (!run) return FOUNDRY_ERROR_OUT_OF_MEMORY;
-  std::vector<void*> pointers;
-  for (size_t k = 0; k < Model::kNumInputs; ++k) pointers.push_back(inputs[k].data);
-  for (size_t k = 0; k < Model::kNumOutputs; ++k) pointers.push_back(outputs[k].data);
+  void* pointers[Model::kNumInputs + Model::kNumOutputs + 1];  // no allocation per call
+  for (size_t k = 0; k < Model::kNumInputs; ++k) pointers[k] = inputs[k].data;
+  for (size_t k = 0; k < Model::kNumOutputs; ++k) pointers[Model::kNumInputs + k] = outputs[k].data;
+  const size_t num_pointers = Model::kNumInputs + Model::kNumOutputs;
   int status = FOUNDRY_OK;
   if (!run->warmed) {
     status = record_steps<Model>(model, slot, stream, inputs, outputs, sizes, run->arena);
     run->warmed = status == FOUNDRY_OK;
   } else {
-    if (!run->exec || pointers != run->pointers) {
+    if (!run->exec || !std::equal(run->pointers.begin(), run->pointers.end(), pointers, pointers + num_pointers)) {
       status = capture<Model>(model, slot, *run, inputs, outputs, sizes);
-      run->pointers = status ? std::vector<void*>() : pointers;
+      if (status) run->pointers.clear();
+      else run->pointers.assign(pointers, pointers + num_pointers);
     }
     if (!status && cudaGraphLaunch(run->exec, stream) != cudaSuccess) status = cuda_error("cannot launch the CUDA graph");
   }
