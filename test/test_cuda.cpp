@@ -511,10 +511,11 @@ TEST_CASE("cuda: kernels map loops to the grid, blocks and block threads", "[cud
   REQUIRE(r.exit_code == 0);
   std::string cu = read_file(tmp / "o/kernels.cu");
   // A row reduction: one block per row, the threads sharing the row, the accumulators combined.
+  // Its rows of 64 elements get two warps, not the 256 threads of a flat kernel.
   CHECK(file_check(cu, R"(
-    CHECK: __global__ void __launch_bounds__(256)
+    CHECK: __global__ void __launch_bounds__(64)
     CHECK: static_cast<int64_t>(blockIdx.x); {{[a-z0-9]+}} < {{.*}}; {{[a-z0-9]+}} += gridDim.x
-    CHECK: static_cast<int64_t>(threadIdx.x); {{.*}} += blockDim.x
+    CHECK: static_cast<int64_t>(threadIdx.x); {{[a-z0-9]+}} < 64; {{.*}} += blockDim.x
     CHECK: foundry_cuda::block_combine(acc0, foundry_cuda::Combine::
     CHECK: __syncthreads();
   )") == "");

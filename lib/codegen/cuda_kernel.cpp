@@ -1,6 +1,7 @@
 #include "foundry/codegen/cuda_kernel.h"
 
 #include <algorithm>
+#include <optional>
 #include <sstream>
 
 #include "codegen/kernel_common.h"
@@ -113,12 +114,27 @@ class CudaNestBuilder final : public sched::KernelVisitor {
   }
 
   bool single_thread_rows() const { return single_thread_rows_; }
+  // The longest loop the block's threads share, when every such loop has a static extent.
+  std::optional<int64_t> longest_shared_loop() const { return longest_shared_; }
 
  private:
   ScopeStack& scopes_;
   ir::Ops& ops_;
   Mapping mapping_;
   bool single_thread_rows_ = false;
+  std::optional<int64_t> longest_shared_ = 0;
+
+  void note_shared_extent(const ir::Index& ranges) {
+    int64_t n = 1;
+    for (const auto& r : ranges) {
+      if (!r.is_const()) {
+        longest_shared_.reset();
+        return;
+      }
+      n *= r.const_value();
+    }
+    if (longest_shared_) longest_shared_ = std::max(*longest_shared_, n);
+  }
 
   // A loop directly inside a row kernel's outer loop is shared by the block's threads; deeper
   // loops (and every loop of a serial kernel) run whole on each thread.
@@ -130,6 +146,7 @@ class CudaNestBuilder final : public sched::KernelVisitor {
     if (!shared) {
       append(out, plain_loops(b));
     } else {
+      note_shared_extent(b.ranges);
       out.push_back(flat_loop(scopes_, b.vars, b.ranges, "rindex", Loop::Threads::BlockThreads, b.lines));
       for (const Accumulator& a : b.accumulators) {
         std::string op = combine_op(a.op);
@@ -153,6 +170,16 @@ class CudaNestBuilder final : public sched::KernelVisitor {
     return body;
   }
 };
+
+// Threads of a row kernel's block: enough warps for its longest shared loop (a row of 12 or 32
+// elements gets one warp, not eight that would mostly idle and then join the block's combine),
+// at most `cap`; a loop of dynamic extent gets the cap.
+int row_threads(std::optional<int64_t> longest, int cap) {
+  if (!longest) return cap;
+  int threads = 32;
+  while (threads < cap && threads < *longest) threads *= 2;
+  return std::min(threads, cap);
+}
 
 // The product of the outer ranges: the flat iterations (Flat) or rows (Rows) of a launch.
 std::string outer_work(ScopeStack& scopes, const ir::Index& ranges) {
@@ -199,7 +226,9 @@ EmittedKernel emit_cuda_kernel(const sched::Kernel& kernel, const sched::Schedul
   }
   k.declaration = "void " + k.name + "(cudaStream_t stream, " + params + ")";
   bool one_thread = mapping == Mapping::Serial || builder.single_thread_rows() || (outer.empty() && mapping == Mapping::Flat);
-  int threads = one_thread ? 1 : options.block_threads;
+  int threads = one_thread ? 1
+                : mapping == Mapping::Rows ? row_threads(builder.longest_shared_loop(), options.block_threads)
+                                           : options.block_threads;
   std::string blocks = mapping == Mapping::Serial ? "1"
                        : mapping == Mapping::Rows ? "foundry_cuda::grid_blocks(work, 1)"
                                                   : "foundry_cuda::grid_blocks(work, " + std::to_string(threads) + ")";

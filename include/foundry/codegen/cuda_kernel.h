@@ -4,7 +4,8 @@
 // maps onto the GPU:
 //   - a kernel without inner loops (pointwise) is one flat grid-stride loop over all of its
 //     outer iterations, one element per thread at a time, 64-bit indices;
-//   - a kernel with reductions or inner loops runs one block per outer iteration (a row); the
+//   - a kernel with reductions or inner loops runs one block per outer iteration (a row), of as
+//     many warps as its longest static loop fills (up to block_threads); the
 //     threads of the block share each reduction's or inner member's loop (block-stride), and a
 //     reduction's per-thread accumulators are combined with warp shuffles and shared memory
 //     (foundry_cuda.h), so that every thread holds the row's result for what follows;
@@ -18,7 +19,7 @@
 namespace foundry::codegen {
 
 struct CudaKernelOptions {
-  int block_threads = 256;  // threads per block of flat and row kernels
+  int block_threads = 256;  // threads per block of flat kernels, at most that of row kernels
 };
 
 // `declaration` is the host launcher's: `void NAME(cudaStream_t stream, int* error_flag, ...)`;
