@@ -427,11 +427,15 @@ TEST_CASE("cuda: convolutions call cuDNN from readable generated code", "[cuda][
     CHECK: {  // {{.*}}(aten.convolution{{.*}}): cuDNN -> {{[a-z0-9_]+}}
     CHECK-NEXT: const foundry_cudnn::Tensor<const float> input{arg0 + 0, 4, {2, 3, 32, 32}, {3072, 1024, 32, 1}};
     CHECK-NEXT: const foundry_cudnn::Tensor<const float> weight{
-    CHECK-NEXT: const foundry_cudnn::Tensor<const float> bias{
     CHECK-NEXT: const foundry_cudnn::Tensor<float> output{
     CHECK-NEXT: static constexpr foundry_cudnn::ConvParams params{/*spatial=*/2, /*stride=*/{
-    CHECK-NEXT: foundry_cudnn::convolution<float>(slot, stream, /*site=*/{{[0-9]+}}, params, input, weight, &bias, output); !failed.empty())
+    CHECK-NEXT: foundry_cudnn::convolution<float>(slot, stream, /*site=*/{{[0-9]+}}, params, input, weight, /*bias=*/nullptr, output); !failed.empty())
     CHECK-NEXT: foundry_rt::set_error(FOUNDRY_ERROR_RUNTIME, "{{.*}}(aten.convolution{{.*}}: " + failed);
+  )") == "");
+  // The bias is added by the kernel that reads the convolution (its ReLU and pooling), not by a
+  // cuDNN pass of its own.
+  CHECK(file_check(read_file(tmp / "o/kernels.cu"), R"(
+    CHECK: // cuda_fused_convolution_{{[a-z0-9_]*}}relu{{.*}}: convolution (aten.convolution){{.*}}relu (aten.relu)
   )") == "");
   CHECK(fs::exists(tmp / "o/foundry_cudnn.h"));
   CHECK(read_file(tmp / "o/CMakeLists.txt").find("find_library(CUDNN_LIBRARY cudnn") != std::string::npos);
@@ -501,6 +505,30 @@ TEST_CASE("cuda: unknown devices and architectures are user errors", "[cuda][fas
   r = run_foundryc({model, "-o", tmp / "b", "--device", "cuda", "--cuda-arch", "sm_9"});
   CHECK(r.exit_code == 1);
   CHECK(r.err.find("unknown CUDA architecture \"sm_9\"") != std::string::npos);
+}
+
+TEST_CASE("cuda: matrix products read strided batches in place and leave their bias to the next kernel", "[cuda][fast]") {
+  if (!require_corpus()) return;
+  TempDir tmp;
+  ProcResult r = run_foundryc({model_sample("encoder_layer") + "/model.pt2", "-o", tmp / "o", "--device", "cuda",
+                               "--emit", "source"});
+  REQUIRE(r.exit_code == 0);
+  std::string wrapper = read_file(tmp / "o/wrapper.cu");
+  // The input projection reads the input [2, 16, 64] as 16 matrices [2, 64] (batch stride 64, row
+  // stride 1024) and the weight as one matrix for every batch (stride 0): no copy kernel first.
+  CHECK(file_check(wrapper, R"(
+    CHECK: {  // bmm (aten.bmm): cuBLAS -> {{[a-z0-9_]+}}
+    CHECK-NEXT: const foundry_cuda::Matrix<float> a{arg0 + 0, 2, 64, 1024, 1, 64};
+    CHECK-NEXT: const foundry_cuda::Matrix<float> b{p_{{[a-z_]+}} + 0, 64, 192, 1, 64, 0};
+  )") == "");
+  CHECK(wrapper.find("kSteps[] = {\"bmm (aten.bmm) [bmm]\"") != std::string::npos);
+  // addmm's bias joins the kernels that read the product (the residual add and layer norm, the ReLU).
+  CHECK(wrapper.find("&bias") == std::string::npos);
+  std::string cu = read_file(tmp / "o/kernels.cu");
+  CHECK(file_check(cu, R"(
+    CHECK: // cuda_fused_add_addmm_native_layer_norm_{{[0-9]+}}: {{.*}}addmm (aten.addmm)
+    CHECK: // cuda_fused_addmm_relu_{{[0-9]+}}: addmm_1 (aten.addmm), relu (aten.relu)
+  )") == "");
 }
 
 TEST_CASE("cuda: kernels map loops to the grid, blocks and block threads", "[cuda][fast]") {

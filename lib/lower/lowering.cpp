@@ -411,10 +411,10 @@ void bind_outputs(const Graph& graph, LoweringContext& ctx, ir::LoopProgram& pro
 }
 
 
-ir::LoopProgram lower_with(const Graph& graph, bool dynamic) {
+ir::LoopProgram lower_with(const Graph& graph, bool dynamic, const LibraryTraits& libraries) {
   ir::LoopProgram program;
   SymbolTable symbols(graph, !dynamic);
-  LoweringContext ctx(program, symbols);
+  LoweringContext ctx(program, symbols, libraries);
   bind_inputs(graph, ctx, program);
   const std::unordered_set<const Value*> used = used_values(graph);
   ctx.set_used(&used);
@@ -437,10 +437,10 @@ bool has_dynamic_sizes(const Graph& graph) {
 }  // namespace
 
 ir::LoopProgram lower_graph(const Graph& graph, const LowerOptions& options) {
-  if (!has_dynamic_sizes(graph)) return lower_with(graph, false);
+  if (!has_dynamic_sizes(graph)) return lower_with(graph, false, options.libraries);
   if (options.dynamic_shapes) {
     try {
-      return lower_with(graph, true);
+      return lower_with(graph, true, options.libraries);
     } catch (const DynamicShapeUnsupported& e) {
       if (!options.static_fallback)
         throw DynamicShapeUnsupported(std::string(e.what()) +
@@ -451,7 +451,7 @@ ir::LoopProgram lower_graph(const Graph& graph, const LowerOptions& options) {
   } else {
     spdlog::warn("the inputs have dynamic sizes; specializing to the sizes recorded at export");
   }
-  return lower_with(graph, false);
+  return lower_with(graph, false, options.libraries);
 }
 
 }  // namespace foundry::lower

@@ -155,9 +155,36 @@ bool plain_batched_layout(const ir::Operand& op) {
   return matrix && batch;
 }
 
+// A matrix (the last two dims of `op`) that cuBLAS reads in place: one unit stride (or a single
+// row or column) and the other at least the extent it steps over, all strides known when
+// compiling. Views with dynamic strides are taken when one of them is 1 (cuBLAS's own check runs
+// with the call's sizes).
+bool cublas_matrix_layout(const ir::Operand& op) {
+  size_t n = op.sizes.size();
+  if (n < 2) return true;
+  const Expr &rows = op.sizes[n - 2], &cols = op.sizes[n - 1], &rs = op.strides[n - 2], &cs = op.strides[n - 1];
+  bool dense_cols = cs.is_const(1) || cols.is_const(1), dense_rows = rs.is_const(1) || rows.is_const(1);
+  auto at_least = [](const Expr& stride, const Expr& extent) {
+    return !stride.is_const() || !extent.is_const() || stride.const_value() >= extent.const_value();
+  };
+  for (size_t d = 0; d + 2 < n; ++d)
+    if (!op.strides[d].is_const()) return false;
+  return (dense_cols && at_least(rs, cols)) || (dense_rows && at_least(cs, rows));
+}
+
+// A matrix operand the target's library reads in place: any view for oneDNN's 2-d products,
+// cuBLAS's layouts on the GPU; else a contiguous copy.
+ir::Operand matrix_operand(LoweringContext& ctx, const TensorRef& ref) {
+  ir::Operand op = ctx.strided_operand(ref);
+  if (!ctx.libraries().strided_batches || cublas_matrix_layout(op)) return op;
+  TensorRef copy = ref;
+  copy.buffer = nullptr;
+  return ctx.strided_operand(ctx.realize_operand_copy(copy));
+}
+
 ir::Operand batched_operand(LoweringContext& ctx, const TensorRef& ref) {
   ir::Operand op = ctx.strided_operand(ref);
-  if (plain_batched_layout(op)) return op;
+  if (ctx.libraries().strided_batches ? cublas_matrix_layout(op) : plain_batched_layout(op)) return op;
   if (op.strides[0].is_const(0) && !op.sizes[0].is_const(1)) {
     // One matrix for every batch entry (a weight expanded over the batch): copy that matrix
     // once, row-major, and keep the batch a broadcast (stride 0).
@@ -178,8 +205,8 @@ TensorRef matmul(LoweringContext& ctx, const TensorRef& a, const TensorRef& b, D
                  bool batched) {
   if (!library_dtype(dtype, {a.dtype, b.dtype})) return matmul_reduction(ctx, a, b, dtype, std::move(sizes));
   ir::Matmul call;
-  call.a = batched ? batched_operand(ctx, a) : ctx.strided_operand(a);
-  call.b = batched ? batched_operand(ctx, b) : ctx.strided_operand(b);
+  call.a = batched ? batched_operand(ctx, a) : matrix_operand(ctx, a);
+  call.b = batched ? batched_operand(ctx, b) : matrix_operand(ctx, b);
   call.batched = batched;
   return ctx.extern_call({call}, dtype, std::move(sizes));
 }
@@ -188,16 +215,21 @@ TensorRef matmul(LoweringContext& ctx, const TensorRef& a, const TensorRef& b, D
 TensorRef addmm(LoweringContext& ctx, const TensorRef& bias, const TensorRef& m1, const TensorRef& m2, double beta,
                 double alpha, DType dtype, std::vector<Expr> sizes) {
   if (beta == 0) return scaled(matmul(ctx, m1, m2, dtype, sizes, false), alpha);
-  if (library_dtype(dtype, {m1.dtype, m2.dtype})) {
+  bool library = library_dtype(dtype, {m1.dtype, m2.dtype});
+  // 16-bit floats keep the bias in the call: added after the product's rounding, it would be
+  // rounded twice, where ATen rounds their float32 sum once.
+  if (library && (ctx.libraries().bias_in_call || accumulation_dtype(dtype) != dtype)) {
     ir::Matmul call;
     call.bias = ctx.strided_operand(broadcast_to(cast(bias, dtype), sizes));
-    call.a = ctx.strided_operand(m1);
-    call.b = ctx.strided_operand(m2);
+    call.a = matrix_operand(ctx, m1);
+    call.b = matrix_operand(ctx, m2);
     call.alpha = alpha;
     call.beta = beta;
     return ctx.extern_call({call}, dtype, std::move(sizes));
   }
-  TensorRef prod = scaled(matmul_reduction(ctx, m1, m2, dtype, sizes), alpha);
+  // Without the library's bias, the bias is added where the product is read.
+  TensorRef prod = scaled(library ? matmul(ctx, m1, m2, dtype, sizes, false) : matmul_reduction(ctx, m1, m2, dtype, sizes),
+                          alpha);
   return map2(scaled(cast(bias, dtype), beta), prod, dtype, dtype, [](Ops& ops, Val x, Val y) { return ops.add(x, y); });
 }
 
@@ -281,6 +313,16 @@ TensorRef convolution_reduction(LoweringContext& ctx, const TensorRef& x, const 
   }), dtype);
 }
 
+// x [N, C, spatial...] + bias [C], lazily: it joins the kernel of what reads x.
+TensorRef plus_channel_bias(const TensorRef& x, const TensorRef& bias) {
+  Loader lx = x.load, lb = bias.load;
+  return LoweringContext::pointwise(x.dtype, x.sizes, [lx, lb](Ops& ops, const Index& idx) {
+    Val v = lx(ops, idx);
+    Val b = lb(ops, {idx[1]});
+    return ops.add(v, b);
+  });
+}
+
 Outs lower_conv(LoweringContext& ctx, const Node& node, const ConvParams& p) {
   TensorRef x = ctx.tensor(node.arg("input"));
   TensorRef w = ctx.tensor(node.arg("weight"));
@@ -305,12 +347,14 @@ Outs lower_conv(LoweringContext& ctx, const Node& node, const ConvParams& p) {
     ir::Convolution call;
     call.input = ctx.strided_operand(x);
     call.weight = ctx.strided_operand(w);
-    if (bias) call.bias = ctx.strided_operand(cast(*bias, dtype));
+    bool bias_in_call = bias && (ctx.libraries().bias_in_call || accumulation_dtype(dtype) != dtype);
+    if (bias_in_call) call.bias = ctx.strided_operand(cast(*bias, dtype));
     call.stride = p.stride;
     call.padding = p.padding;
     call.dilation = p.dilation;
     call.groups = p.groups;
     result = ctx.extern_call({call}, dtype, out);
+    if (bias && !bias_in_call) result = plus_channel_bias(result, cast(*bias, dtype));
   }
   if (unbatched) result = reshaped(result, std::vector<Expr>(out.begin() + 1, out.end()));
   return {result};

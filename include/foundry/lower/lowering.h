@@ -78,9 +78,22 @@ struct TensorRef {
   int64_t static_size(size_t d) const;
 };
 
+// What the target's library calls take (the CPU's oneDNN by default; the GPU's cuBLAS and cuDNN).
+struct LibraryTraits {
+  // A convolution's or addmm's bias is added by the library call (oneDNN fuses it). Otherwise the
+  // call computes the product alone and the bias is a pointwise add that joins the kernel of what
+  // reads the result (on the GPU a separate bias pass costs a launch and a pass over the output).
+  bool bias_in_call = true;
+  // Batched matrix operands may have any constant batch stride and leading dimension, as long as
+  // one of the matrix strides is 1 (cuBLAS's strided batches). Otherwise a batch is outermost and
+  // each matrix dense (oneDNN's fast kernels).
+  bool strided_batches = false;
+};
+
 class LoweringContext {
  public:
-  LoweringContext(ir::LoopProgram& program, SymbolTable& symbols) : program_(program), symbols_(symbols) {}
+  LoweringContext(ir::LoopProgram& program, SymbolTable& symbols, LibraryTraits libraries = {})
+      : program_(program), symbols_(symbols), libraries_(libraries) {}
 
   // The node being lowered (set by the driver); used for origins and error messages.
   const Node* node = nullptr;
@@ -124,6 +137,7 @@ class LoweringContext {
   void set_used(const std::unordered_set<const Value*>* used) { used_ = used; }
 
   ir::LoopProgram& program() { return program_; }
+  const LibraryTraits& libraries() const { return libraries_; }
   // A recorded type's sizes: constants, or expressions in s0, s1, ... where the archive has
   // symbolic sizes (unless the program is being specialized to the recorded sizes).
   std::vector<Expr> recorded_sizes(const TensorType& type);
@@ -134,6 +148,7 @@ class LoweringContext {
  private:
   ir::LoopProgram& program_;
   SymbolTable& symbols_;
+  LibraryTraits libraries_;
   std::map<const Value*, TensorRef> env_;
   const std::unordered_set<const Value*>* used_ = nullptr;
   std::vector<std::string> origins() const;
@@ -164,6 +179,7 @@ struct LowerOptions {
   // With dynamic_shapes: when some lowering needs static sizes, warn and specialize to the
   // recorded sizes (foundryc --static-fallback) instead of failing with DynamicShapeUnsupported.
   bool static_fallback = false;
+  LibraryTraits libraries;
 };
 
 // Lowers the whole graph. Throws UserError naming the node and op when an op has no lowering.
