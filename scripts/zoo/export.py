@@ -63,14 +63,17 @@ def padding_mask(seq=12, batch=1, pad=3):
 
 class HFWrapper(nn.Module):
     """Calls a transformers model with positional inputs (torch.export takes a tuple) by keyword.
-    Returns the ModelOutput; its tensors are flattened in the order torch.export writes them."""
+    Returns the ModelOutput's tensors as a tuple, in its field order (the order torch.export
+    flattens a ModelOutput in): an archive whose outputs are a ModelOutput can be loaded only where
+    transformers is installed (torch.export.load rebuilds the output's type)."""
 
     def __init__(self, inner, names, **fixed):
         super().__init__()
         self.inner, self.names, self.fixed = inner, names, fixed
 
     def forward(self, *args):
-        return self.inner(**dict(zip(self.names, args)), **self.fixed)
+        out = self.inner(**dict(zip(self.names, args)), **self.fixed)
+        return out.to_tuple() if hasattr(out, "to_tuple") else out
 
 
 # --- torchvision classification -------------------------------------------------------------
