@@ -411,10 +411,11 @@ void bind_outputs(const Graph& graph, LoweringContext& ctx, ir::LoopProgram& pro
 }
 
 
-ir::LoopProgram lower_with(const Graph& graph, bool dynamic) {
+ir::LoopProgram lower_with(const Graph& graph, bool dynamic, const LowerOptions& options) {
   ir::LoopProgram program;
   SymbolTable symbols(graph, !dynamic);
   LoweringContext ctx(program, symbols);
+  ctx.transposed_convolution_calls = options.transposed_convolution_calls;
   bind_inputs(graph, ctx, program);
   const std::unordered_set<const Value*> used = used_values(graph);
   ctx.set_used(&used);
@@ -437,10 +438,10 @@ bool has_dynamic_sizes(const Graph& graph) {
 }  // namespace
 
 ir::LoopProgram lower_graph(const Graph& graph, const LowerOptions& options) {
-  if (!has_dynamic_sizes(graph)) return lower_with(graph, false);
+  if (!has_dynamic_sizes(graph)) return lower_with(graph, false, options);
   if (options.dynamic_shapes) {
     try {
-      return lower_with(graph, true);
+      return lower_with(graph, true, options);
     } catch (const DynamicShapeUnsupported& e) {
       if (!options.static_fallback)
         throw DynamicShapeUnsupported(std::string(e.what()) +
@@ -451,7 +452,7 @@ ir::LoopProgram lower_graph(const Graph& graph, const LowerOptions& options) {
   } else {
     spdlog::warn("the inputs have dynamic sizes; specializing to the sizes recorded at export");
   }
-  return lower_with(graph, false);
+  return lower_with(graph, false, options);
 }
 
 }  // namespace foundry::lower

@@ -84,6 +84,8 @@ class LoweringContext {
 
   // The node being lowered (set by the driver); used for origins and error messages.
   const Node* node = nullptr;
+  // Whether transposed convolutions become library calls (LowerOptions).
+  bool transposed_convolution_calls = true;
 
   // The TensorRef bound to a graph value.
   TensorRef& value(const Value* v);
@@ -164,6 +166,9 @@ struct LowerOptions {
   // With dynamic_shapes: when some lowering needs static sizes, warn and specialize to the
   // recorded sizes (foundryc --static-fallback) instead of failing with DynamicShapeUnsupported.
   bool static_fallback = false;
+  // Transposed convolutions as library calls (oneDNN deconvolutions on the CPU); otherwise as
+  // reductions, as for --device cuda, whose cuDNN calls are direct convolutions only.
+  bool transposed_convolution_calls = true;
 };
 
 // Lowers the whole graph. Throws UserError naming the node and op when an op has no lowering.
