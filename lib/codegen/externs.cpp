@@ -109,7 +109,8 @@ std::string convolution_loops(const ir::LoopNode& node, const ir::Convolution& c
   array_decl("conv_padding", to3d(exprs_of(call.padding), 0, 0), decls);
   array_decl("conv_dilation", to3d(exprs_of(call.dilation), 1, 0), decls);
   const ir::Operand* bias = call.bias ? &*call.bias : nullptr;
-  decls << "  foundry_rt::" << (call.transposed ? "conv_transpose3d<" : "conv3d<") << type << ">(input_sizes, weight_sizes, output_sizes, " << ptrs.at(x.buffer)
+  decls << "  foundry_rt::" << (call.transposed ? "conv_transpose3d<" : "conv3d<") << type
+        << ">(input_sizes, weight_sizes, output_sizes, " << ptrs.at(x.buffer)
         << ", input_strides, /*input_offset=*/" << num(x.offset) << ", " << ptrs.at(w.buffer)
         << ", weight_strides, /*weight_offset=*/" << num(w.offset) << ", "
         << (bias ? ptrs.at(bias->buffer) : "/*bias=*/nullptr") << ", /*bias_stride=*/"
