@@ -447,6 +447,21 @@ TEST_CASE("cuda: convolutions call cuDNN from readable generated code", "[cuda][
   CHECK(read_file(tmp / "mlp/CMakeLists.txt").find("CUDNN") == std::string::npos);
 }
 
+TEST_CASE("cuda: transposed convolutions stay kernels (reductions) while direct ones call cuDNN", "[cuda][fast]") {
+  // samples/unet: 7 direct convolutions and 3 transposed ones, which the CPU runs as oneDNN
+  // deconvolutions; cuDNN calls here are direct convolutions only.
+  TempDir tmp;
+  ProcResult r = run_foundryc({samples_dir() + "/unet/model.pt2", "-o", tmp / "o", "--device", "cuda", "--emit", "source"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::string wrapper = read_file(tmp / "o/wrapper.cu"), kernels = read_file(tmp / "o/kernels.cu");
+  CHECK(count_occurrences(wrapper, "foundry_cudnn::convolution<float>(") == 7);
+  for (const char* node : {"convolution_4", "convolution_6", "convolution_8"}) {
+    INFO(node);
+    CHECK_THAT(kernels, Catch::Contains(std::string(node) + " (aten.convolution)"));
+  }
+}
+
 TEST_CASE("cuda: a convolution weight cuDNN cannot take as a filter is refused naming the node", "[cuda][fast]") {
   // weight = w.permute(1, 0, 2, 3): [4, 2, 3, 3] with strides [9, 36, 3, 1], packed neither as
   // NCHW nor as NHWC (a cuDNN filter has no strides).

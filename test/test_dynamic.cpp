@@ -252,6 +252,19 @@ TEST_CASE("dynamic: a batch-dynamic CNN (conv, batch norm, pools, padding, trans
   }
 }
 
+TEST_CASE("dynamic: a batch-dynamic U-Net's transposed convolutions run on oneDNN at every batch", "[dynamic][compiled]") {
+  // samples/dyn_unet (scripts/export_unet_sample.py): batch 1..8, PyTorch's outputs at 1 and 3; a
+  // oneDNN deconvolution primitive per batch size (no warning: none falls back).
+  TempDir tmp;
+  for (const std::string archive : {"model.pt2", "model.raw.pt2"}) {
+    INFO(archive);
+    const foundry::LoadedModel model(compile_archive(tmp, "dyn_unet", archive));
+    CHECK(model.input_info(0).shape[0] == -1);
+    CHECK(model.input_info(0).max_shape[0] == 8);
+    CHECK(check_cases(model, "dyn_unet") == 2);
+  }
+}
+
 TEST_CASE("dynamic: the training-IR export of an MLP stays dynamic", "[dynamic][compiled]") {
   // samples/dyn_mlp_raw: linear decomposed by foundryc into addmm over a view must keep the batch.
   TempDir tmp;

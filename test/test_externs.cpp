@@ -171,3 +171,29 @@ int main() {
       R"(glue: warning: call1 \(mm from mm_1 \(aten\.mm\)\) fell back to the portable loops: oneDNN failed: \S.* \(said once per model\))");
   CHECK(count_matches(r.err, fell_back) == 1);
 }
+
+TEST_CASE("externs: a U-Net's transposed convolutions are oneDNN deconvolutions and match PyTorch on oneDNN and on the portable loops",
+          "[externs][fast]") {
+  // samples/unet (scripts/export_unet_sample.py): ConvTranspose2d with stride 2, then relu; with
+  // padding, output_padding and groups 2, then tanh; with dilation 2 and no bias.
+  TempDir tmp("foundry_externs_");
+  std::string log = compile_sample("unet", tmp / "out", tmp / "cache", {"-v"});
+  INFO(log);
+  const std::regex deconv(R"(foundryc: info: call\d+ \(convolution: .*, transposed, output padding \[\d, \d\].*\) runs on oneDNN)");
+  CHECK(count_matches(log, deconv) == 3);
+  const std::string externs = read_file(tmp / "out/externs.cpp");
+  CHECK_THAT(externs, Catch::Contains("    spec.groups = 2;\n"));
+  CHECK(count_occurrences(externs, "    spec.transposed = true;\n") == 3);
+  CHECK(count_occurrences(externs, "foundry_rt::conv_transpose3d<float>(") == 3);
+  // Their relu and tanh stay in kernels: oneDNN 2.6 would apply them as post-ops in a slow loop.
+  CHECK(count_matches(log, std::regex(R"(foundryc: info: call\d+ \(convolution: .*, transposed, .* folded;.*)")) == 0);
+  CHECK(count_matches(log, std::regex(R"(foundryc: info: call\d+ \(convolution: .*, relu folded;.*)")) == 6);
+  ProcResult on = run_sample("unet", tmp / "out", "");
+  INFO("stdout: " << on.out << "\nstderr: " << on.err);
+  CHECK(on.exit_code == 0);
+  CHECK(on.err.find("warning") == std::string::npos);
+  ProcResult off = run_sample("unet", tmp / "out", "FOUNDRY_NO_DNNL=1");
+  INFO("stdout: " << off.out << "\nstderr: " << off.err);
+  CHECK(off.exit_code == 0);
+  CHECK_THAT(off.err, Catch::Contains("runs on the portable loops: FOUNDRY_NO_DNNL=1 is set"));
+}

@@ -62,4 +62,21 @@ TEST_CASE("the reference evaluator matches the non-tier-1 OpInfo samples it supp
   CHECK(r.unexpected_passes.empty());
 }
 
+TEST_CASE("the reference evaluator matches PyTorch on a U-Net's transposed convolutions as library calls",
+          "[interpret]") {
+  // samples/unet (scripts/export_unet_sample.py): the deconvolution calls of the CPU, each input
+  // element scattered by the evaluator (the reductions --device cuda lowers them to are checked on
+  // the OpInfo samples in test_lower_nn.cpp: the evaluator takes minutes over them here).
+  const std::string dir = samples_dir() + "/unet";
+  Graph graph = load_model(dir + "/model.pt2");
+  run_graph_passes(graph);
+  ir::LoopProgram program = lower::lower_graph(graph);
+  size_t transposed = 0;
+  for (const auto& node : program.nodes)
+    if (const auto* c = std::get_if<ir::Convolution>(&node->call.op)) transposed += c->transposed;
+  CHECK(transposed == 3);
+  std::vector<NpyArray> outputs = ir::evaluate_program(program, read_npy_sequence(dir + "/inputs"));
+  CHECK(compare_with_expected(outputs, dir) == "");
+}
+
 }  // namespace foundry::test

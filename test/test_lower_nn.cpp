@@ -27,15 +27,15 @@ std::vector<foundry::NpyArray> read_arrays(const std::string& dir) {
   return arrays;
 }
 
-foundry::ir::LoopProgram lower_sample(const std::string& dir) {
+foundry::ir::LoopProgram lower_sample(const std::string& dir, const foundry::lower::LowerOptions& options = {}) {
   foundry::Graph graph = foundry::load_model(dir + "/model.pt2");
-  return foundry::lower::lower_graph(graph);
+  return foundry::lower::lower_graph(graph, options);
 }
 
 // Lowers the sample, evaluates it on its inputs and compares every output with expected/.
-void check_sample(const std::string& dir) {
+void check_sample(const std::string& dir, const foundry::lower::LowerOptions& options = {}) {
   INFO("sample " << dir);
-  foundry::ir::LoopProgram program = lower_sample(dir);
+  foundry::ir::LoopProgram program = lower_sample(dir, options);
   std::vector<foundry::NpyArray> outs = foundry::ir::evaluate_program(program, read_arrays(dir + "/inputs"));
   std::vector<foundry::NpyArray> refs = read_arrays(dir + "/expected");
   REQUIRE(outs.size() == refs.size());
@@ -72,16 +72,30 @@ TEST_CASE("matrix products lower to extern calls that match the references", "[l
   CHECK(count_externs(lower_sample(opinfo("addmm__float32__0")), "addmm") == 1);
 }
 
-TEST_CASE("convolutions: direct ones as extern calls, transposed ones as reductions", "[lower][fast]") {
+TEST_CASE("convolutions: direct and transposed ones as extern calls (transposed ones as reductions for cuda)", "[lower][fast]") {
   if (!require_corpus()) return;
+  foundry::lower::LowerOptions reductions;  // --device cuda's: cuDNN calls are direct convolutions only
+  reductions.libraries.transposed_convolutions = false;
   for (const char* s : {"nn_functional_conv1d__float32__0", "nn_functional_conv1d__float32__2",
                         "nn_functional_conv2d__float32__0", "nn_functional_conv2d__float32__2",
-                        "nn_functional_conv3d__float32__0", "nn_functional_conv_transpose1d__float32__2",
-                        "nn_functional_conv_transpose2d__float32__0", "nn_functional_conv_transpose2d__float32__2",
-                        "nn_functional_conv_transpose3d__float32__1"})
+                        "nn_functional_conv3d__float32__0", "nn_functional_conv_transpose1d__float32__0",
+                        "nn_functional_conv_transpose1d__float32__1", "nn_functional_conv_transpose1d__float32__2",
+                        "nn_functional_conv_transpose2d__float32__0", "nn_functional_conv_transpose2d__float32__1",
+                        "nn_functional_conv_transpose2d__float32__2", "nn_functional_conv_transpose3d__float32__0",
+                        "nn_functional_conv_transpose3d__float32__1", "nn_functional_conv_transpose3d__float32__2"}) {
     check_sample(opinfo(s));
+    check_sample(opinfo(s), reductions);
+  }
   CHECK(count_externs(lower_sample(opinfo("nn_functional_conv2d__float32__2")), "convolution") == 1);
-  CHECK(count_externs(lower_sample(opinfo("nn_functional_conv_transpose2d__float32__0")), "convolution") == 0);
+  for (const char* s : {"nn_functional_conv_transpose1d__float32__2", "nn_functional_conv_transpose2d__float32__0",
+                        "nn_functional_conv_transpose3d__float32__1"}) {
+    INFO(s);
+    foundry::ir::LoopProgram calls = lower_sample(opinfo(s));
+    CHECK(count_externs(calls, "convolution") == 1);
+    for (const auto& node : calls.nodes)
+      if (const auto* c = std::get_if<foundry::ir::Convolution>(&node->call.op)) CHECK(c->transposed);
+    CHECK(count_externs(lower_sample(opinfo(s), reductions), "convolution") == 0);
+  }
 }
 
 TEST_CASE("pooling: max with indices, average with padding and ceil mode, adaptive", "[lower][fast]") {

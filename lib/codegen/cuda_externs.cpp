@@ -139,6 +139,8 @@ void check_weight_layout(const ir::LoopNode& node, const ir::Operand& w) {
 
 std::string convolution_call(const ir::LoopNode& node, const ir::Convolution& call,
                              const std::map<const ir::Buffer*, std::string>& ptrs) {
+  // --device cuda lowers transposed convolutions to reductions (LowerOptions).
+  if (call.transposed) throw InternalError("bug: a transposed convolution call reached the cuDNN generator");
   DType t = node.output->dtype;
   std::string type = call_type(node, t == DType::Float32 || t == DType::Float64, "convolution");
   size_t spatial = call.input.sizes.size() - 2;

@@ -98,6 +98,8 @@ std::string convolution_loops(const ir::LoopNode& node, const ir::Convolution& c
   std::ostringstream decls;
   if (spatial < 3)
     decls << "  // A " << spatial << "-d convolution as a 3-d one with leading size-1 spatial dims.\n";
+  // (A transposed one's output_padding is in output_sizes: the positions past the input's reach
+  // get the bias alone.)
   array_decl("input_sizes", to3d(x.sizes, 1, 2), decls);
   array_decl("input_strides", to3d(x.strides, 0, 2), decls);
   array_decl("weight_sizes", to3d(w.sizes, 1, 2), decls);
@@ -107,7 +109,8 @@ std::string convolution_loops(const ir::LoopNode& node, const ir::Convolution& c
   array_decl("conv_padding", to3d(exprs_of(call.padding), 0, 0), decls);
   array_decl("conv_dilation", to3d(exprs_of(call.dilation), 1, 0), decls);
   const ir::Operand* bias = call.bias ? &*call.bias : nullptr;
-  decls << "  foundry_rt::conv3d<" << type << ">(input_sizes, weight_sizes, output_sizes, " << ptrs.at(x.buffer)
+  decls << "  foundry_rt::" << (call.transposed ? "conv_transpose3d<" : "conv3d<") << type
+        << ">(input_sizes, weight_sizes, output_sizes, " << ptrs.at(x.buffer)
         << ", input_strides, /*input_offset=*/" << num(x.offset) << ", " << ptrs.at(w.buffer)
         << ", weight_strides, /*weight_offset=*/" << num(w.offset) << ", "
         << (bias ? ptrs.at(bias->buffer) : "/*bias=*/nullptr") << ", /*bias_stride=*/"
@@ -247,6 +250,7 @@ std::string convolution_spec(const ir::LoopNode& node, const ir::Convolution& ca
   if (call.bias) spec << "    spec.has_bias = true;\n    spec.bias_stride = " << num(call.bias->strides[0]) << ";\n";
   spec << "    spec.stride = " << int_list(call.stride) << ";\n    spec.padding = " << int_list(call.padding)
        << ";\n    spec.dilation = " << int_list(call.dilation) << ";\n";
+  if (call.transposed) spec << "    spec.transposed = true;\n";
   spec << constant_data("constant_weights", w, weights);
   return spec.str();
 }

@@ -577,8 +577,57 @@ void run_matmul(const Matmul& call, Storage& out, const std::unordered_map<const
       }
 }
 
+// A transposed convolution by its definition: every input element, times every kernel element,
+// added at output position i*stride - padding + k*dilation (where that lies in the output).
+void run_transposed_convolution(const Convolution& call, Storage& out,
+                                const std::unordered_map<const Buffer*, Storage>& memory,
+                                const std::vector<int64_t>& out_sizes) {
+  const StaticOperand x = static_operand(call.input);
+  const StaticOperand w = static_operand(call.weight);  // [Cin, Cout/groups, kernel...]
+  size_t spatial = x.sizes.size() - 2;
+  int64_t N = out_sizes[0], Cout = out_sizes[1], Cin = x.sizes[1];
+  int64_t cin_g = Cin / call.groups, cout_g = Cout / call.groups;
+  std::vector<int64_t> out_sp(out_sizes.begin() + 2, out_sizes.end());
+  std::vector<int64_t> k_sp(w.sizes.begin() + 2, w.sizes.end());
+  std::vector<int64_t> in_sp(x.sizes.begin() + 2, x.sizes.end());
+  std::vector<double> acc(out.elems.size(), 0.0);
+  // The output position of (input position i, kernel position k), flattened; -1 outside.
+  auto out_pos = [&](int64_t n, int64_t co, const std::vector<int64_t>& i, const std::vector<int64_t>& k) {
+    int64_t pos = n * Cout + co;
+    for (size_t d = 0; d < spatial; ++d) {
+      int64_t o = i[d] * call.stride[d] - call.padding[d] + k[d] * call.dilation[d];
+      if (o < 0 || o >= out_sp[d]) return int64_t{-1};
+      pos = pos * out_sp[d] + o;
+    }
+    return pos;
+  };
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < Cin; ++c)
+      for_each_point(in_sp, [&](const std::vector<int64_t>& i) {
+        std::vector<int64_t> xi = {n, c};
+        xi.insert(xi.end(), i.begin(), i.end());
+        double xv = operand_at(memory, x, xi);
+        for (int64_t co = 0; co < cout_g; ++co)
+          for_each_point(k_sp, [&](const std::vector<int64_t>& k) {
+            int64_t pos = out_pos(n, (c / cin_g) * cout_g + co, i, k);
+            if (pos < 0) return;
+            std::vector<int64_t> wi = {c, co};
+            wi.insert(wi.end(), k.begin(), k.end());
+            acc[pos] += xv * operand_at(memory, w, wi);
+          });
+      });
+  if (call.bias) {
+    const StaticOperand bias = static_operand(*call.bias);
+    int64_t per_channel = static_cast<int64_t>(acc.size()) / (N * Cout);
+    for (size_t e = 0; e < acc.size(); ++e)
+      acc[e] += operand_at(memory, bias, {static_cast<int64_t>(e) / per_channel % Cout});
+  }
+  for (size_t e = 0; e < acc.size(); ++e) out.elems[e] = make(out.dtype, acc[e]);
+}
+
 void run_convolution(const Convolution& call, Storage& out, const std::unordered_map<const Buffer*, Storage>& memory,
                      const std::vector<int64_t>& out_sizes) {
+  if (call.transposed) return run_transposed_convolution(call, out, memory, out_sizes);
   const StaticOperand x = static_operand(call.input);
   const StaticOperand w = static_operand(call.weight);
   const StaticOperand bias = call.bias ? static_operand(*call.bias) : StaticOperand{};

@@ -97,7 +97,8 @@ std::string call_arguments(const ExternCall& call) {
                  [](const Convolution& c) {
                    return "(" + operand_list({&c.input, &c.weight, c.bias ? &*c.bias : nullptr}) + ")" +
                           ints_param("dilation", c.dilation) + ints_param("groups", {c.groups}) +
-                          ints_param("padding", c.padding) + ints_param("stride", c.stride);
+                          ints_param("padding", c.padding) + ints_param("stride", c.stride) +
+                          (c.transposed ? " transposed" + ints_param("output_padding", c.output_padding) : "");
                  },
                  [](const Linalg& l) {
                    std::vector<const Operand*> ops;
@@ -241,7 +242,8 @@ std::string extern_options(const ExternCall& call) {
   return std::visit(overloaded{[](const Matmul&) { return std::string(); },
                                [](const Convolution& c) {
                                  return ", stride " + ints_text(c.stride) + ", padding " + ints_text(c.padding) +
-                                        ", dilation " + ints_text(c.dilation) + ", groups " + std::to_string(c.groups);
+                                        ", dilation " + ints_text(c.dilation) + ", groups " + std::to_string(c.groups) +
+                                        (c.transposed ? ", transposed, output padding " + ints_text(c.output_padding) : "");
                                },
                                [](const Linalg& l) {
                                  return ", output " + std::to_string(l.output) + " of LAPACK " +

@@ -32,12 +32,17 @@ struct Matmul {
   bool batched = false;
 };
 
-// A direct convolution: input [N, C, spatial...], weight [O, C/groups, kernel...], bias [O].
+// A convolution: input [N, C, spatial...], bias [O]. Direct: weight [O, C/groups, kernel...].
+// Transposed (aten's convolution with transposed=True, the gradient of a direct one with respect to
+// its input; oneDNN's deconvolution): weight [C, O/groups, kernel...], each input element scattered
+// to output positions i*stride - padding + k*dilation, the output `output_padding` longer at its end.
 struct Convolution {
   Operand input, weight;
   std::optional<Operand> bias;
   std::vector<int64_t> stride, padding, dilation;  // one per spatial dim
   int64_t groups = 1;
+  bool transposed = false;
+  std::vector<int64_t> output_padding;  // one per spatial dim when transposed; empty otherwise
 };
 
 // Sorts each row of `input` along `dim` and writes the positions (int64) of each row's first `k`

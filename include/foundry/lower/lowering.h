@@ -88,6 +88,9 @@ struct LibraryTraits {
   // one of the matrix strides is 1 (cuBLAS's strided batches). Otherwise a batch is outermost and
   // each matrix dense (oneDNN's fast kernels).
   bool strided_batches = false;
+  // Transposed convolutions are library calls (oneDNN deconvolutions); otherwise reductions, as
+  // on the GPU, whose cuDNN calls are direct convolutions only.
+  bool transposed_convolutions = true;
 };
 
 class LoweringContext {

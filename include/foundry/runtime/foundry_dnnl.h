@@ -171,9 +171,11 @@ inline void execute(const dnnl::primitive& prim, const dnnl::memory::desc& scrat
 // What a convolution primitive is built for; the generated set-up fills it field by field.
 struct ConvSpec {
   dims input_sizes, input_strides;    // [N, C, spatial...]
-  dims weight_sizes, weight_strides;  // [O, C/groups, kernel...]
+  dims weight_sizes, weight_strides;  // [O, C/groups, kernel...]; transposed: [C, O/groups, kernel...]
   dims output_sizes;                  // contiguous
   int64_t groups = 1;
+  // A transposed convolution (oneDNN's deconvolution); its output_padding is in output_sizes.
+  bool transposed = false;
   bool has_bias = false;
   int64_t bias_stride = 0;
   dims stride, padding, dilation;  // per spatial dim, as PyTorch counts them (dilation 1: none)
@@ -196,7 +198,9 @@ struct MatmulSpec {
   dt data_type = dt::f32;  // of every operand and the output (16-bit ones accumulate in float32)
 };
 
-// A convolution over strided NC(D)(H)W input/output and (G)OI(D)(H)W weights.
+// A convolution over strided NC(D)(H)W input/output and (G)OI(D)(H)W weights, or a transposed
+// one over (G)IO(D)(H)W weights (PyTorch's layout: a oneDNN deconvolution, its weights seen
+// through strides with the two channel dims swapped).
 // It runs on activations in the layout oneDNN prefers (channels in blocks of 16 with AVX-512):
 // for plain NCHW it has only its generic matrix-product convolution, 2 to 10 times slower
 // (squeezenet1_1 and small_cnn 1.9x at one thread, mobilenet_v3_small's 5x5 depthwise layers
@@ -205,7 +209,7 @@ struct Conv {
   bool ok = false;
   std::string error;  // oneDNN's message when the primitive could not be built
   bool packed_weights = false;
-  dnnl::convolution_forward prim;
+  dnnl::primitive prim;  // a convolution_forward, or a deconvolution_forward when transposed
   dnnl::memory::desc src_md, user_w_md, dst_md, bias_md, w_md, scratchpad_md;
   dnnl::memory::desc conv_src_md, conv_dst_md;  // the layouts the primitive runs on
   dnnl::reorder src_to_conv, conv_to_dst;        // when they differ from src_md / dst_md (retyped)
@@ -226,17 +230,27 @@ struct Conv {
     for (size_t d = 0; d < spatial; ++d) {
       dil[d] = dilation[d] - 1;  // oneDNN counts the gaps
       int64_t span = (w[d + 2] - 1) * dilation[d] + 1;
-      pad_r[d] = std::max<int64_t>(0, (out[d + 2] - 1) * stride[d] + span - in[d + 2] - padding[d]);
+      // A transposed convolution's output is its input's place: the roles of the two swap. Its
+      // right padding is negative by output_padding beyond `padding` (oneDNN takes that).
+      const int64_t small = spec.transposed ? out[d + 2] : in[d + 2], large = spec.transposed ? in[d + 2] : out[d + 2];
+      pad_r[d] = (large - 1) * stride[d] + span - small - padding[d];
+      if (!spec.transposed) pad_r[d] = std::max<int64_t>(0, pad_r[d]);
     }
     src_md = strided(in, spec.input_strides, type);
     dst_md = strided(out, contiguous(out), type);
     src_in.build(src_md, retyped(src_md, compute));
     dst_out.build(retyped(dst_md, compute), dst_md);
     dims wd = w, ws = w_strides;
-    if (groups > 1) {  // [O, I/G, ...] -> [G, O/G, I/G, ...]
+    if (spec.transposed) {  // [I, O/G, ...] seen as [O/G, I, ...]
+      std::swap(wd[0], wd[1]);
+      std::swap(ws[0], ws[1]);
+    }
+    if (groups > 1) {  // [O, I/G, ...] -> [G, O/G, I/G, ...]; transposed: [O/G, I, ...] -> the same
+      const size_t whole = spec.transposed ? 1 : 0;  // the channel dim that holds the groups
+      const int64_t per_group = wd[whole] / groups;
+      wd[whole] = per_group;
       wd.insert(wd.begin(), groups);
-      wd[1] = w[0] / groups;
-      ws.insert(ws.begin(), w_strides[0] * wd[1]);
+      ws.insert(ws.begin(), ws[whole] * per_group);
     }
     user_w_md = strided(wd, ws, type);
     w_in.build(user_w_md, retyped(user_w_md, compute));
@@ -244,10 +258,25 @@ struct Conv {
     bias_md = spec.has_bias ? bias_in.to : dnnl::memory::desc();
     auto any = [&](const dims& d) { return dnnl::memory::desc(d, compute, dnnl::memory::format_tag::any); };
     w_md = weights_data ? any(wd) : w_in.to;
-    dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                         any(in), w_md, bias_md, any(out), stride, dil, padding, pad_r);
-    dnnl::convolution_forward::primitive_desc pd(desc, attributes(spec.activation), engine());
-    prim = dnnl::convolution_forward(pd);
+    if (spec.transposed) {
+      dnnl::deconvolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct,
+                                             any(in), w_md, bias_md, any(out), stride, dil, padding, pad_r);
+      dnnl::deconvolution_forward::primitive_desc pd(desc, attributes(spec.activation), engine());
+      prim = dnnl::deconvolution_forward(pd);
+      finish_build(pd, weights_data);
+    } else {
+      dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                           any(in), w_md, bias_md, any(out), stride, dil, padding, pad_r);
+      dnnl::convolution_forward::primitive_desc pd(desc, attributes(spec.activation), engine());
+      prim = dnnl::convolution_forward(pd);
+      finish_build(pd, weights_data);
+    }
+  }
+
+  // The layouts the primitive `pd` describes runs on, their reorders, and the constant weights
+  // reordered into its layout.
+  template <typename PrimitiveDesc>
+  void finish_build(const PrimitiveDesc& pd, const void* weights_data) {
     scratchpad_md = pd.scratchpad_desc();
     conv_src_md = pd.src_desc();
     conv_dst_md = pd.dst_desc();

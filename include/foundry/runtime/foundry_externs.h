@@ -96,6 +96,52 @@ void conv3d(const int64_t* in_sizes, const int64_t* w_sizes, const int64_t* out_
     }
 }
 
+// Transposed convolution with up to three spatial dims, as conv3d: N C D H W input, C O/groups
+// KD KH KW weight. Output position o takes input position i = (o + padding - k*dilation) / stride
+// of each kernel position k where that division is exact and i is inside the input.
+template <typename T>
+void conv_transpose3d(const int64_t* in_sizes, const int64_t* w_sizes, const int64_t* out_sizes, const T* x,
+                      const int64_t* xs, int64_t x_off, const T* w, const int64_t* ws, int64_t w_off, const T* bias,
+                      int64_t bias_stride, int64_t bias_off, const int64_t* stride, const int64_t* padding,
+                      const int64_t* dilation, int64_t groups, T* out) {
+  const int64_t N = out_sizes[0], Cout = out_sizes[1], Cin = in_sizes[1];
+  const int64_t cin_g = Cin / groups, cout_g = Cout / groups;
+  // The input position along dim d of output position o and kernel position k; -1 when none.
+  auto source = [&](int d, int64_t o, int64_t k) -> int64_t {
+    const int64_t num = o + padding[d] - k * dilation[d];
+    if (num < 0 || num % stride[d] != 0 || num / stride[d] >= in_sizes[2 + d]) return -1;
+    return num / stride[d];
+  };
+  T* o = out;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t co = 0; co < Cout; ++co) {
+      const int64_t g = co / cout_g, co_g = co - g * cout_g;
+      for (int64_t od = 0; od < out_sizes[2]; ++od)
+        for (int64_t oh = 0; oh < out_sizes[3]; ++oh)
+          for (int64_t ow = 0; ow < out_sizes[4]; ++ow) {
+            double acc = bias ? static_cast<double>(bias[bias_off + co * bias_stride]) : 0.0;
+            for (int64_t kd = 0; kd < w_sizes[2]; ++kd) {
+              const int64_t id = source(0, od, kd);
+              if (id < 0) continue;
+              for (int64_t kh = 0; kh < w_sizes[3]; ++kh) {
+                const int64_t ih = source(1, oh, kh);
+                if (ih < 0) continue;
+                for (int64_t kw = 0; kw < w_sizes[4]; ++kw) {
+                  const int64_t iw = source(2, ow, kw);
+                  if (iw < 0) continue;
+                  for (int64_t ci = 0; ci < cin_g; ++ci) {
+                    const int64_t c = g * cin_g + ci;
+                    acc += static_cast<double>(x[x_off + n * xs[0] + c * xs[1] + id * xs[2] + ih * xs[3] + iw * xs[4]]) *
+                           static_cast<double>(w[w_off + c * ws[0] + co_g * ws[1] + kd * ws[2] + kh * ws[3] + kw * ws[4]]);
+                  }
+                }
+              }
+            }
+            *o++ = static_cast<T>(acc);
+          }
+    }
+}
+
 // An activation folded into a library call (a relu, tanh or sigmoid epilogue): oneDNN applies it
 // as a post-op; after the portable loops, this does.
 enum class Activation { None, Relu, Tanh, Sigmoid };
