@@ -89,6 +89,24 @@ ProcResult build_cuda(const std::string& archive, const std::string& out) {
 
 ProcResult build_model(const std::string& model) { return build_cuda(model_sample(model) + "/model.pt2", "models/" + model); }
 
+// The C API of a CUDA model named `model` (exports.map lets nothing else out of model.so).
+const std::set<std::string> kCudaApi = {
+    "model_check_errors", "model_create",     "model_destroy",     "model_infer_shapes", "model_input_info",
+    "model_last_error",   "model_num_inputs", "model_num_outputs", "model_num_steps",    "model_output_info",
+    "model_profile_cuda", "model_run",        "model_run_cuda",    "model_step_name"};
+
+// The functions and objects a shared object exports (`nm -D --defined-only`), or those it needs
+// from other libraries (`which` = "--undefined-only").
+std::set<std::string> dynamic_symbols(const std::string& so, const std::string& which = "--defined-only") {
+  ProcResult nm = run_process({"nm", "-D", which, so});
+  INFO(nm.err);
+  REQUIRE(nm.exit_code == 0);
+  std::istringstream lines(nm.out);
+  std::set<std::string> symbols;
+  for (std::string line; std::getline(lines, line);) symbols.insert(line.substr(line.rfind(' ') + 1));
+  return symbols;
+}
+
 // Builds (unless prebuilt) each archive of `builds` (archive -> folder under build_root()) and,
 // with a GPU, checks each folder's model against `samples` (folder -> sample with inputs/ and
 // expected/) at the tolerance `tolerance_of` gives for the folder. Without a GPU: SKIPPED.
@@ -101,6 +119,9 @@ void build_and_check(const std::vector<std::pair<std::string, std::string>>& bui
     ProcResult r = build_cuda(archive, out);
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
+    // The runtime's launchers for this model's types (fill_bias<double>, <uint16_t>) are in model.so.
+    for (const std::string& symbol : dynamic_symbols(build_root() + "/" + out + "/model.so", "--undefined-only"))
+      CHECK(symbol.find("foundry_cuda") == std::string::npos);
   }
   std::string why = no_gpu_reason();
   if (!why.empty()) {
@@ -140,24 +161,6 @@ std::vector<std::string> cuda_batch_command(const std::vector<std::string>& name
                                       root + "/batch" + std::to_string(index) + ".so"};
   for (const std::string& flag : build::cuda_link_flags(uses_cudnn)) command.push_back(flag);
   return command;
-}
-
-// The C API of a CUDA model named `model` (exports.map lets nothing else out of model.so).
-const std::set<std::string> kCudaApi = {
-    "model_check_errors", "model_create",     "model_destroy",     "model_infer_shapes", "model_input_info",
-    "model_last_error",   "model_num_inputs", "model_num_outputs", "model_num_steps",    "model_output_info",
-    "model_profile_cuda", "model_run",        "model_run_cuda",    "model_step_name"};
-
-// The functions and objects a shared object exports (`nm -D --defined-only`), or those it needs
-// from other libraries (`which` = "--undefined-only").
-std::set<std::string> dynamic_symbols(const std::string& so, const std::string& which = "--defined-only") {
-  ProcResult nm = run_process({"nm", "-D", which, so});
-  INFO(nm.err);
-  REQUIRE(nm.exit_code == 0);
-  std::istringstream lines(nm.out);
-  std::set<std::string> symbols;
-  for (std::string line; std::getline(lines, line);) symbols.insert(line.substr(line.rfind(' ') + 1));
-  return symbols;
 }
 
 // The sweep's samples: every 4th tier-1 sample (a fixed subset), as issue 20 asks.
