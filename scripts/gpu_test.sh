@@ -29,7 +29,7 @@ if [[ $mode == --build ]]; then
   "$build/test/foundry_tests" "cuda: float16\, bfloat16 and float64 MLPs match PyTorch on the GPU" | tail -2
   "$build/test/foundry_tests" "cuda: the corpus models' raw exports (training IR) match PyTorch on the GPU" | tail -2
   rm -rf "$stage/build/cache" "$stage/build/dynamic/cpu"
-  find "$stage/build" \( -name '*.o' -o -name 'batch*.cu' -o -name 'foundry_*.h' -o -name '*.cu' -o -name model.h \
+  find "$stage/build" \( -name '*.o' -o -name 'batch*.cu' -o -name 'foundry_*.h' -o -name '*.cu' -o -name wrapper.cpp -o -name model.h \
     -o -name CMakeLists.txt -o -name exports.map \) -delete
   mkdir -p "$stage/bin" "$stage/lib" "$stage/corpus/models" "$stage/corpus/opinfo"
   cp "$build/test/foundry_tests" "$stage/bin/"

@@ -15,10 +15,13 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "foundry/build/compile.h"
 #include "foundry/build/process.h"
+#include "foundry/codegen/cuda_kernel.h"
 #include "foundry/codegen/wrapper.h"
 #include "foundry/frontend/frontend.h"
 #include "foundry/lower/lowering.h"
@@ -86,6 +89,24 @@ ProcResult build_cuda(const std::string& archive, const std::string& out) {
 
 ProcResult build_model(const std::string& model) { return build_cuda(model_sample(model) + "/model.pt2", "models/" + model); }
 
+// The C API of a CUDA model named `model` (exports.map lets nothing else out of model.so).
+const std::set<std::string> kCudaApi = {
+    "model_check_errors", "model_create",     "model_destroy",     "model_infer_shapes", "model_input_info",
+    "model_last_error",   "model_num_inputs", "model_num_outputs", "model_num_steps",    "model_output_info",
+    "model_profile_cuda", "model_run",        "model_run_cuda",    "model_step_name"};
+
+// The functions and objects a shared object exports (`nm -D --defined-only`), or those it needs
+// from other libraries (`which` = "--undefined-only").
+std::set<std::string> dynamic_symbols(const std::string& so, const std::string& which = "--defined-only") {
+  ProcResult nm = run_process({"nm", "-D", which, so});
+  INFO(nm.err);
+  REQUIRE(nm.exit_code == 0);
+  std::istringstream lines(nm.out);
+  std::set<std::string> symbols;
+  for (std::string line; std::getline(lines, line);) symbols.insert(line.substr(line.rfind(' ') + 1));
+  return symbols;
+}
+
 // Builds (unless prebuilt) each archive of `builds` (archive -> folder under build_root()) and,
 // with a GPU, checks each folder's model against `samples` (folder -> sample with inputs/ and
 // expected/) at the tolerance `tolerance_of` gives for the folder. Without a GPU: SKIPPED.
@@ -98,6 +119,9 @@ void build_and_check(const std::vector<std::pair<std::string, std::string>>& bui
     ProcResult r = build_cuda(archive, out);
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
+    // The runtime's launchers for this model's types (fill_bias<double>, <uint16_t>) are in model.so.
+    for (const std::string& symbol : dynamic_symbols(build_root() + "/" + out + "/model.so", "--undefined-only"))
+      CHECK(symbol.find("foundry_cuda") == std::string::npos);
   }
   std::string why = no_gpu_reason();
   if (!why.empty()) {
@@ -112,15 +136,24 @@ void build_and_check(const std::vector<std::pair<std::string, std::string>>& bui
   }
 }
 
-// nvcc building one shared object from a translation unit that includes every member's kernels.cu
-// and wrapper.cu (each model under its own symbol prefix).
+// The kernel parts of the CUDA model in `dir` (kernels_0.cu, kernels_1.cu, ...), by name.
+std::vector<std::string> kernel_parts(const std::string& dir) {
+  std::vector<std::string> parts;
+  while (fs::exists(dir + "/" + codegen::kernel_part_name(parts.size())))
+    parts.push_back(codegen::kernel_part_name(parts.size()));
+  return parts;
+}
+
+// nvcc building one shared object from a translation unit that includes every member's kernel
+// parts and wrapper.cpp (each model under its own symbol prefix).
 std::vector<std::string> cuda_batch_command(const std::vector<std::string>& names, const std::string& root, int index) {
   std::string tu = root + "/batch" + std::to_string(index) + ".cu";
   std::ofstream out(tu);
   bool uses_cudnn = false;
   for (const auto& name : names) {
-    out << "#include \"" << name << "/kernels.cu\"\n#include \"" << name << "/wrapper.cu\"\n";
-    uses_cudnn = uses_cudnn || build::wrapper_uses_cudnn(root + "/" + name + "/wrapper.cu");
+    for (const std::string& part : kernel_parts(root + "/" + name)) out << "#include \"" << name << "/" << part << "\"\n";
+    out << "#include \"" << name << "/wrapper.cpp\"\n";
+    uses_cudnn = uses_cudnn || build::wrapper_uses_cudnn(root + "/" + name + "/wrapper.cpp");
   }
   std::vector<std::string> command = {build::find_nvcc(), "-std=c++17", "-O3", "-arch=sm_90", "-ccbin",
                                       build::find_compiler(""), "--expt-relaxed-constexpr", "-Xcompiler",
@@ -208,7 +241,7 @@ TEST_CASE("cuda: an index out of range inside a kernel is reported and never a s
   std::string dir = build_root() + "/bounds";
   if (!prebuilt()) {
     build_bounds_model(dir);
-    CHECK(read_file(dir + "/wrapper.cu").find("kReportsErrors = true;") != std::string::npos);
+    CHECK(read_file(dir + "/wrapper.cpp").find("kReportsErrors = true;") != std::string::npos);
   }
   std::string why = no_gpu_reason();
   if (!why.empty()) {
@@ -355,7 +388,7 @@ TEST_CASE("cuda: cuDNN convolutions (1-d 2-d 3-d grouped unbatched) match PyTorc
     for (int k = 0; std::getline(index, line); ++k) {
       INFO(line);
       CHECK(line.find(" - ") == std::string::npos);
-      CHECK(build::wrapper_uses_cudnn(root + "/s" + std::to_string(k) + "/wrapper.cu"));
+      CHECK(build::wrapper_uses_cudnn(root + "/s" + std::to_string(k) + "/wrapper.cpp"));
     }
     CHECK(fs::exists(root + "/batch0.so"));
   }
@@ -388,11 +421,79 @@ TEST_CASE("cuda: --device cuda builds the supported corpus models", "[cuda]") {
     REQUIRE(r.exit_code == 0);
     std::string dir = build_root() + "/models/" + model;
     CHECK(fs::exists(dir + "/model.so"));
-    CHECK(fs::exists(dir + "/kernels.cu"));
+    CHECK(!kernel_parts(dir).empty());
+    CHECK(dynamic_symbols(dir + "/model.so") == kCudaApi);
+    // The runtime's launchers (wrapper.cpp calls them, kernels_0.cu defines them) are all in
+    // model.so: nothing of foundry_cuda is left to other libraries.
+    for (const std::string& symbol : dynamic_symbols(dir + "/model.so", "--undefined-only")) CHECK(symbol.find("foundry_cuda") == std::string::npos);
     std::string manifest = read_file(dir + "/manifest.json");
     CHECK(manifest.find("\"device\": \"cuda\"") != std::string::npos);
     CHECK(manifest.find("\"cuda_arch\": \"sm_90\"") != std::string::npos);
   }
+}
+
+TEST_CASE("cuda: kernels are split by source size into parts, the same on every machine", "[cuda][fast]") {
+  // One part below the target size; else ceil(total / target) parts (at most the cap), each
+  // kernel in the part its middle byte falls in, so the parts are near equal.
+  CHECK(codegen::split_kernel_parts({}, 100) == std::vector<size_t>{0});
+  CHECK(codegen::split_kernel_parts({30, 30, 30}, 100) == std::vector<size_t>{0});
+  CHECK(codegen::split_kernel_parts({30, 30, 30, 30}, 100) == std::vector<size_t>{0, 2});
+  CHECK(codegen::split_kernel_parts({10, 10, 10, 10, 10, 10, 10, 10, 10, 10}, 25) == std::vector<size_t>{0, 2, 5, 7});
+  // A huge kernel: a part of its own; no empty part.
+  CHECK(codegen::split_kernel_parts({10, 300, 10, 10}, 100) == std::vector<size_t>{0, 1, 2});
+  CHECK(codegen::split_kernel_parts({300}, 100) == std::vector<size_t>{0});
+  // At most max_parts.
+  CHECK(codegen::split_kernel_parts(std::vector<size_t>(40, 10), 10, 16).size() == 16);
+}
+
+TEST_CASE("cuda: a model with many kernels is split into kernel parts and a host-only wrapper", "[cuda][fast]") {
+  if (!require_corpus()) return;
+  TempDir tmp;
+  ProcResult r = run_foundryc({model_sample("mobilenet_v3_small") + "/model.pt2", "-o", tmp / "o", "--device", "cuda",
+                               "--emit", "source"});
+  REQUIRE(r.exit_code == 0);
+  std::vector<std::string> parts = kernel_parts(tmp / "o");
+  INFO(parts.size() << " parts");
+  CHECK(parts.size() >= 2);
+  CHECK(parts.size() <= codegen::kMaxCudaParts);
+  // Every launcher the wrapper declares is defined in exactly one part; only the first part
+  // defines the runtime's kernels.
+  std::string wrapper = read_file(tmp / "o/wrapper.cpp");
+  std::vector<std::string> sources;
+  for (const std::string& part : parts) sources.push_back(read_file(tmp / ("o/" + part)));
+  size_t launchers = 0;
+  for (size_t at = wrapper.find("\nvoid cuda_"); at != std::string::npos; at = wrapper.find("\nvoid cuda_", at + 1)) {
+    std::string declaration = wrapper.substr(at + 1, wrapper.find(';', at) - at - 1);
+    INFO(declaration);
+    int defined = 0;
+    for (const std::string& src : sources) defined += count_occurrences(src, declaration + " {");
+    CHECK(defined == 1);
+    ++launchers;
+  }
+  CHECK(launchers >= 20);
+  for (size_t p = 0; p < parts.size(); ++p) {
+    INFO(parts[p]);
+    CHECK(sources[p].find("__global__") != std::string::npos);
+    CHECK((sources[p].find("#include \"foundry_cuda_launchers.h\"") != std::string::npos) == (p == 0));
+    CHECK(sources[p].size() < 2 * codegen::kCudaPartBytes);
+  }
+  // The wrapper is host code: no device code and no launch, no device header.
+  for (const char* device : {"__global__", "__device__", "<<<", "foundry_cuda_device.h"}) CHECK(wrapper.find(device) == std::string::npos);
+  for (const char* header : {"foundry_cuda.h", "foundry_cuda_model_api.h", "foundry_cudnn.h"}) {
+    std::string text = read_file(tmp / (std::string("o/") + header));
+    INFO(header);
+    for (const char* device : {"__global__", "__device__", "<<<", "__shared__"}) CHECK(text.find(device) == std::string::npos);
+  }
+  // The standalone CMakeLists.txt builds the same sources.
+  std::string cmake = read_file(tmp / "o/CMakeLists.txt");
+  std::string listed = "SHARED";
+  for (const std::string& part : parts) listed += " " + part;
+  CHECK(cmake.find(listed + " wrapper.cpp)") != std::string::npos);
+  // A small model written over it has one part: the old parts are gone.
+  r = run_foundryc({model_sample("pointwise") + "/model.pt2", "-o", tmp / "o", "--device", "cuda", "--emit", "source"});
+  REQUIRE(r.exit_code == 0);
+  CHECK(kernel_parts(tmp / "o") == std::vector<std::string>{"kernels_0.cu"});
+  CHECK(!fs::exists(tmp / "o/kernels_1.cu"));
 }
 
 TEST_CASE("cuda: library calls with no GPU form are refused naming the node", "[cuda]") {
@@ -418,7 +519,7 @@ TEST_CASE("cuda: convolutions call cuDNN from readable generated code", "[cuda][
   ProcResult r = run_foundryc({model_sample("small_cnn") + "/model.pt2", "-o", tmp / "o", "--device", "cuda",
                                "--emit", "source"});
   REQUIRE(r.exit_code == 0);
-  std::string wrapper = read_file(tmp / "o/wrapper.cu");
+  std::string wrapper = read_file(tmp / "o/wrapper.cpp");
   // A comment naming the node and its ATen op, named operands, the parameters, the call
   // reporting a failure as the model's error naming the node; the handle made at NAME_create.
   CHECK(file_check(wrapper, R"(
@@ -442,7 +543,7 @@ TEST_CASE("cuda: convolutions call cuDNN from readable generated code", "[cuda][
   // A model without convolutions neither includes cuDNN nor makes its handle.
   r = run_foundryc({model_sample("mlp_dynamic") + "/model.pt2", "-o", tmp / "mlp", "--device", "cuda", "--emit", "source"});
   REQUIRE(r.exit_code == 0);
-  std::string mlp = read_file(tmp / "mlp/wrapper.cu");
+  std::string mlp = read_file(tmp / "mlp/wrapper.cpp");
   CHECK(mlp.find("cudnn") == std::string::npos);
   CHECK(read_file(tmp / "mlp/CMakeLists.txt").find("CUDNN") == std::string::npos);
 }
@@ -552,7 +653,7 @@ TEST_CASE("cuda: kernels map loops to the grid, blocks and block threads", "[cud
   ProcResult r = run_foundryc({model_sample("norm_softmax") + "/model.pt2", "-o", tmp / "o", "--device", "cuda",
                                "--emit", "source"});
   REQUIRE(r.exit_code == 0);
-  std::string cu = read_file(tmp / "o/kernels.cu");
+  std::string cu = read_file(tmp / "o/kernels_0.cu");
   // A row reduction: one block per row, the threads sharing the row, the accumulators combined.
   // Its rows of 64 elements get two warps, not the 256 threads of a flat kernel.
   CHECK(file_check(cu, R"(
@@ -562,7 +663,7 @@ TEST_CASE("cuda: kernels map loops to the grid, blocks and block threads", "[cud
     CHECK: foundry_cuda::block_combine(acc0, foundry_cuda::Combine::
     CHECK: __syncthreads();
   )") == "");
-  std::string wrapper = read_file(tmp / "o/wrapper.cu");
+  std::string wrapper = read_file(tmp / "o/wrapper.cpp");
   CHECK(wrapper.find("foundry_cuda::matmul<float>(slot.cublas, stream") != std::string::npos);
   // No kernel checks an index or a division: no step publishes the error flag.
   CHECK(wrapper.find("kReportsErrors = false;") != std::string::npos);

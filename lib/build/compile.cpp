@@ -138,12 +138,14 @@ std::string hash_hex(const std::vector<std::string>& parts) {
 }
 
 namespace {
-// A cache key: `parts` (what builds the model) and every generated source in `out` (the `ext`
-// files and the headers), by name and content, in name order.
-std::string sources_key(std::vector<std::string> parts, const fs::path& out, const std::string& ext) {
+// A cache key: `parts` (what builds the model) and every generated source in `out` (the files
+// ending in one of `exts`, and the headers), by name and content, in name order.
+std::string sources_key(std::vector<std::string> parts, const fs::path& out, const std::vector<std::string>& exts) {
   std::vector<fs::path> inputs;
-  for (const auto& entry : fs::directory_iterator(out))
-    if (entry.path().extension() == ext || entry.path().extension() == ".h") inputs.push_back(entry.path());
+  for (const auto& entry : fs::directory_iterator(out)) {
+    std::string ext = entry.path().extension().string();
+    if (ext == ".h" || std::find(exts.begin(), exts.end(), ext) != exts.end()) inputs.push_back(entry.path());
+  }
   std::sort(inputs.begin(), inputs.end());
   for (const auto& p : inputs) {
     parts.push_back(p.filename().string());
@@ -239,8 +241,8 @@ std::vector<std::string> cuda_link_flags(bool uses_cudnn) {
   return flags;
 }
 
-bool wrapper_uses_cudnn(const std::string& wrapper_cu) {
-  return fs::exists(wrapper_cu) && read_all(wrapper_cu).find("#include \"foundry_cudnn.h\"") != std::string::npos;
+bool wrapper_uses_cudnn(const std::string& wrapper_cpp) {
+  return fs::exists(wrapper_cpp) && read_all(wrapper_cpp).find("#include \"foundry_cudnn.h\"") != std::string::npos;
 }
 
 namespace {
@@ -311,12 +313,35 @@ bool valid_cuda_arch(const std::string& arch) {
 
 namespace {
 
-// nvcc's flags: -x cu (wrapper.cu includes the CUDA API), the arch, the host compiler, and the
-// C++ flags that matter for the host code (-fPIC, hidden visibility, wrapping integers).
+// nvcc's flags for the kernel parts: the arch, the host compiler, and the C++ flags that matter
+// for the host code (-fPIC, hidden visibility, wrapping integers).
 // --expt-relaxed-constexpr: the kernels use std::numeric_limits in device code.
 std::vector<std::string> nvcc_flags(const std::string& host_cxx, const std::string& arch) {
   return {"-std=c++17", "-O3", "-arch=" + arch, "-ccbin", host_cxx, "--expt-relaxed-constexpr",
           "-Xcompiler", "-fPIC,-fvisibility=hidden,-fwrapv,-fno-math-errno"};
+}
+
+// The C++ compiler's flags for wrapper.cpp, which is host code only (the CUDA runtime's, cuBLAS's
+// and cuDNN's C APIs): the same as nvcc passes it, and the toolkit's headers, which nvcc would
+// add (nvcc.profile: its target folder's include, else TOP/include).
+std::vector<std::string> host_wrapper_flags(const std::string& nvcc) {
+  fs::path top = fs::path(path_of(nvcc)).parent_path().parent_path(), include = top / "include";
+  std::error_code ec;
+  for (const auto& target : fs::directory_iterator(top / "targets", ec))
+    if (fs::exists(target.path() / "include/cuda_runtime.h", ec)) {
+      include = target.path() / "include";
+      break;
+    }
+  return {"-std=c++17", "-O3", "-fPIC", "-fvisibility=hidden", "-fwrapv", "-fno-math-errno", "-I" + include.string()};
+}
+
+// The parts of a CUDA model's kernels in `out`: kernels_0.cu, kernels_1.cu, ... up to the first
+// missing one (codegen's kernel_part_name; write_model_files removes parts an earlier model left).
+std::vector<std::string> kernel_parts(const fs::path& out) {
+  std::vector<std::string> parts;
+  while (fs::exists(out / ("kernels_" + std::to_string(parts.size()) + ".cu")))
+    parts.push_back("kernels_" + std::to_string(parts.size()) + ".cu");
+  return parts;
 }
 
 // The key's part for nvcc: its version (the toolkit's release and build lines) and the host compiler.
@@ -331,10 +356,11 @@ std::string nvcc_identity(const std::string& nvcc, const std::string& host_cxx) 
   return release + "\n" + build + "\n" + compiler_identity(host_cxx, "generic");
 }
 
-// model.so of a CUDA model: kernels.cu and wrapper.cu compiled by nvcc, linked by nvcc with the
-// shared CUDA runtime, cuBLAS and, for a model with convolutions, cuDNN (by the sonames the
-// libraries record, libcudnn.so.9: no run path, so model.so loads where cuDNN is in the
-// system's library folder, as on the GPU host, or on LD_LIBRARY_PATH).
+// model.so of a CUDA model: the kernel parts compiled by nvcc and wrapper.cpp by the C++ compiler,
+// all at once (as a CPU model's sources), linked by nvcc with the shared CUDA runtime, cuBLAS and,
+// for a model with convolutions, cuDNN (by the sonames the libraries record, libcudnn.so.9: no
+// run path, so model.so loads where cuDNN is in the system's library folder, as on the GPU host,
+// or on LD_LIBRARY_PATH).
 CompileResult compile_cuda_model(const fs::path& out, const CompileOptions& options) {
   if (options.static_archive) throw UserError("--emit=static is not supported with --device cuda yet");
   CompileResult result;
@@ -342,15 +368,17 @@ CompileResult compile_cuda_model(const fs::path& out, const CompileOptions& opti
   if (host.find('/') != std::string::npos) host = fs::absolute(host).string();
   result.compiler = find_nvcc();
   result.flags = nvcc_flags(host, options.cuda_arch);
-  bool uses_cudnn = wrapper_uses_cudnn((out / "wrapper.cu").string());
+  const std::vector<std::string> host_flags = host_wrapper_flags(result.compiler);
+  bool uses_cudnn = wrapper_uses_cudnn((out / "wrapper.cpp").string());
   result.link_flags = cuda_link_flags(uses_cudnn);
   // The key adds what the link adds: the libraries and, for cuDNN, which one (its headers'
   // version, where they are).
   std::vector<std::string> key_parts = {FOUNDRY_VERSION, "cuda", result.compiler, nvcc_identity(result.compiler, host),
                                         options.cuda_arch, uses_cudnn ? find_cudnn(result.compiler) : ""};
   key_parts.insert(key_parts.end(), result.flags.begin(), result.flags.end());
+  key_parts.insert(key_parts.end(), host_flags.begin(), host_flags.end());
   key_parts.insert(key_parts.end(), result.link_flags.begin(), result.link_flags.end());
-  result.key = sources_key(std::move(key_parts), out, ".cu");
+  result.key = sources_key(std::move(key_parts), out, {".cu", ".cpp"});
   CompileCache cache(options.cache_dir.empty() ? default_cache_dir() : options.cache_dir,
                      options.cache_limit ? options.cache_limit : default_cache_limit());
   CompileCache::Products products = {{(out / "model.so").string(), ".so"}};
@@ -358,15 +386,21 @@ CompileResult compile_cuda_model(const fs::path& out, const CompileOptions& opti
     result.cache_hit = true;
     return result;
   }
-  const std::vector<std::string> sources = {"kernels.cu", "wrapper.cu"};
-  std::vector<ProcessResult> done =
-      run_build_steps(compile_commands(result, sources), sources, "compiling", out, options);
+  std::vector<std::string> sources = kernel_parts(out);
+  if (sources.empty()) throw InternalError("bug: no kernels_0.cu in " + out.string());
+  std::vector<std::vector<std::string>> commands = compile_commands(result, sources);
+  std::vector<std::string> wrapper = {host};
+  wrapper.insert(wrapper.end(), host_flags.begin(), host_flags.end());
+  wrapper.insert(wrapper.end(), {"-c", "wrapper.cpp", "-o", "wrapper.cpp.o"});
+  commands.push_back(wrapper);
+  sources.push_back("wrapper.cpp");
+  std::vector<ProcessResult> done = run_build_steps(commands, sources, "compiling", out, options);
   for (size_t i = 0; i < done.size(); ++i)
     if (done[i].exit_code != 0)
-      throw UserError("nvcc failed on " + (out / sources[i]).string() + " (exit " + std::to_string(done[i].exit_code) +
-                      "):\n" + done[i].output);
-  std::vector<std::string> link = {result.compiler, "-shared", "-arch=" + options.cuda_arch, "-ccbin", host,
-                                   "-o", "model.so", "kernels.cu.o", "wrapper.cu.o"};
+      throw UserError((i + 1 < done.size() ? "nvcc" : "the C++ compiler") + std::string(" failed on ") +
+                      (out / sources[i]).string() + " (exit " + std::to_string(done[i].exit_code) + "):\n" + done[i].output);
+  std::vector<std::string> link = {result.compiler, "-shared", "-arch=" + options.cuda_arch, "-ccbin", host, "-o", "model.so"};
+  for (const auto& src : sources) link.push_back(src + ".o");
   link.insert(link.end(), result.link_flags.begin(), result.link_flags.end());
   link.insert(link.end(), {"-Xlinker", "--version-script=exports.map"});
   ProcessResult linked = run_build_steps({link}, {"model.so"}, "linking", out, options).front();
@@ -398,7 +432,7 @@ CompileResult compile_model(const std::string& dir, const CompileOptions& option
   // Not the launcher: ccache or sccache gives the compiler's own output.
   std::vector<std::string> key_parts = {FOUNDRY_VERSION, result.compiler, compiler_identity(result.compiler, options.target)};
   key_parts.insert(key_parts.end(), result.flags.begin(), result.flags.end());
-  result.key = sources_key(std::move(key_parts), out, ".cpp");
+  result.key = sources_key(std::move(key_parts), out, {".cpp"});
   // The libraries the objects need: model.so records them, a program linking libmodel.a names them.
   result.link_flags = model_link_flags(uses_dnnl, externs_use_lapack((out / "externs.cpp").string()));
 

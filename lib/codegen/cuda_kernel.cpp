@@ -65,7 +65,7 @@ Loop flat_loop(ScopeStack& scopes, const std::vector<std::string>& vars, const i
   return loop;
 }
 
-// The block-wide combine of an accumulator (foundry_cuda.h), "" for argmax/argmin.
+// The block-wide combine of an accumulator (foundry_cuda_device.h), "" for argmax/argmin.
 std::string combine_op(ReduceOp op) {
   switch (op) {
     case ReduceOp::Sum: return "foundry_cuda::Combine::Sum";
@@ -246,6 +246,24 @@ EmittedKernel emit_cuda_kernel(const sched::Kernel& kernel, const sched::Schedul
       << "  " << k.name << "_kernel<<<" << blocks << ", " << threads << ", 0, stream>>>(" << names << ");\n}\n";
   k.definition = out.str();
   return k;
+}
+
+std::vector<size_t> split_kernel_parts(const std::vector<size_t>& kernel_bytes, size_t part_bytes, size_t max_parts) {
+  size_t total = 0;
+  for (size_t b : kernel_bytes) total += b;
+  size_t parts = std::min({max_parts, kernel_bytes.size(), (total + part_bytes - 1) / part_bytes});
+  if (parts <= 1) return {0};
+  // Each kernel goes to the part its middle byte falls in, the source cut into equal shares; a
+  // share that no kernel's middle falls in (next to a huge kernel) makes no part.
+  std::vector<size_t> first;
+  size_t before = 0, last_part = 0;
+  for (size_t k = 0; k < kernel_bytes.size(); ++k) {
+    size_t part = (before + kernel_bytes[k] / 2) * parts / total;
+    if (k == 0 || part != last_part) first.push_back(k);
+    last_part = part;
+    before += kernel_bytes[k];
+  }
+  return first;
 }
 
 }  // namespace foundry::codegen

@@ -1,3 +1,4 @@
+#include <filesystem>
 #include <fstream>
 
 #include "foundry/codegen/model_name.h"
@@ -72,29 +73,51 @@ std::string cudnn_cmake(const std::string& n) {
 }
 
 // The same for a CUDA model (CMake's CUDA language finds nvcc; the toolkit's cudart and cuBLAS,
-// and cuDNN where the model has convolutions).
+// and cuDNN where the model has convolutions): the kernel parts are CUDA, the wrapper C++.
 std::string standalone_cuda_cmake(const GeneratedModel& model) {
-  std::string n = model.name, arch = model.march.substr(model.march.rfind('_') + 1);
+  std::string n = model.name, arch = model.march.substr(model.march.rfind('_') + 1), sources;
+  for (size_t p = 0; p < model.kernel_parts.size(); ++p) sources += kernel_part_name(p) + " ";
   return "# Builds model.so from the CUDA sources foundryc wrote here (foundryc " + std::string(FOUNDRY_VERSION) +
          ").\n"
          "cmake_minimum_required(VERSION 3.18)\n"
          "project(" + n + " LANGUAGES CXX CUDA)\n"
          "find_package(CUDAToolkit REQUIRED)\n"
-         "add_library(" + n + " SHARED kernels.cu wrapper.cu)\n"
-         "set_target_properties(" + n + " PROPERTIES OUTPUT_NAME model PREFIX \"\" CUDA_STANDARD 17 CUDA_ARCHITECTURES " + arch + "\n"
-         "  CUDA_VISIBILITY_PRESET hidden LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})\n"
-         "target_compile_options(" + n + " PRIVATE -O3 --expt-relaxed-constexpr)\n"
+         "# The kernels (nvcc) and the host-only wrapper (the C++ compiler).\n"
+         "add_library(" + n + " SHARED " + sources + "wrapper.cpp)\n"
+         "set_target_properties(" + n + " PROPERTIES OUTPUT_NAME model PREFIX \"\" CUDA_STANDARD 17 CXX_STANDARD 17\n"
+         "  CUDA_ARCHITECTURES " + arch + " CUDA_VISIBILITY_PRESET hidden CXX_VISIBILITY_PRESET hidden\n"
+         "  LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})\n"
+         "target_compile_options(" + n + " PRIVATE -O3 $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>\n"
+         "  $<$<COMPILE_LANGUAGE:CXX>:-fwrapv -fno-math-errno>)\n"
          "target_link_libraries(" + n + " PRIVATE CUDA::cudart CUDA::cublas)\n"
          "target_link_options(" + n + " PRIVATE -Wl,--version-script=${CMAKE_CURRENT_SOURCE_DIR}/exports.map)\n" +
          (model.uses_cudnn ? cudnn_cmake(n) : "");
 }
 
+// Removes a CUDA model's kernel files that a model written here before left and this one has not
+// written (kernels.cu and wrapper.cu of an older foundryc, kernel parts past this model's last):
+// the build takes every part it finds.
+void remove_stale_cuda_sources(const std::string& dir, size_t parts) {
+  std::error_code ec;
+  for (const char* old : {"/kernels.cu", "/wrapper.cu"}) std::filesystem::remove(dir + old, ec);
+  for (size_t p = parts; std::filesystem::remove(dir + "/" + kernel_part_name(p), ec); ++p) {
+  }
+}
+
 }  // namespace
+
+std::string kernel_part_name(size_t index) { return "kernels_" + std::to_string(index) + ".cu"; }
 
 void write_model_files(const GeneratedModel& model, const std::string& dir) {
   bool cuda = model.device == "cuda";
-  write_text(dir + (cuda ? "/kernels.cu" : "/kernels.cpp"), model.kernels_cpp);
-  write_text(dir + (cuda ? "/wrapper.cu" : "/wrapper.cpp"), model.wrapper_cpp);
+  if (cuda) {
+    remove_stale_cuda_sources(dir, model.kernel_parts.size());
+    for (size_t p = 0; p < model.kernel_parts.size(); ++p)
+      write_text(dir + "/" + kernel_part_name(p), model.kernel_parts[p]);
+  } else {
+    write_text(dir + "/kernels.cpp", model.kernels_cpp);
+  }
+  write_text(dir + "/wrapper.cpp", model.wrapper_cpp);
   write_text(dir + "/model.h", model.model_h);
   if (!model.externs_cpp.empty()) write_text(dir + "/externs.cpp", model.externs_cpp);
   write_text(dir + "/exports.map", exports_version_script(model.name));

@@ -21,9 +21,10 @@ struct CompileOptions {
   std::string target = "native";  // -march: native, or a named ISA level
   bool shared = true;             // DIR/model.so
   bool static_archive = false;    // DIR/libmodel.a (--emit=static), the same objects archived with ar
-  // "cuda": kernels.cu and wrapper.cu compiled and linked by nvcc (find_nvcc) for `cuda_arch`,
-  // with the C++ compiler above as its host compiler (-ccbin); model.so links cudart (shared),
-  // cuBLAS and, with convolutions, cuDNN. `target` and the launcher do not apply.
+  // "cuda": the kernel parts (kernels_0.cu, ...) compiled by nvcc (find_nvcc) for `cuda_arch`,
+  // with the C++ compiler above as its host compiler (-ccbin), wrapper.cpp by that compiler, all
+  // at once, linked by nvcc; model.so links cudart (shared), cuBLAS and, with convolutions, cuDNN.
+  // `target` and the launcher do not apply.
   std::string device = "cpu";
   std::string cuda_arch = "sm_90";
   // While the compiler runs, about every quarter second: what it is doing ("compiling
@@ -66,9 +67,9 @@ std::string find_nvcc();
 // What model.so of a CUDA model links: the CUDA runtime (shared) and cuBLAS, and cuDNN for a
 // model with convolutions.
 std::vector<std::string> cuda_link_flags(bool uses_cudnn);
-// Whether a generated wrapper.cu calls cuDNN: it includes foundry_cudnn.h (codegen writes that
-// include only then).
-bool wrapper_uses_cudnn(const std::string& wrapper_cu);
+// Whether a CUDA model's generated wrapper.cpp calls cuDNN: it includes foundry_cudnn.h (codegen
+// writes that include only then).
+bool wrapper_uses_cudnn(const std::string& wrapper_cpp);
 // The folders the host compiler and linker search on their own (headers, libraries).
 struct SearchDirs {
   std::vector<std::string> headers, libraries;

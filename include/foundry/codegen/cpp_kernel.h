@@ -41,7 +41,7 @@ struct KernelOptions {
   // false leaves every loop scalar (`omp simd` hints only), for comparison.
   bool vectorize = true;
   int lanes = vector_lanes("native");  // floats per vector on the target
-  // "cpu", or "cuda": CUDA kernels (cuda_kernel.h) in kernels.cu, a wrapper.cu that launches them
+  // "cpu", or "cuda": CUDA kernels (cuda_kernel.h) in kernels_N.cu, a wrapper.cpp that launches them
   // and calls cuBLAS, and the CUDA C API (foundry_cuda_model_api.h); the fields above then do not apply.
   std::string device = "cpu";
   std::string cuda_arch = "sm_90";  // cuda: the GPU architecture (nvcc -arch)

@@ -26,13 +26,15 @@ struct WeightsLayout {
 struct GeneratedModel {
   std::string name;  // the C symbol prefix
   std::vector<EmittedKernel> kernels;
-  std::string kernels_cpp, wrapper_cpp, model_h;
+  std::string kernels_cpp, wrapper_cpp, model_h;  // kernels.cpp (cpu), wrapper.cpp, model.h
+  std::vector<std::string> kernel_parts;            // cuda: kernels_0.cu, kernels_1.cu, ... (split_kernel_parts)
   std::string externs_cpp;  // empty when the model calls no extern kernel
   WeightsLayout weights;
   std::string march = "native";  // the -march of the float lanes kernels.cpp was generated for (cuda: the arch, sm_90)
-  // "cpu", or "cuda": kernels_cpp is then kernels.cu and wrapper_cpp wrapper.cu (nvcc builds them)
+  // "cpu", or "cuda": the kernels are then `kernel_parts` (nvcc builds them) and wrapper.cpp is host
+  // code (built by the C++ compiler)
   std::string device = "cpu";
-  bool uses_cudnn = false;  // cuda: wrapper.cu calls cuDNN (convolutions), so model.so links it
+  bool uses_cudnn = false;  // cuda: wrapper.cpp calls cuDNN (convolutions), so model.so links it
 };
 
 GeneratedModel generate_model(const ir::LoopProgram& program, const sched::Schedule& schedule,
@@ -48,8 +50,11 @@ std::string c_string_literal(const std::string& text);
 
 namespace foundry::codegen {
 
-// Writes kernels.cpp, wrapper.cpp, externs.cpp (if any), model.h, weights.bin and the runtime
-// headers into `dir`.
+// The file of a CUDA model's kernel part `index`: kernels_INDEX.cu.
+std::string kernel_part_name(size_t index);
+
+// Writes kernels.cpp (a CUDA model: kernels_0.cu, ...), wrapper.cpp, externs.cpp (if any), model.h,
+// weights.bin, CMakeLists.txt and the runtime headers into `dir`.
 void write_model_files(const GeneratedModel& model, const std::string& dir);
 
 }  // namespace foundry::codegen

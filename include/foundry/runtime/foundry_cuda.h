@@ -1,7 +1,7 @@
-// Support code of CUDA models (foundryc --device cuda), copied next to their sources; compiled
-// by nvcc only (a CPU model's folder does not get it). Three parts:
-//   - device helpers the generated kernels call: the device error flag, block-wide combines of
-//     reduction accumulators (warp shuffles, then shared memory across warps), launch sizes;
+// Support code of CUDA models (foundryc --device cuda), copied next to their sources; host code
+// only: the wrapper (wrapper.cpp) is compiled by the C++ compiler, the kernels (kernels_N.cu,
+// foundry_cuda_device.h) by nvcc. Three parts:
+//   - the host launchers of the runtime's own kernels (defined in foundry_cuda_launchers.h);
 //   - library calls: matrix products through cuBLAS, float32 without TF32 (convolutions through
 //     cuDNN are in foundry_cudnn.h, included only by models that have them);
 //   - the resources of one call in flight (CallSlot); the C API of a CUDA model is
@@ -25,105 +25,17 @@
 
 namespace foundry_cuda {
 
-// ---- device helpers of the generated kernels -------------------------------------------------
+// ---- the runtime's kernels (foundry_cuda_launchers.h, compiled with the model's kernels) ------
 
-// Records a kernel error (foundry_rt::KernelError) in the model's flag; the first one stays.
-__device__ inline void report(int* flag, int code) { atomicCAS(flag, 0, code); }
+// Copies the kernels' error flag to the host's pinned word when it is set.
+void publish_error(const int* flag, int* host_word, cudaStream_t stream);
 
-// A loaded integer used as an index, as foundry_rt::checked_index: negative values wrap once;
-// out-of-range ones are reported and clamped, so that the kernel never reads or writes out of
-// bounds.
-__device__ inline int64_t checked_index(int* flag, int64_t i, int64_t size) {
-  if (i < 0) i += size;
-  if (i < 0 || i >= size) {
-    report(flag, foundry_rt::kIndexOutOfRange);
-    return 0;
-  }
-  return i;
-}
-
-enum class Combine { Sum, Prod, Max, Min, Any };
-
-// Two accumulators of one reduction combined, with the C++ kernels' semantics (NaN propagates
-// through max and min of floats).
+// out (contiguous [batch, M, N]) = the bias broadcast, element (i, j) at
+// bias[i * row_stride + j * col_stride]. Instantiated there for float, double and uint16_t (the
+// bits of 16-bit floats): matmul's storage types.
 template <class T>
-__device__ T combine(T a, T b, Combine op) {
-  if constexpr (std::is_same<T, bool>::value) {
-    return op == Combine::Min || op == Combine::Prod ? (a && b) : (a || b);
-  } else {
-    switch (op) {
-      case Combine::Sum: return a + b;
-      case Combine::Prod: return a * b;
-      case Combine::Any: return a || b;
-      case Combine::Max:
-        if constexpr (std::is_floating_point<T>::value) return foundry_rt::maximum(a, b);
-        else return foundry_rt::max_int(a, b);
-      case Combine::Min:
-        if constexpr (std::is_floating_point<T>::value) return foundry_rt::minimum(a, b);
-        else return foundry_rt::min_int(a, b);
-    }
-    return a;
-  }
-}
-
-// The value of `v` held by the thread `delta` lanes further in the warp.
-template <class T>
-__device__ T shuffle_down(T v, int delta) {
-  constexpr unsigned kAll = 0xffffffffu;
-  if constexpr (sizeof(T) == 8) {
-    long long bits;
-    memcpy(&bits, &v, 8);
-    bits = __shfl_down_sync(kAll, bits, delta);
-    memcpy(&v, &bits, 8);
-    return v;
-  } else if constexpr (std::is_same<T, float>::value) {
-    return __shfl_down_sync(kAll, v, delta);
-  } else {
-    return static_cast<T>(__shfl_down_sync(kAll, static_cast<int>(v), delta));
-  }
-}
-
-// Every thread's accumulator combined over the block; every thread gets the result. Within a
-// warp by shuffles, then across warps through shared memory, in a fixed order (deterministic).
-// Called by all threads of the block; blockDim.x is 1 or a multiple of 32.
-template <class T>
-__device__ T block_combine(T v, Combine op) {
-  __shared__ T partial[32];
-  if (blockDim.x == 1) return v;
-  for (int delta = 16; delta > 0; delta >>= 1) v = combine(v, shuffle_down(v, delta), op);
-  __syncthreads();  // a previous combine's threads may still be reading `partial`
-  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = v;
-  __syncthreads();
-  T result = partial[0];
-  for (unsigned w = 1; w < (blockDim.x + 31) / 32; ++w) result = combine(result, partial[w], op);
-  return result;
-}
-
-// The most blocks a launch gets: 128 per SM of the current GPU. The loops are grid-stride, so a
-// cap only gives each thread more iterations; measured on an H200 (64M-float add, 256 threads a
-// block), one element per thread over 262144 blocks reached 2.8 TB/s, capped at 128 blocks per SM
-// 4.0 TB/s, as much as a float4 kernel.
-inline int64_t max_blocks() {
-  static const int64_t blocks = [] {
-    int device = 0, sms = 0;
-    cudaGetDevice(&device);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    return int64_t(sms > 0 ? sms : 132) * 128;
-  }();
-  return blocks;
-}
-
-// Blocks for `work` iterations at `per_block` each, at most max_blocks().
-inline unsigned grid_blocks(int64_t work, int64_t per_block) {
-  int64_t blocks = (work + per_block - 1) / per_block;
-  return static_cast<unsigned>(blocks < max_blocks() ? blocks : max_blocks());
-}
-
-// The kernels' error flag copied to the host's pinned word when set: a kernel node at the end of
-// a run (cheaper in a CUDA graph than a copy node), for models whose kernels can report errors.
-__global__ inline void publish_error(const int* flag, int* host_word) {
-  if (int code = *flag) *static_cast<volatile int*>(host_word) = code;
-}
+void fill_bias(cudaStream_t stream, T* out, int64_t batch, int64_t M, int64_t N, const T* bias, int64_t row_stride,
+               int64_t col_stride);
 
 // ---- matrix products through cuBLAS ----------------------------------------------------------
 
@@ -153,18 +65,6 @@ bool transposed_layout(const Matrix<T>& x, cublasOperation_t& op, int64_t& ld) {
   return false;
 }
 
-// out[b] = bias broadcast, before a product accumulates into it.
-template <class T>
-__global__ void fill_bias(T* out, int64_t batch, int64_t M, int64_t N, const T* bias, int64_t row_stride,
-                          int64_t col_stride) {
-  int64_t total = batch * M * N;
-  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < total;
-       k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int64_t i = k / N % M, j = k % N;
-    out[k] = bias[i * row_stride + j * col_stride];
-  }
-}
-
 // cuBLAS's type of a storage type; 16-bit storage (uint16_t) is float16 unless the call says
 // CUDA_R_16BF.
 template <class T>
@@ -185,8 +85,7 @@ const char* matmul(cublasHandle_t handle, cudaStream_t stream, int64_t batch, co
   if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || batch > INT32_MAX) return "a matrix too large for cuBLAS";
   bool scale_bias = false;
   if (bias) {
-    fill_bias<T><<<grid_blocks(batch * M * N, 256), 256, 0, stream>>>(out, batch, M, N, bias->data, bias->row_stride,
-                                                                       bias->col_stride);
+    fill_bias<T>(stream, out, batch, M, N, bias->data, bias->row_stride, bias->col_stride);
     scale_bias = true;
   }
   if (K == 0) {  // no products: the bias alone (scaled), or zeros

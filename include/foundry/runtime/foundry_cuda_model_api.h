@@ -107,7 +107,7 @@ int record_steps(typename Model::Instance* model, CallSlot& slot, cudaStream_t s
   if (const char* failed = slot.bind(stream); *failed) return foundry_rt::set_error(FOUNDRY_ERROR_RUNTIME, failed);
   Model::run(model, slot, inputs, outputs, sizes, arena, stream);
   if (!foundry_rt::last_error.empty()) return FOUNDRY_ERROR_RUNTIME;  // a library call failed (Model::run set it)
-  if (Model::kReportsErrors) publish_error<<<1, 1, 0, stream>>>(slot.error_flag, slot.host_flag_on_device);
+  if (Model::kReportsErrors) publish_error(slot.error_flag, slot.host_flag_on_device, stream);
   return FOUNDRY_OK;
 }
 

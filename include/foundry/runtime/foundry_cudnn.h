@@ -1,5 +1,5 @@
 // Convolutions of CUDA models through cuDNN 9 (its convolution API: cudnnConvolutionForward), copied
-// next to the sources of every CUDA model and included by the wrapper.cu of those that have a
+// next to the sources of every CUDA model and included by the wrapper.cpp of those that have a
 // convolution: the others neither include cudnn.h nor link cuDNN.
 //
 // What each call slot of a model owns (foundry_cudnn::State in CallSlot::cudnn, made with the
