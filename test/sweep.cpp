@@ -69,7 +69,9 @@ void generate_sources(const std::string& sample_dir, const std::string& name, co
   Graph graph = load_model(sample_dir + "/model.pt2");
   verify_graph(graph);
   run_graph_passes(graph);
-  ir::LoopProgram program = lower::lower_graph(graph);
+  lower::LowerOptions lower_options;
+  lower_options.libraries = lower::libraries_for(options.device);
+  ir::LoopProgram program = lower::lower_graph(graph, lower_options);
   sched::Schedule schedule = sched::schedule_program(program, {});
   std::filesystem::create_directories(out);
   codegen::write_model_files(codegen::generate_model(program, schedule, name, options), out);

@@ -223,7 +223,9 @@ void build_bounds_model(const std::string& dir) {
   Value* src = b.input("src", {4, 5});
   b.output(b.op("gather", {pos(self), pos(Arg::of_int(0)), pos(index)}));
   b.output(b.op("scatter_add", {pos(self), pos(Arg::of_int(0)), pos(index), pos(src)}));
-  ir::LoopProgram program = lower::lower_graph(b.g, {});
+  lower::LowerOptions for_cuda;
+  for_cuda.libraries = lower::libraries_for("cuda");
+  ir::LoopProgram program = lower::lower_graph(b.g, for_cuda);
   sched::Schedule schedule = sched::schedule_program(program, {});
   codegen::KernelOptions kernel_options;
   kernel_options.device = "cuda";
@@ -572,7 +574,9 @@ TEST_CASE("cuda: a convolution weight cuDNN cannot take as a filter is refused n
   Value* weight = b.op("permute", {pos(w), pos(ints({1, 0, 2, 3}))});
   b.output(b.op("convolution", {pos(x), pos(weight), pos(Arg::none()), pos(ints({1, 1})), pos(ints({1, 1})),
                                 pos(ints({1, 1})), pos(Arg::of_bool(false)), pos(ints({0, 0})), pos(Arg::of_int(1))}));
-  ir::LoopProgram program = lower::lower_graph(b.g, {});
+  lower::LowerOptions for_cuda;
+  for_cuda.libraries = lower::libraries_for("cuda");
+  ir::LoopProgram program = lower::lower_graph(b.g, for_cuda);
   sched::Schedule schedule = sched::schedule_program(program, {});
   codegen::KernelOptions options;
   options.device = "cuda";

@@ -162,7 +162,7 @@ void run_lower(const PipelineOptions& opts, PipelineState& state, const StageCon
   lower::LowerOptions options;
   options.dynamic_shapes = true;
   options.static_fallback = opts.static_fallback;
-  if (opts.device == "cuda") options.libraries = {/*bias_in_call=*/false, /*strided_batches=*/true, /*transposed_convolutions=*/false};
+  options.libraries = lower::libraries_for(opts.device);
   state.program = lower::lower_graph(*state.graph, options);
   state.model_outputs = state.program->outputs.size();
   if (opts.debug_buffers) ir::expose_computed_buffers(*state.program);

@@ -436,6 +436,11 @@ bool has_dynamic_sizes(const Graph& graph) {
 
 }  // namespace
 
+LibraryTraits libraries_for(const std::string& device) {
+  if (device == "cuda") return {/*bias_in_call=*/false, /*strided_batches=*/true, /*transposed_convolutions=*/false};
+  return {};
+}
+
 ir::LoopProgram lower_graph(const Graph& graph, const LowerOptions& options) {
   if (!has_dynamic_sizes(graph)) return lower_with(graph, false, options.libraries);
   if (options.dynamic_shapes) {

@@ -93,6 +93,10 @@ struct LibraryTraits {
   bool transposed_convolutions = true;
 };
 
+// The library traits of a device ("cpu" or "cuda"): the one place that says what each target's
+// library calls take, for foundryc and for anything else that lowers for a device.
+LibraryTraits libraries_for(const std::string& device);
+
 class LoweringContext {
  public:
   LoweringContext(ir::LoopProgram& program, SymbolTable& symbols, LibraryTraits libraries = {})
