@@ -537,7 +537,7 @@ TEST_CASE("cuda: convolutions call cuDNN from readable generated code", "[cuda][
   )") == "");
   // The bias is added by the kernel that reads the convolution (its ReLU and pooling), not by a
   // cuDNN pass of its own.
-  CHECK(file_check(read_file(tmp / "o/kernels.cu"), R"(
+  CHECK(file_check(read_file(tmp / "o/kernels_0.cu"), R"(
     CHECK: // cuda_fused_convolution_{{[a-z0-9_]*}}relu{{.*}}: convolution (aten.convolution){{.*}}relu (aten.relu)
   )") == "");
   CHECK(fs::exists(tmp / "o/foundry_cudnn.h"));
@@ -557,7 +557,7 @@ TEST_CASE("cuda: transposed convolutions stay kernels (reductions) while direct 
   ProcResult r = run_foundryc({samples_dir() + "/unet/model.pt2", "-o", tmp / "o", "--device", "cuda", "--emit", "source"});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
-  const std::string wrapper = read_file(tmp / "o/wrapper.cu"), kernels = read_file(tmp / "o/kernels.cu");
+  const std::string wrapper = read_file(tmp / "o/wrapper.cpp"), kernels = read_file(tmp / "o/kernels_0.cu");
   CHECK(count_occurrences(wrapper, "foundry_cudnn::convolution<float>(") == 7);
   for (const char* node : {"convolution_4", "convolution_6", "convolution_8"}) {
     INFO(node);
@@ -633,7 +633,7 @@ TEST_CASE("cuda: matrix products read strided batches in place and leave their b
   ProcResult r = run_foundryc({model_sample("encoder_layer") + "/model.pt2", "-o", tmp / "o", "--device", "cuda",
                                "--emit", "source"});
   REQUIRE(r.exit_code == 0);
-  std::string wrapper = read_file(tmp / "o/wrapper.cu");
+  std::string wrapper = read_file(tmp / "o/wrapper.cpp");
   // The input projection reads the input [2, 16, 64] as 16 matrices [2, 64] (batch stride 64, row
   // stride 1024) and the weight as one matrix for every batch (stride 0): no copy kernel first.
   CHECK(file_check(wrapper, R"(
@@ -644,7 +644,7 @@ TEST_CASE("cuda: matrix products read strided batches in place and leave their b
   CHECK(wrapper.find("kSteps[] = {\"bmm (aten.bmm) [bmm]\"") != std::string::npos);
   // addmm's bias joins the kernels that read the product (the residual add and layer norm, the ReLU).
   CHECK(wrapper.find("&bias") == std::string::npos);
-  std::string cu = read_file(tmp / "o/kernels.cu");
+  std::string cu = read_file(tmp / "o/kernels_0.cu");
   CHECK(file_check(cu, R"(
     CHECK: // cuda_fused_add_addmm_native_layer_norm_{{[0-9]+}}: {{.*}}addmm (aten.addmm)
     CHECK: // cuda_fused_addmm_relu_{{[0-9]+}}: addmm_1 (aten.addmm), relu (aten.relu)
