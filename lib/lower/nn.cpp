@@ -241,6 +241,16 @@ struct ConvParams {
   bool transposed = false;
 };
 
+// x [N, C, spatial...] + bias [C], lazily: it joins the kernel of what reads x.
+TensorRef plus_channel_bias(const TensorRef& x, const TensorRef& bias) {
+  Loader lx = x.load, lb = bias.load;
+  return LoweringContext::pointwise(x.dtype, x.sizes, [lx, lb](Ops& ops, const Index& idx) {
+    Val v = lx(ops, idx);
+    Val b = lb(ops, {idx[1]});
+    return ops.add(v, b);
+  });
+}
+
 // A convolution as a reduction over (input channels of the group, kernel window), with the bias
 // added afterwards: for the dtypes the library calls do not take, and for transposed ones where
 // they are no library call (--device cuda). A transposed one masks each term with an exact
@@ -306,23 +316,7 @@ TensorRef convolution_reduction(LoweringContext& ctx, const TensorRef& x, const 
       });
   if (!bias) return cast(sum, dtype);
   // The bias joins the float32 sum of 16-bit products before the one rounding, as in ATen.
-  TensorRef b = cast(cast(*bias, dtype), acc);
-  Loader lb = b.load, ls = sum.load;
-  return cast(LoweringContext::pointwise(acc, out_sizes, [lb, ls](Ops& ops, const Index& idx) {
-    Val v = ls(ops, idx);
-    Val b = lb(ops, {idx[1]});
-    return ops.add(v, b);
-  }), dtype);
-}
-
-// x [N, C, spatial...] + bias [C], lazily: it joins the kernel of what reads x.
-TensorRef plus_channel_bias(const TensorRef& x, const TensorRef& bias) {
-  Loader lx = x.load, lb = bias.load;
-  return LoweringContext::pointwise(x.dtype, x.sizes, [lx, lb](Ops& ops, const Index& idx) {
-    Val v = lx(ops, idx);
-    Val b = lb(ops, {idx[1]});
-    return ops.add(v, b);
-  });
+  return cast(plus_channel_bias(sum, cast(cast(*bias, dtype), acc)), dtype);
 }
 
 Outs lower_conv(LoweringContext& ctx, const Node& node, const ConvParams& p) {
