@@ -82,9 +82,10 @@ std::string model_sample(const std::string& model) { return corpus_dir() + "/mod
 
 // Builds the corpus model `model` with --device cuda into build_root()/models/MODEL (once per process).
 // foundryc --device cuda on `archive` into build_root()/OUT.
-ProcResult build_cuda(const std::string& archive, const std::string& out) {
-  return run_foundryc({archive, "-o", build_root() + "/" + out, "--device", "cuda", "--cache-dir", build_root() + "/cache"},
-                      600);
+ProcResult build_cuda(const std::string& archive, const std::string& out, const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args = {archive, "-o", build_root() + "/" + out, "--device", "cuda", "--cache-dir", build_root() + "/cache"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return run_foundryc(args, 600);
 }
 
 ProcResult build_model(const std::string& model) { return build_cuda(model_sample(model) + "/model.pt2", "models/" + model); }
@@ -112,11 +113,12 @@ std::set<std::string> dynamic_symbols(const std::string& so, const std::string& 
 // expected/) at the tolerance `tolerance_of` gives for the folder. Without a GPU: SKIPPED.
 void build_and_check(const std::vector<std::pair<std::string, std::string>>& builds,
                      const std::function<std::string(const std::string&)>& sample_of,
-                     const std::function<std::optional<Tolerance>(const std::string&)>& tolerance_of) {
+                     const std::function<std::optional<Tolerance>(const std::string&)>& tolerance_of,
+                     const std::vector<std::string>& foundryc_args = {}) {
   for (const auto& [archive, out] : builds) {
     if (prebuilt()) break;
     INFO(archive);
-    ProcResult r = build_cuda(archive, out);
+    ProcResult r = build_cuda(archive, out, foundryc_args);
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
     // The runtime's launchers for this model's types (fill_bias<double>, <uint16_t>) are in model.so.
@@ -852,6 +854,35 @@ TEST_CASE("cuda: the corpus models' raw exports (training IR) match PyTorch on t
   build_and_check(
       builds, [](const std::string& out) { return model_sample(fs::path(out).filename().string()); },
       [](const std::string&) { return std::optional<Tolerance>(); });
+}
+
+
+TEST_CASE("cuda: --allow-tf32 models match PyTorch within TF32's error", "[cuda]") {
+  // TF32 products keep 10 bits of mantissa (a relative error of 2^-11 each); through squeezenet's
+  // 26 convolutions, mobilenet_v3_small's 52 and the encoder's 6 products the outputs stay within
+  // 1e-2 of the float32 references, where a wrong result (a dropped bias) is off by far more.
+  if (!require_corpus()) return;
+  std::vector<std::pair<std::string, std::string>> builds;
+  for (const char* model : {"squeezenet1_1", "mobilenet_v3_small", "encoder_layer", "small_cnn"})
+    builds.emplace_back(model_sample(model) + "/model.pt2", std::string("tf32/") + model);
+  if (!prebuilt())
+    for (const auto& [archive, out] : builds) {
+      ProcResult r = build_cuda(archive, out, {"--allow-tf32"});
+      REQUIRE(r.exit_code == 0);
+      std::string wrapper = read_file(build_root() + "/" + out + "/wrapper.cpp");
+      CHECK(wrapper.find("/*tf32=*/true") != std::string::npos);
+      CHECK(read_file(build_root() + "/" + out + "/manifest.json").find("\"tf32\": true") != std::string::npos);
+    }
+  build_and_check(
+      builds, [&](const std::string& out) { return model_sample(fs::path(out).filename().string()); },
+      [](const std::string&) -> std::optional<Tolerance> { return Tolerance{1e-2, 1e-2}; }, {"--allow-tf32"});
+}
+
+TEST_CASE("cuda: --allow-tf32 without --device cuda is a user error", "[cuda][fast]") {
+  if (!require_corpus()) return;
+  ProcResult r = run_foundryc({model_sample("small_cnn") + "/model.pt2", "--allow-tf32", "--emit", "source"});
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("--allow-tf32 needs --device cuda") != std::string::npos);
 }
 
 }  // namespace foundry::test

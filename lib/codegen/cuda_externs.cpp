@@ -68,8 +68,13 @@ std::string call_block(const ir::LoopNode& node, const std::string& library, con
          " + failed);\n  }\n";
 }
 
+// The argument that lets a float32 call use TF32 tensor cores, "" when it may not.
+std::string tf32_argument(const ir::LoopNode& node, bool tf32) {
+  return tf32 && node.output->dtype == DType::Float32 ? ", /*tf32=*/true" : "";
+}
+
 std::string matmul_call(const ir::LoopNode& node, const ir::Matmul& call,
-                        const std::map<const ir::Buffer*, std::string>& ptrs) {
+                        const std::map<const ir::Buffer*, std::string>& ptrs, bool tf32) {
   std::string type = call_type(node, is_floating(node.output->dtype), "matrix product");
   check_layout(node, call.a);
   check_layout(node, call.b);
@@ -80,7 +85,8 @@ std::string matmul_call(const ir::LoopNode& node, const ir::Matmul& call,
   c << "foundry_cuda::matmul<" << type << ">(slot.cublas, stream, /*batch=*/"
     << (call.batched ? num(out[0]) : "1") << ", a, b, " << (call.bias ? "&bias" : "/*bias=*/nullptr") << ", /*alpha=*/"
     << ir::shortest_number(call.alpha) << ", /*beta=*/" << ir::shortest_number(call.beta) << ", "
-    << ptrs.at(node.output) << (node.output->dtype == DType::BFloat16 ? ", CUDA_R_16BF" : "") << ")";
+    << ptrs.at(node.output) << (node.output->dtype == DType::BFloat16 ? ", CUDA_R_16BF" : "")
+    << (tf32_argument(node, tf32).empty() ? "" : ", CUDA_R_32F" + tf32_argument(node, tf32)) << ")";
   return call_block(node, "cuBLAS", decls, c.str());
 }
 
@@ -138,7 +144,7 @@ void check_weight_layout(const ir::LoopNode& node, const ir::Operand& w) {
 }
 
 std::string convolution_call(const ir::LoopNode& node, const ir::Convolution& call,
-                             const std::map<const ir::Buffer*, std::string>& ptrs) {
+                             const std::map<const ir::Buffer*, std::string>& ptrs, bool tf32) {
   // --device cuda lowers transposed convolutions to reductions (LowerOptions).
   if (call.transposed) throw InternalError("bug: a transposed convolution call reached the cuDNN generator");
   DType t = node.output->dtype;
@@ -154,7 +160,8 @@ std::string convolution_call(const ir::LoopNode& node, const ir::Convolution& ca
            ", /*stride=*/" + conv_ints(node, call.stride) + ", /*padding=*/" + conv_ints(node, call.padding) +
            ", /*dilation=*/" + conv_ints(node, call.dilation) + ", /*groups=*/" + conv_int(node, call.groups) + "};\n";
   std::string c = "foundry_cudnn::convolution<" + type + ">(slot, stream, /*site=*/" + std::to_string(node.id) +
-                  ", params, input, weight, " + (call.bias ? "&bias" : "/*bias=*/nullptr") + ", output)";
+                  ", params, input, weight, " + (call.bias ? "&bias" : "/*bias=*/nullptr") + ", output" +
+                  tf32_argument(node, tf32) + ")";
   return call_block(node, "cuDNN", decls, c);
 }
 
@@ -166,9 +173,9 @@ std::string node_label(const ir::LoopNode& node) {
   return label.empty() ? "node" + std::to_string(node.id) : label;
 }
 
-std::string cuda_extern_call(const ir::LoopNode& node, const std::map<const ir::Buffer*, std::string>& ptrs) {
-  if (const auto* m = std::get_if<ir::Matmul>(&node.call.op)) return matmul_call(node, *m, ptrs);
-  if (const auto* c = std::get_if<ir::Convolution>(&node.call.op)) return convolution_call(node, *c, ptrs);
+std::string cuda_extern_call(const ir::LoopNode& node, const std::map<const ir::Buffer*, std::string>& ptrs, bool tf32) {
+  if (const auto* m = std::get_if<ir::Matmul>(&node.call.op)) return matmul_call(node, *m, ptrs, tf32);
+  if (const auto* c = std::get_if<ir::Convolution>(&node.call.op)) return convolution_call(node, *c, ptrs, tf32);
   unsupported(node, "the library call " + ir::extern_name(node.call));
 }
 

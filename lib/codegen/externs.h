@@ -32,9 +32,10 @@ std::string sort_statements(const ir::LoopNode& node, const ir::SortRows& call,
 constexpr const char* kLapackInclude = "#include \"foundry_lapack.h\"";
 
 // The statements of a library call of a CUDA model (cuda_externs.cpp): matrix products through
-// cuBLAS over the run body's pointers (`ptrs`), `model` and `stream` in scope. Throws UserError,
-// naming the node, for the calls that have no GPU form yet (convolutions, LAPACK).
-std::string cuda_extern_call(const ir::LoopNode& node, const std::map<const ir::Buffer*, std::string>& ptrs);
+// cuBLAS, convolutions through cuDNN, over the run body's pointers (`ptrs`), `model` and `stream`
+// in scope; `tf32`: float32 calls may use TF32 tensor cores (--allow-tf32). Throws UserError,
+// naming the node, for the calls that have no GPU form yet (LAPACK, sorts).
+std::string cuda_extern_call(const ir::LoopNode& node, const std::map<const ir::Buffer*, std::string>& ptrs, bool tf32);
 // A library call's nodes, "bmm (aten.bmm)" ("node7" when it has no ATen origin), for comments,
 // errors and step names.
 std::string node_label(const ir::LoopNode& node);

@@ -293,6 +293,7 @@ nlohmann::json manifest(const PipelineOptions& opts, const PipelineState& state)
   if (opts.device == "cuda") {
     m["device"] = opts.device;
     m["cuda_arch"] = opts.cuda_arch;
+    m["tf32"] = opts.tf32;
   }
   return m;
 }
@@ -315,6 +316,7 @@ void run_codegen(const PipelineOptions& opts, PipelineState& state, const StageC
   kernel_options.lanes = codegen::vector_lanes(opts.target);
   kernel_options.device = opts.device;
   kernel_options.cuda_arch = opts.cuda_arch;
+  kernel_options.tf32 = opts.tf32;
   state.model = codegen::generate_model(*state.program, *state.schedule, model_name(opts), kernel_options);
   codegen::write_model_files(*state.model, ctx.work_dir.string());
   ctx.write_file("manifest.json", manifest_text(manifest(opts, state)));
@@ -605,6 +607,7 @@ ir::LoopProgram lower_for_evaluation(const std::string& input) {
 void check_device(const PipelineOptions& opts, Stage last) {
   if (opts.device != "cpu" && opts.device != "cuda")
     throw UserError("unknown device " + quote_untrusted(opts.device, 40) + ": use --device cpu or --device cuda");
+  if (opts.tf32 && opts.device != "cuda") throw UserError("--allow-tf32 needs --device cuda (TF32 is a GPU format)");
   if (opts.device != "cuda") return;
   if (!build::valid_cuda_arch(opts.cuda_arch))
     throw UserError("unknown CUDA architecture " + quote_untrusted(opts.cuda_arch, 40) +

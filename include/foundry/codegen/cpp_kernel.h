@@ -45,6 +45,7 @@ struct KernelOptions {
   // and calls cuBLAS, and the CUDA C API (foundry_cuda_model_api.h); the fields above then do not apply.
   std::string device = "cpu";
   std::string cuda_arch = "sm_90";  // cuda: the GPU architecture (nvcc -arch)
+  bool tf32 = false;                // cuda: float32 library calls may use TF32 tensor cores (--allow-tf32)
 };
 
 EmittedKernel emit_kernel(const sched::Kernel& kernel, const sched::Schedule& schedule,

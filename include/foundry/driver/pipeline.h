@@ -48,6 +48,9 @@ struct PipelineOptions {
   // --cuda-arch; README "GPU (CUDA)")
   std::string device = "cpu";
   std::string cuda_arch = "sm_90";
+  // --allow-tf32 (cuda): float32 convolutions and matrix products may use TF32 tensor cores, as
+  // PyTorch's cuDNN convolutions do by default: faster, about 1e-3 relative error
+  bool tf32 = false;
   std::string depfile;               // --depfile: write a Make/Ninja depfile here on success
   // Called as each stage starts: its index from 0, the number of stages this run goes through,
   // its name (foundryc's progress line on a terminal).

@@ -75,11 +75,13 @@ constexpr cudaDataType_t data_type() {
 // out (contiguous [batch, M, N]) = alpha * a x b + beta * bias (bias: nullptr for none), on
 // `stream`, which `handle` is bound to (CallSlot::bind). float64 computes in double; the others
 // in float (CUBLAS_COMPUTE_32F: no TF32 with CUBLAS_DEFAULT_MATH, set at creation, as PyTorch's
-// float32 default; 16-bit operands accumulate in float and round once, as PyTorch's do).
-// Returns "" or what failed.
+// float32 default; 16-bit operands accumulate in float and round once, as PyTorch's do). `tf32`
+// (--allow-tf32): float32 products may use TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32, as
+// torch.backends.cuda.matmul.allow_tf32). Returns "" or what failed.
 template <class T>
 const char* matmul(cublasHandle_t handle, cudaStream_t stream, int64_t batch, const Matrix<T>& a, const Matrix<T>& b,
-                   const Matrix<T>* bias, double alpha, double beta, T* out, cudaDataType_t type = data_type<T>()) {
+                   const Matrix<T>* bias, double alpha, double beta, T* out, cudaDataType_t type = data_type<T>(),
+                   bool tf32 = false) {
   const int64_t M = a.rows, N = b.cols, K = a.cols;
   if (batch == 0 || M == 0 || N == 0) return "";
   if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || batch > INT32_MAX) return "a matrix too large for cuBLAS";
@@ -104,7 +106,10 @@ const char* matmul(cublasHandle_t handle, cudaStream_t stream, int64_t batch, co
       handle, op_b, op_a, int(N), int(M), int(K), wide ? static_cast<const void*>(&alpha64) : &alpha32, b.data, type,
       int(ld_b), b.batch_stride, a.data, type, int(ld_a), a.batch_stride,
       wide ? static_cast<const void*>(&beta64) : &beta32, out, type, int(N), M * N, int(batch),
-      wide ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      wide                              ? CUBLAS_COMPUTE_64F
+      : tf32 && type == CUDA_R_32F ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                        : CUBLAS_COMPUTE_32F,
+      CUBLAS_GEMM_DEFAULT);
   return s == CUBLAS_STATUS_SUCCESS ? "" : "cuBLAS gemm failed";
 }
 

@@ -206,9 +206,11 @@ std::string describe_tensors(Plan& plan, const Tensor<const T>& input, const Ten
 }
 
 // The convolution descriptor: cross-correlation, compute type = data type. float32 in
-// CUDNN_FMA_MATH: CUDNN_DEFAULT_MATH permits TF32 tensor cores on Ampere and later GPUs (the
-// H200 included), whose 10-bit mantissas would not match PyTorch's float32 reference.
-inline std::string describe_convolution(Plan& plan, const ConvParams& p, cudnnDataType_t type) {
+// CUDNN_FMA_MATH unless the model was compiled with --allow-tf32: CUDNN_DEFAULT_MATH permits TF32
+// tensor cores on Ampere and later GPUs (the H200 included), whose 10-bit mantissas do not match
+// PyTorch's float32 reference (they do match what PyTorch's own cuDNN convolutions compute by
+// default, torch.backends.cudnn.allow_tf32).
+inline std::string describe_convolution(Plan& plan, const ConvParams& p, cudnnDataType_t type, bool tf32) {
   int pad[3], stride[3], dilation[3], n = 0;
   if (p.spatial == 1) pad[n] = 0, stride[n] = 1, dilation[n++] = 1;  // H of a 1-d convolution
   for (int d = 0; d < p.spatial; ++d) pad[n] = p.padding[d], stride[n] = p.stride[d], dilation[n++] = p.dilation[d];
@@ -218,17 +220,18 @@ inline std::string describe_convolution(Plan& plan, const ConvParams& p, cudnnDa
                    "cudnnSetConvolutionNdDescriptor");
   if (failed.empty()) failed = check(cudnnSetConvolutionGroupCount(plan.conv, p.groups), "cudnnSetConvolutionGroupCount");
   // float64 has no reduced-precision form to exclude (its tensor cores compute in float64).
-  cudnnMathType_t math = type == CUDNN_DATA_FLOAT ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
+  cudnnMathType_t math = type == CUDNN_DATA_FLOAT && !tf32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
   if (failed.empty()) failed = check(cudnnSetConvolutionMathType(plan.conv, math), "cudnnSetConvolutionMathType");
   return failed;
 }
 
 // Whether an algorithm of the heuristic's list may run: deterministic, its workspace at most
-// kWorkspaceLimit, and no reduced precision (float32: not the tensor-op form, which is TF32; the
-// descriptor stays in CUDNN_FMA_MATH whatever the heuristic's entry says; float64: no conversion).
-inline bool acceptable(const cudnnConvolutionFwdAlgoPerf_t& perf, cudnnDataType_t type) {
+// kWorkspaceLimit, and no reduced precision (float32: not the tensor-op form, which is TF32, unless
+// `tf32`; the descriptor stays in CUDNN_FMA_MATH whatever the heuristic's entry says; float64: no
+// conversion).
+inline bool acceptable(const cudnnConvolutionFwdAlgoPerf_t& perf, cudnnDataType_t type, bool tf32) {
   bool math = perf.mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION &&
-              (type != CUDNN_DATA_FLOAT || perf.mathType != CUDNN_TENSOR_OP_MATH);
+              (type != CUDNN_DATA_FLOAT || tf32 || perf.mathType != CUDNN_TENSOR_OP_MATH);
   return perf.status == CUDNN_STATUS_SUCCESS && perf.determinism == CUDNN_DETERMINISTIC && math &&
          perf.memory <= kWorkspaceLimit;
 }
@@ -267,7 +270,7 @@ inline std::string next_algorithm(State& state, Plan& plan) {
 
 // The candidates from cuDNN's heuristic (cudnnGetConvolutionForwardAlgorithm_v7: no GPU time, the
 // same choice every time), and the first of them that fits.
-inline std::string choose_algorithm(State& state, Plan& plan, cudnnDataType_t type) {
+inline std::string choose_algorithm(State& state, Plan& plan, cudnnDataType_t type, bool tf32) {
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   int returned = 0;
   std::string failed = check(cudnnGetConvolutionForwardAlgorithm_v7(state.handle, plan.x, plan.w, plan.conv, plan.y,
@@ -275,13 +278,13 @@ inline std::string choose_algorithm(State& state, Plan& plan, cudnnDataType_t ty
                              "cudnnGetConvolutionForwardAlgorithm_v7");
   if (!failed.empty()) return failed;
   for (int k = 0; k < returned; ++k)
-    if (acceptable(perf[k], type)) plan.candidates.push_back(perf[k].algo);
+    if (acceptable(perf[k], type, tf32)) plan.candidates.push_back(perf[k].algo);
   return next_algorithm(state, plan);
 }
 
 // The plan of call site `site` for these operands: from the cache, or made (and the workspace grown).
 template <class T>
-std::string find_plan(State& state, int site, const ConvParams& p, const Tensor<const T>& input,
+std::string find_plan(State& state, int site, const ConvParams& p, bool tf32, const Tensor<const T>& input,
                       const Tensor<const T>& weight, const Tensor<const T>* bias, const Tensor<T>& output, Plan*& plan) {
   std::array<int64_t, 6 * kMaxRank + 1> key{};
   size_t at = 0;
@@ -301,8 +304,8 @@ std::string find_plan(State& state, int site, const ConvParams& p, const Tensor<
   Plan& made = plans.front();
   made.key = key;
   std::string failed = describe_tensors<T>(made, input, weight, bias, output, type);
-  if (failed.empty()) failed = describe_convolution(made, p, type);
-  if (failed.empty()) failed = choose_algorithm(state, made, type);
+  if (failed.empty()) failed = describe_convolution(made, p, type, tf32);
+  if (failed.empty()) failed = choose_algorithm(state, made, type, tf32);
   if (!failed.empty()) {
     plans.pop_front();
     return failed + ": input " + describe(input) + ", weight " + describe(weight);
@@ -314,7 +317,8 @@ std::string find_plan(State& state, int site, const ConvParams& p, const Tensor<
 
 // output (contiguous) = the convolution of input by weight, plus bias (nullptr for none), enqueued
 // on `stream` (the call's, or the slot's capture stream) with the slot's handle. `site` names the
-// call site (its IR node's id). "" or what failed.
+// call site (its IR node's id); `tf32`: float32 may use TF32 tensor cores (--allow-tf32). "" or
+// what failed.
 //
 // The bias is a separate cudnnAddTensor rather than cudnnConvolutionBiasActivationForward's fused
 // bias: that call runs its identity activation only with the IMPLICIT_PRECOMP_GEMM algorithm,
@@ -323,14 +327,14 @@ std::string find_plan(State& state, int site, const ConvParams& p, const Tensor<
 template <class T>
 std::string convolution(foundry_cuda::CallSlot& slot, cudaStream_t stream, int site, const ConvParams& p,
                         const Tensor<const T>& input, const Tensor<const T>& weight, const Tensor<const T>* bias,
-                        const Tensor<T>& output) {
+                        const Tensor<T>& output, bool tf32 = false) {
   static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value, "float32 and float64 only");
   auto* state = static_cast<State*>(slot.cudnn.get());
   if (!state) return "bug: the call slot has no cuDNN handle (Model::open_libraries did not run)";
   if (numel(output) == 0) return "";
   if (numel(input) == 0 || numel(weight) == 0) return "cuDNN does not convolve an input or weight with no elements";
   Plan* plan = nullptr;
-  if (std::string failed = find_plan<T>(*state, site, p, input, weight, bias, output, plan); !failed.empty())
+  if (std::string failed = find_plan<T>(*state, site, p, tf32, input, weight, bias, output, plan); !failed.empty())
     return failed;
   if (std::string failed = check(cudnnSetStream(state->handle, stream), "cudnnSetStream"); !failed.empty())
     return failed;
