@@ -111,7 +111,7 @@ TEST_CASE("reduction split: pieces over several reduced dims sum and max as comp
   }
 }
 
-TEST_CASE("reduction split: ArgMax, 16-bit float sums and rows too short or too many are not split", "[split][fast]") {
+TEST_CASE("reduction split: ArgMax, 16-bit float sums, rows too short or too many and fewer than 4 pieces are not split", "[split][fast]") {
   Builder b;
   Value* x = b.input("x", {4, 8192});
   Value* h = b.input("h", {4, 8192}, DType::Float16);
@@ -119,17 +119,23 @@ TEST_CASE("reduction split: ArgMax, 16-bit float sums and rows too short or too 
   b.output(b.op("sum.dim_IntList", {pos(h), pos(ints({1}))}));
   b.output(b.op("amax", {pos(h), pos(ints({1}))}));  // exact in float16: split
   b.output(b.op("sum.dim_IntList", {pos(x), pos(ints({0}))}));  // 8192 rows of 4
+  Value* short_rows = b.input("short_rows", {4, 2048});
+  b.output(b.op("sum.dim_IntList", {pos(short_rows), pos(ints({1}))}));
+  Value* prime_pieces = b.input("prime_pieces", {120, 4097});  // 17 * 241: no S in [4, 4]
+  b.output(b.op("sum.dim_IntList", {pos(prime_pieces), pos(ints({1}))}));
   ir::LoopProgram program = lower::lower_graph(b.g, options_with(lower::reduction_split_for("cuda")));
   std::string dump = ir::print_program(program);
-  CHECK(reduction_nodes(program) == 5);
+  CHECK(reduction_nodes(program) == 7);
   CHECK(file_check(dump, "CHECK: ranges: [4]  reduction: argmax over [8192]\n"
                          "CHECK: ranges: [4]  reduction: sum over [8192]\n"
                          "CHECK: ranges: [4, 8]  reduction: max over [1024]\n"
                          "CHECK: ranges: [4]  reduction: max over [8]\n"
-                         "CHECK: ranges: [8192]  reduction: sum over [4]\n") == "");
+                         "CHECK: ranges: [8192]  reduction: sum over [4]\n"
+                         "CHECK: ranges: [4]  reduction: sum over [2048]\n"
+                         "CHECK: ranges: [120]  reduction: sum over [4097]\n") == "");
 }
 
-TEST_CASE("reduction split: dynamic sizes are not split, the same model at static sizes is", "[split][corpus]") {
+TEST_CASE("reduction split: dynamic sizes are not split, the same model at static sizes is", "[split][fast]") {
   std::string archive = samples_dir() + "/dyn_attention/model.pt2";
   Graph g = passed_graph(archive);
   size_t unsplit = reduction_nodes(lower::lower_graph(g, options_with({}, /*dynamic=*/true)));
