@@ -65,12 +65,13 @@ std::map<std::string, std::string> known_failures(const std::string& list_name) 
 }
 
 void generate_sources(const std::string& sample_dir, const std::string& name, const std::string& out,
-                      const codegen::KernelOptions& options) {
+                      const codegen::KernelOptions& options, const std::optional<lower::ReductionSplit>& split) {
   Graph graph = load_model(sample_dir + "/model.pt2");
   verify_graph(graph);
   run_graph_passes(graph);
   lower::LowerOptions lower_options;
   lower_options.libraries = lower::libraries_for(options.device);
+  lower_options.reduction_split = split ? *split : lower::reduction_split_for(options.device);
   ir::LoopProgram program = lower::lower_graph(graph, lower_options);
   sched::Schedule schedule = sched::schedule_program(program, {});
   std::filesystem::create_directories(out);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "foundry/codegen/cpp_kernel.h"
+#include "foundry/lower/lowering.h"
 #include "foundry/runtime/compare.h"
 #include "foundry/runtime/npy.h"
 
@@ -23,8 +24,10 @@ std::map<std::string, std::string> known_failures(const std::string& list_name);
 
 // Generates one sample's sources into `out` under the symbol prefix `name` (the sweeps batch
 // several samples into one shared object; `options.device` picks the code generator).
+// `split` replaces the device's reduction split (lower::reduction_split_for) when given.
 void generate_sources(const std::string& sample_dir, const std::string& name, const std::string& out,
-                      const codegen::KernelOptions& options = {});
+                      const codegen::KernelOptions& options = {},
+                      const std::optional<lower::ReductionSplit>& split = std::nullopt);
 
 // "" when `outputs` match DIR/expected/N.npy (compare_arrays tolerances), else the first problem.
 std::string compare_with_expected(const std::vector<foundry::NpyArray>& outputs, const std::string& dir,
@@ -40,5 +43,11 @@ struct SweepResult {
 SweepResult run_sweep(const std::string& title, const std::vector<std::string>& sample_dirs,
                       const std::map<std::string, std::string>& known,
                       const std::function<std::string(const std::string& dir)>& check);
+
+// Generates every sample's sources (lowered with `split` when given), builds them in batches and
+// checks each sample against its references (test_compiled.cpp).
+SweepResult compiled_sweep(const std::string& title, const std::vector<std::string>& samples,
+                           const std::map<std::string, std::string>& known,
+                           const std::optional<lower::ReductionSplit>& split = std::nullopt);
 
 }  // namespace foundry::test

@@ -51,11 +51,14 @@ std::vector<std::string> batch_command(const Batch& batch, const std::string& ro
   return argv;
 }
 
+}  // namespace
+
 // Generates every sample's sources, builds them in batches of 100 (two compilers at a time: the
 // machine has two cores), then loads and checks each sample on its own. A sample whose sources
 // cannot be generated fails with that error.
 SweepResult compiled_sweep(const std::string& title, const std::vector<std::string>& samples,
-                           const std::map<std::string, std::string>& known) {
+                           const std::map<std::string, std::string>& known,
+                           const std::optional<lower::ReductionSplit>& split) {
   TempDir tmp("foundry_sweep_");
 
   // Generate every sample's sources; a sample that fails here fails the sweep on its own.
@@ -65,7 +68,7 @@ SweepResult compiled_sweep(const std::string& title, const std::vector<std::stri
   for (size_t i = 0; i < samples.size(); ++i) {
     std::string name = "s" + std::to_string(i);
     try {
-      generate_sources(samples[i], name, tmp / name);
+      generate_sources(samples[i], name, tmp / name, {}, split);
       if (batches.back().members.size() == kBatchSize) batches.emplace_back();
       batches.back().members.push_back({samples[i], name});
     } catch (const std::exception& e) {
@@ -101,8 +104,6 @@ SweepResult compiled_sweep(const std::string& title, const std::vector<std::stri
     return compare_with_expected(model.run(read_npy_sequence(dir + "/inputs")), dir);
   });
 }
-
-}  // namespace
 
 TEST_CASE("compiled corpus models match PyTorch", "[compiled][corpus]") {
   if (!require_corpus()) return;

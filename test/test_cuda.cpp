@@ -227,6 +227,7 @@ void build_bounds_model(const std::string& dir) {
   b.output(b.op("scatter_add", {pos(self), pos(Arg::of_int(0)), pos(index), pos(src)}));
   lower::LowerOptions for_cuda;
   for_cuda.libraries = lower::libraries_for("cuda");
+  for_cuda.reduction_split = lower::reduction_split_for("cuda");
   ir::LoopProgram program = lower::lower_graph(b.g, for_cuda);
   sched::Schedule schedule = sched::schedule_program(program, {});
   codegen::KernelOptions kernel_options;
@@ -578,6 +579,7 @@ TEST_CASE("cuda: a convolution weight cuDNN cannot take as a filter is refused n
                                 pos(ints({1, 1})), pos(Arg::of_bool(false)), pos(ints({0, 0})), pos(Arg::of_int(1))}));
   lower::LowerOptions for_cuda;
   for_cuda.libraries = lower::libraries_for("cuda");
+  for_cuda.reduction_split = lower::reduction_split_for("cuda");
   ir::LoopProgram program = lower::lower_graph(b.g, for_cuda);
   sched::Schedule schedule = sched::schedule_program(program, {});
   codegen::KernelOptions options;

@@ -163,6 +163,7 @@ void run_lower(const PipelineOptions& opts, PipelineState& state, const StageCon
   options.dynamic_shapes = true;
   options.static_fallback = opts.static_fallback;
   options.libraries = lower::libraries_for(opts.device);
+  options.reduction_split = lower::reduction_split_for(opts.device);
   state.program = lower::lower_graph(*state.graph, options);
   state.model_outputs = state.program->outputs.size();
   if (opts.debug_buffers) ir::expose_computed_buffers(*state.program);

@@ -125,8 +125,72 @@ TensorRef LoweringContext::realize_node(const TensorRef& ref, std::vector<std::s
 }
 
 TensorRef LoweringContext::reduction(DType out_dtype, std::vector<Expr> sizes, std::vector<Expr> reduction_ranges,
-                                     ir::ReduceOp op,
-                                     std::function<Val(Ops&, const Index&, const Index&)> fn) {
+                                     ir::ReduceOp op, ReduceFn fn) {
+  if (int64_t pieces = split_pieces(out_dtype, sizes, reduction_ranges, op))
+    return split_reduction(out_dtype, std::move(sizes), reduction_ranges, op, fn, pieces);
+  return reduction_node(out_dtype, std::move(sizes), std::move(reduction_ranges), op, std::move(fn));
+}
+
+namespace {
+// The product of static sizes, or nullopt when one is dynamic.
+std::optional<int64_t> static_numel(const std::vector<Expr>& sizes) {
+  int64_t n = 1;
+  for (const Expr& e : sizes) {
+    if (!e.is_const()) return std::nullopt;
+    n *= e.const_value();
+  }
+  return n;
+}
+
+// Combining partials is the same op only for these; 16-bit float partial sums and products would
+// be rounded to 16 bits each, which the unsplit reduction's float accumulator does not do.
+bool splittable(ir::ReduceOp op, DType out_dtype) {
+  switch (op) {
+    case ir::ReduceOp::Sum: case ir::ReduceOp::Prod:
+      return out_dtype != DType::Float16 && out_dtype != DType::BFloat16;
+    case ir::ReduceOp::Max: case ir::ReduceOp::Min: case ir::ReduceOp::Any: return true;
+    default: return false;
+  }
+}
+}  // namespace
+
+// S, the pieces each row is reduced in, or 0 for no split (see ReductionSplit).
+int64_t LoweringContext::split_pieces(DType out_dtype, const std::vector<Expr>& sizes,
+                                      const std::vector<Expr>& reduction_ranges, ir::ReduceOp op) const {
+  const ReductionSplit& r = split_;
+  if (r.max_rows <= 0 || !splittable(op, out_dtype)) return 0;
+  std::optional<int64_t> rows = static_numel(sizes), n = static_numel(reduction_ranges);
+  if (!rows || !n || *rows < 1 || *rows >= r.max_rows || *n < std::max<int64_t>(r.min_length, 2)) return 0;
+  int64_t most = std::min(r.max_pieces / *rows, *n / std::max<int64_t>(r.min_chunk, 1));
+  for (int64_t s = most; s >= std::max<int64_t>(r.min_pieces, 2); --s)
+    if (*n % s == 0) return s;
+  return 0;
+}
+
+// partial[idx..., s] reduces elements s*C .. s*C + C-1 of row idx (C = n / pieces, in the row's
+// row-major order); the result reduces partial[idx..., 0 .. pieces-1] with the same op.
+TensorRef LoweringContext::split_reduction(DType out_dtype, std::vector<Expr> sizes,
+                                           const std::vector<Expr>& reduction_ranges, ir::ReduceOp op,
+                                           const ReduceFn& fn, int64_t pieces) {
+  Expr chunk(*static_numel(reduction_ranges) / pieces);
+  std::vector<Expr> partial_sizes = sizes;
+  partial_sizes.push_back(Expr(pieces));
+  TensorRef partial = reduction_node(out_dtype, partial_sizes, {chunk}, op,
+                                     [fn, reduction_ranges, chunk](Ops& ops, const Index& idx, const Index& ridx) {
+    Index row(idx.begin(), idx.end() - 1);
+    return fn(ops, row, ir::unravel_index(idx.back() * chunk + ridx[0], reduction_ranges));
+  });
+  Loader load = partial.load;
+  return reduction_node(out_dtype, std::move(sizes), {Expr(pieces)}, op,
+                        [load](Ops& ops, const Index& idx, const Index& ridx) {
+    Index at = idx;
+    at.push_back(ridx[0]);
+    return load(ops, at);
+  });
+}
+
+TensorRef LoweringContext::reduction_node(DType out_dtype, std::vector<Expr> sizes,
+                                          std::vector<Expr> reduction_ranges, ir::ReduceOp op, ReduceFn fn) {
   ir::Buffer* out = program_.new_buffer(ir::BufferKind::Computed, out_dtype, sizes);
   auto node = std::make_unique<ir::LoopNode>();
   node->kind = ir::NodeKind::Reduction;
@@ -411,10 +475,10 @@ void bind_outputs(const Graph& graph, LoweringContext& ctx, ir::LoopProgram& pro
 }
 
 
-ir::LoopProgram lower_with(const Graph& graph, bool dynamic, const LibraryTraits& libraries) {
+ir::LoopProgram lower_with(const Graph& graph, bool dynamic, const LowerOptions& options) {
   ir::LoopProgram program;
   SymbolTable symbols(graph, !dynamic);
-  LoweringContext ctx(program, symbols, libraries);
+  LoweringContext ctx(program, symbols, options.libraries, options.reduction_split);
   bind_inputs(graph, ctx, program);
   const std::unordered_set<const Value*> used = used_values(graph);
   ctx.set_used(&used);
@@ -441,11 +505,23 @@ LibraryTraits libraries_for(const std::string& device) {
   return {};
 }
 
+// On the GPU (132 SMs on an H200) fewer rows than about one per SM leave SMs idle: rows * S up to
+// 512 blocks is about four resident blocks per SM, more only lengthens the second pass. C >= 1024
+// gives each of a row block's threads several elements, so the piece is not all launch and
+// partial store; rows of fewer than 4096 elements are too short to be worth a second launch.
+// The CPU never splits: its kernels already run a lone row's loop in pieces on threads, and with
+// more rows than threads the rows fill them. On the 2-core build host, a sum of 16M floats and a
+// mean over [8, 2097152] at --threads 2 were memory bound at ~10 ms split or not.
+ReductionSplit reduction_split_for(const std::string& device) {
+  if (device == "cuda") return {/*max_rows=*/128, /*min_length=*/4096, /*max_pieces=*/512, /*min_chunk=*/1024};
+  return {};
+}
+
 ir::LoopProgram lower_graph(const Graph& graph, const LowerOptions& options) {
-  if (!has_dynamic_sizes(graph)) return lower_with(graph, false, options.libraries);
+  if (!has_dynamic_sizes(graph)) return lower_with(graph, false, options);
   if (options.dynamic_shapes) {
     try {
-      return lower_with(graph, true, options.libraries);
+      return lower_with(graph, true, options);
     } catch (const DynamicShapeUnsupported& e) {
       if (!options.static_fallback)
         throw DynamicShapeUnsupported(std::string(e.what()) +
@@ -456,7 +532,7 @@ ir::LoopProgram lower_graph(const Graph& graph, const LowerOptions& options) {
   } else {
     spdlog::warn("the inputs have dynamic sizes; specializing to the sizes recorded at export");
   }
-  return lower_with(graph, false, options.libraries);
+  return lower_with(graph, false, options);
 }
 
 }  // namespace foundry::lower

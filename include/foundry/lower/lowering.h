@@ -97,10 +97,29 @@ struct LibraryTraits {
 // library calls take, for foundryc and for anything else that lowers for a device.
 LibraryTraits libraries_for(const std::string& device);
 
+// When a reduction becomes two (as Inductor's split reductions): a row's loop runs on one thread
+// block on the GPU and on one thread on the CPU, so a few long rows leave most of the machine
+// idle. Split, each row is reduced in S pieces of C = n / S elements (S divides the row length n,
+// so no piece needs a mask) into partial results, and a second reduction combines a row's S
+// partials. Only static sizes and Sum, Prod, Max, Min, Any; 16-bit float sums and products are
+// never split (their partials would be rounded to 16 bits before being combined).
+struct ReductionSplit {
+  int64_t max_rows = 0;    // split only reductions with fewer rows (output elements) than this; 0: never
+  int64_t min_length = 0;  // whose rows have at least this many elements
+  int64_t max_pieces = 0;  // with rows * S at most this
+  int64_t min_chunk = 0;   // and C at least this
+  int64_t min_pieces = 4;  // the largest such S; below this one, no split
+};
+
+// The reduction split of a device ("cpu" or "cuda"), next to its library traits for the same
+// reason: foundryc and the tests lower for a device from here.
+ReductionSplit reduction_split_for(const std::string& device);
+
 class LoweringContext {
  public:
-  LoweringContext(ir::LoopProgram& program, SymbolTable& symbols, LibraryTraits libraries = {})
-      : program_(program), symbols_(symbols), libraries_(libraries) {}
+  LoweringContext(ir::LoopProgram& program, SymbolTable& symbols, LibraryTraits libraries = {},
+                  ReductionSplit split = {})
+      : program_(program), symbols_(symbols), libraries_(libraries), split_(split) {}
 
   // The node being lowered (set by the driver); used for origins and error messages.
   const Node* node = nullptr;
@@ -125,9 +144,10 @@ class LoweringContext {
   // copies it (converting its dtype where needed), and its kernel is named as a copy.
   TensorRef realize_operand_copy(const TensorRef& ref);
   // A realized reduction over `reduction_ranges`; fn(ops, idx, ridx) gives the value to reduce.
+  // Two reduction nodes where the target's ReductionSplit says so.
+  using ReduceFn = std::function<Val(Ops&, const Index& idx, const Index& ridx)>;
   TensorRef reduction(DType out_dtype, std::vector<Expr> sizes, std::vector<Expr> reduction_ranges,
-                      ir::ReduceOp op,
-                      std::function<Val(Ops&, const Index& idx, const Index& ridx)> fn);
+                      ir::ReduceOp op, ReduceFn fn);
   // A node that writes into an existing computed buffer (scatter ops); `ranges` is its iteration
   // space and `body` performs the stores.
   void mutate(const ir::Buffer* target, std::vector<Expr> ranges, ir::Body body);
@@ -156,11 +176,18 @@ class LoweringContext {
   ir::LoopProgram& program_;
   SymbolTable& symbols_;
   LibraryTraits libraries_;
+  ReductionSplit split_;
   std::map<const Value*, TensorRef> env_;
   const std::unordered_set<const Value*>* used_ = nullptr;
   std::vector<std::string> origins() const;
   std::vector<std::string> origin_ops() const;
   TensorRef realize_node(const TensorRef& ref, std::vector<std::string> ops);
+  TensorRef reduction_node(DType out_dtype, std::vector<Expr> sizes, std::vector<Expr> reduction_ranges,
+                           ir::ReduceOp op, ReduceFn fn);
+  int64_t split_pieces(DType out_dtype, const std::vector<Expr>& sizes, const std::vector<Expr>& reduction_ranges,
+                       ir::ReduceOp op) const;
+  TensorRef split_reduction(DType out_dtype, std::vector<Expr> sizes, const std::vector<Expr>& reduction_ranges,
+                            ir::ReduceOp op, const ReduceFn& fn, int64_t pieces);
 };
 
 // A buffer seen in its own layout.
@@ -187,6 +214,7 @@ struct LowerOptions {
   // recorded sizes (foundryc --static-fallback) instead of failing with DynamicShapeUnsupported.
   bool static_fallback = false;
   LibraryTraits libraries;
+  ReductionSplit reduction_split;
 };
 
 // Lowers the whole graph. Throws UserError naming the node and op when an op has no lowering.
