@@ -1,5 +1,6 @@
 #include "sweep.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -62,6 +63,23 @@ std::map<std::string, std::string> known_failures(const std::string& list_name) 
     out[name] = reason.substr(reason.find_first_not_of(' ') == std::string::npos ? 0 : reason.find_first_not_of(' '));
   }
   return out;
+}
+
+lower::ReductionSplit forced_reduction_split(int64_t min_chunk) {
+  return {/*max_rows=*/int64_t{1} << 40, /*min_length=*/2, /*max_pieces=*/int64_t{1} << 50, min_chunk,
+          /*min_pieces=*/2};
+}
+
+bool split_changes(const std::string& sample_dir, const lower::ReductionSplit& split) {
+  Graph graph = load_model(sample_dir + "/model.pt2");
+  run_graph_passes(graph);
+  auto reductions = [](const ir::LoopProgram& program) {
+    return std::count_if(program.nodes.begin(), program.nodes.end(),
+                         [](const auto& n) { return n->kind == ir::NodeKind::Reduction; });
+  };
+  lower::LowerOptions with_split;
+  with_split.reduction_split = split;
+  return reductions(lower::lower_graph(graph, with_split)) > reductions(lower::lower_graph(graph));
 }
 
 void generate_sources(const std::string& sample_dir, const std::string& name, const std::string& out,

@@ -44,6 +44,13 @@ SweepResult run_sweep(const std::string& title, const std::vector<std::string>& 
                       const std::map<std::string, std::string>& known,
                       const std::function<std::string(const std::string& dir)>& check);
 
+// Splits every reduction the rules allow, however small: in pieces of at least `min_chunk`
+// elements (1: also the only split of a row of prime length, such as OpInfo's 5).
+lower::ReductionSplit forced_reduction_split(int64_t min_chunk = 2);
+
+// Whether lowering the sample with `split` makes more reduction nodes than without (it splits one).
+bool split_changes(const std::string& sample_dir, const lower::ReductionSplit& split);
+
 // Generates every sample's sources (lowered with `split` when given), builds them in batches and
 // checks each sample against its references (test_compiled.cpp).
 SweepResult compiled_sweep(const std::string& title, const std::vector<std::string>& samples,

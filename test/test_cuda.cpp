@@ -174,7 +174,8 @@ std::vector<std::string> sweep_samples() {
 
 // Sources of every sample under root/sN, built in batches of 100 (two nvcc at a time) into
 // root/batchK.so; root/index.txt says `sample-folder-name name batch` per sample, or the error.
-void build_cuda_sweep(const std::vector<std::string>& samples, const std::string& root) {
+void build_cuda_sweep(const std::vector<std::string>& samples, const std::string& root,
+                      const std::optional<lower::ReductionSplit>& split = std::nullopt) {
   codegen::KernelOptions cuda_options;
   cuda_options.device = "cuda";
   fs::create_directories(root);
@@ -183,7 +184,7 @@ void build_cuda_sweep(const std::vector<std::string>& samples, const std::string
   for (size_t i = 0; i < samples.size(); ++i) {
     std::string name = "s" + std::to_string(i), sample = fs::path(samples[i]).filename().string();
     try {
-      generate_sources(samples[i], name, root + "/" + name, cuda_options);
+      generate_sources(samples[i], name, root + "/" + name, cuda_options, split);
       if (batches.back().size() == 100) batches.emplace_back();
       batches.back().push_back(name);
       index << sample << " " << name << " " << batches.size() - 1 << "\n";
@@ -376,6 +377,34 @@ TEST_CASE("cuda: tier-1 OpInfo samples (every 4th) match PyTorch on the GPU", "[
   SweepResult r = run_cuda_samples("cuda tier-1 (every 4th)", samples, root, known_failures("known_failures_cuda.txt"));
   CHECK(r.unexpected_failures.empty());
   CHECK(r.passed * 100 >= 98 * static_cast<int>(samples.size()));
+}
+
+TEST_CASE("cuda: reductions split however short (forced) match PyTorch on the GPU", "[cuda]") {
+  // The sweep's samples whose reductions a forced split changes (its real thresholds, rows of 4096
+  // and more, split none of OpInfo's small ones): partials and their combining reduction as GPU
+  // row kernels. The list is written where the batches are, since the GPU host has no archives.
+  if (!require_corpus()) return;
+  std::string root = build_root() + "/split";
+  if (!prebuilt()) {
+    std::vector<std::string> split;
+    for (const std::string& dir : sweep_samples())
+      if (split_changes(dir, forced_reduction_split())) split.push_back(dir);
+    CHECK(split.size() >= 20);
+    build_cuda_sweep(split, root, forced_reduction_split());
+    std::ofstream list(root + "/samples.txt");
+    for (const std::string& dir : split) list << fs::path(dir).filename().string() << "\n";
+  }
+  std::string why = no_gpu_reason();
+  if (!why.empty()) {
+    WARN("SKIPPED: no GPU: " << why << " (built " << root << ")");
+    return;
+  }
+  std::vector<std::string> samples;
+  std::ifstream list(root + "/samples.txt");
+  for (std::string name; std::getline(list, name);) samples.push_back(corpus_dir() + "/opinfo/" + name);
+  REQUIRE(!samples.empty());
+  SweepResult r = run_cuda_samples("cuda forced split", samples, root, known_failures("known_failures_cuda.txt"));
+  CHECK(r.unexpected_failures.empty());
 }
 
 TEST_CASE("cuda: cuDNN convolutions (1-d 2-d 3-d grouped unbatched) match PyTorch on the GPU", "[cuda]") {

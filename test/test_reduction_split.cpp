@@ -19,12 +19,7 @@
 namespace foundry::test {
 namespace {
 
-// Split every reduction the rules allow, however small: in pieces of at least 2 elements, or also
-// of 1 (the only split of a row of prime length, such as OpInfo's 5).
-lower::ReductionSplit forced_split(int64_t min_chunk = 2) {
-  return {/*max_rows=*/int64_t{1} << 40, /*min_length=*/2, /*max_pieces=*/int64_t{1} << 50, min_chunk,
-          /*min_pieces=*/2};
-}
+lower::ReductionSplit forced_split(int64_t min_chunk = 2) { return forced_reduction_split(min_chunk); }
 
 lower::LowerOptions options_with(const lower::ReductionSplit& split, bool dynamic = false) {
   lower::LowerOptions options;
@@ -57,8 +52,7 @@ std::vector<std::string> samples_split_by(const lower::ReductionSplit& split) {
   std::vector<std::string> samples = {corpus_dir() + "/models/reductions"};
   for (const std::string& dir : tier1_samples()) {
     try {
-      auto [unsplit, with_split] = reductions_unsplit_split(dir + "/model.pt2", split);
-      if (with_split > unsplit) samples.push_back(dir);
+      if (split_changes(dir, split)) samples.push_back(dir);
     } catch (const std::exception&) {
       // Samples foundryc cannot lower are the compiled sweep's concern (its known failures).
     }
