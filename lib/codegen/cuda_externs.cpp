@@ -82,11 +82,14 @@ std::string matmul_call(const ir::LoopNode& node, const ir::Matmul& call,
   std::string decls = matrix_decl("a", call.a, ptrs, type) + matrix_decl("b", call.b, ptrs, type);
   if (call.bias) decls += matrix_decl("bias", *call.bias, ptrs, type);
   std::ostringstream c;
+  // The trailing arguments: cuBLAS's type where data_type<T>() does not say it (bfloat16 is stored
+  // as uint16_t), and the type again before the tf32 flag that follows it.
+  std::string tail = node.output->dtype == DType::BFloat16 ? ", CUDA_R_16BF" : "";
+  if (std::string flag = tf32_argument(node, tf32); !flag.empty()) tail = ", CUDA_R_32F" + flag;
   c << "foundry_cuda::matmul<" << type << ">(slot.cublas, stream, /*batch=*/"
     << (call.batched ? num(out[0]) : "1") << ", a, b, " << (call.bias ? "&bias" : "/*bias=*/nullptr") << ", /*alpha=*/"
     << ir::shortest_number(call.alpha) << ", /*beta=*/" << ir::shortest_number(call.beta) << ", "
-    << ptrs.at(node.output) << (node.output->dtype == DType::BFloat16 ? ", CUDA_R_16BF" : "")
-    << (tf32_argument(node, tf32).empty() ? "" : ", CUDA_R_32F" + tf32_argument(node, tf32)) << ")";
+    << ptrs.at(node.output) << tail << ")";
   return call_block(node, "cuBLAS", decls, c.str());
 }
 
