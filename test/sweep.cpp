@@ -70,16 +70,17 @@ lower::ReductionSplit forced_reduction_split(int64_t min_chunk) {
           /*min_pieces=*/2};
 }
 
+size_t reduction_nodes(const ir::LoopProgram& program) {
+  return static_cast<size_t>(std::count_if(program.nodes.begin(), program.nodes.end(),
+                                           [](const auto& n) { return n->kind == ir::NodeKind::Reduction; }));
+}
+
 bool split_changes(const std::string& sample_dir, const lower::ReductionSplit& split) {
   Graph graph = load_model(sample_dir + "/model.pt2");
   run_graph_passes(graph);
-  auto reductions = [](const ir::LoopProgram& program) {
-    return std::count_if(program.nodes.begin(), program.nodes.end(),
-                         [](const auto& n) { return n->kind == ir::NodeKind::Reduction; });
-  };
   lower::LowerOptions with_split;
   with_split.reduction_split = split;
-  return reductions(lower::lower_graph(graph, with_split)) > reductions(lower::lower_graph(graph));
+  return reduction_nodes(lower::lower_graph(graph, with_split)) > reduction_nodes(lower::lower_graph(graph));
 }
 
 void generate_sources(const std::string& sample_dir, const std::string& name, const std::string& out,

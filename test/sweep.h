@@ -48,6 +48,9 @@ SweepResult run_sweep(const std::string& title, const std::vector<std::string>& 
 // elements (1: also the only split of a row of prime length, such as OpInfo's 5).
 lower::ReductionSplit forced_reduction_split(int64_t min_chunk = 2);
 
+// The reduction nodes of a lowered program.
+size_t reduction_nodes(const ir::LoopProgram& program);
+
 // Whether lowering the sample with `split` makes more reduction nodes than without (it splits one).
 bool split_changes(const std::string& sample_dir, const lower::ReductionSplit& split);
 
