@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -31,11 +32,14 @@ constexpr auto kStaleTemp = std::chrono::hours(1);
 bool read_regular_file(const fs::path& p, std::string& bytes) {
   std::error_code ec;
   if (!fs::is_regular_file(fs::symlink_status(p, ec))) return false;
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (!in && !in.eof()) return false;
-  bytes = s.str();
+  std::ifstream in(p, std::ios::binary | std::ios::ate);
+  std::streamoff size = in.tellg();
+  if (!in || size < 0) return false;
+  std::string data(static_cast<size_t>(size), '\0');  // one read into one buffer: entries hold weights
+  in.seekg(0);
+  in.read(data.data(), size);
+  if (in.gcount() != size || in.peek() != std::ifstream::traits_type::eof()) return false;  // changed meanwhile
+  bytes = std::move(data);
   return true;
 }
 
@@ -136,7 +140,8 @@ std::string entry_bytes(const std::string& key, const std::vector<std::pair<std:
 // The products of an entry file, each checked against its recorded size and hash; `why` says
 // what does not match.
 std::map<std::string, std::string> parse_entry(const std::string& key, const std::string& file, std::string& why) {
-  std::istringstream lines(file);
+  size_t header_end = file.find("\n\n");
+  std::istringstream lines(file.substr(0, header_end == std::string::npos ? file.size() : header_end + 2));
   std::string header, key_line;
   std::getline(lines, header);
   std::getline(lines, key_line);
@@ -159,7 +164,7 @@ std::map<std::string, std::string> parse_entry(const std::string& key, const std
     }
     recorded.emplace_back(suffix, size, hash);
   }
-  size_t at = lines.eof() ? file.size() : static_cast<size_t>(lines.tellg());
+  size_t at = header_end == std::string::npos ? file.size() : header_end + 2;
   std::map<std::string, std::string> products;
   for (const auto& [suffix, size, hash] : recorded) {
     if (size > file.size() - at) {
@@ -207,13 +212,13 @@ fs::path CompileCache::entry_path(const std::string& key) const {
   return fs::path(dir_) / key.substr(0, 2) / (key + kEntrySuffix);
 }
 
-bool CompileCache::fetch(const std::string& key, const Products& products, std::string& why) {
+std::optional<std::map<std::string, std::string>> CompileCache::load(const std::string& key, std::string& why) {
   why.clear();
   const fs::path path = entry_path(key);
   std::string file;
   std::error_code ec;
   if (!read_regular_file(path, file)) {
-    if (!fs::exists(fs::symlink_status(path, ec))) return false;  // no entry: a plain miss
+    if (!fs::exists(fs::symlink_status(path, ec))) return std::nullopt;  // no entry: a plain miss
     why = "it is not a readable file";
   }
   std::map<std::string, std::string> stored;
@@ -221,14 +226,20 @@ bool CompileCache::fetch(const std::string& key, const Products& products, std::
   if (!why.empty()) {
     why = "cache entry " + path.string() + " ignored: " + why;
     remove_files(list_cache(dir_).entries[key].files);  // damaged: rebuilt and stored again
-    return false;
+    return std::nullopt;
   }
+  fs::last_write_time(path, fs::file_time_type::clock::now(), ec);  // used now
+  return stored;
+}
+
+bool CompileCache::fetch(const std::string& key, const Products& products, std::string& why) {
+  std::optional<std::map<std::string, std::string>> stored = load(key, why);
+  if (!stored) return false;
   for (const auto& [to, suffix] : products)
-    if (!stored.count(suffix)) return false;  // a whole entry without this product: a miss, then replaced
+    if (!stored->count(suffix)) return false;  // a whole entry without this product: a miss, then replaced
   // The checked bytes are the ones written: a file swapped after the check is never used.
   for (const auto& [to, suffix] : products)
-    if (!write_file_atomically(to, stored[suffix])) throw UserError("cannot write " + to);
-  fs::last_write_time(path, fs::file_time_type::clock::now(), ec);  // used now
+    if (!write_file_atomically(to, (*stored)[suffix])) throw UserError("cannot write " + to);
   return true;
 }
 
@@ -239,6 +250,10 @@ void CompileCache::store(const std::string& key, const Products& products) {
     if (!read_regular_file(from, bytes)) return;
     payloads.emplace_back(suffix, std::move(bytes));
   }
+  store_bytes(key, payloads);
+}
+
+void CompileCache::store_bytes(const std::string& key, const std::vector<std::pair<std::string, std::string>>& payloads) {
   const fs::path path = entry_path(key);
   std::error_code ec;
   fs::create_directories(path.parent_path(), ec);

@@ -191,6 +191,12 @@ std::string find_compiler(const std::string& requested) {
   throw UserError("no C++ compiler found (tried $CXX, g++, clang++); install g++ or pass --cxx");
 }
 
+std::string host_compiler(const std::string& requested) {
+  std::string cxx = find_compiler(requested);
+  // It runs in the output folder: a relative path to it must not change meaning.
+  return cxx.find('/') != std::string::npos ? fs::absolute(cxx).string() : cxx;
+}
+
 std::string find_launcher(const std::string& requested) {
   std::string launcher = requested, from = "--cxx-launcher";
   if (launcher.empty()) {
@@ -364,25 +370,18 @@ std::string nvcc_identity(const std::string& nvcc, const std::string& host_cxx) 
 CompileResult compile_cuda_model(const fs::path& out, const CompileOptions& options) {
   if (options.static_archive) throw UserError("--emit=static is not supported with --device cuda yet");
   CompileResult result;
-  std::string host = find_compiler(options.cxx);
-  if (host.find('/') != std::string::npos) host = fs::absolute(host).string();
+  std::string host = host_compiler(options.cxx);
   result.compiler = find_nvcc();
   result.flags = nvcc_flags(host, options.cuda_arch);
   const std::vector<std::string> host_flags = host_wrapper_flags(result.compiler);
   bool uses_cudnn = wrapper_uses_cudnn((out / "wrapper.cpp").string());
+  if (uses_cudnn) find_cudnn(result.compiler);  // says where it looked when it is missing
   result.link_flags = cuda_link_flags(uses_cudnn);
-  // The key adds what the link adds: the libraries and, for cuDNN, which one (its headers'
-  // version, where they are).
-  std::vector<std::string> key_parts = {FOUNDRY_VERSION, "cuda", result.compiler, nvcc_identity(result.compiler, host),
-                                        options.cuda_arch, uses_cudnn ? find_cudnn(result.compiler) : ""};
-  key_parts.insert(key_parts.end(), result.flags.begin(), result.flags.end());
-  key_parts.insert(key_parts.end(), host_flags.begin(), host_flags.end());
+  std::vector<std::string> key_parts = {toolchain_identity(options)};
   key_parts.insert(key_parts.end(), result.link_flags.begin(), result.link_flags.end());
   result.key = sources_key(std::move(key_parts), out, {".cu", ".cpp"});
-  CompileCache cache(options.cache_dir.empty() ? default_cache_dir() : options.cache_dir,
-                     options.cache_limit ? options.cache_limit : default_cache_limit());
-  CompileCache::Products products = {{(out / "model.so").string(), ".so"}};
-  if (options.use_cache && cache.fetch(result.key, products, result.cache_note)) {
+  CompileCache cache = cache_of(options);
+  if (options.use_cache && cache.fetch(result.key, built_products(out.string(), options), result.cache_note)) {
     result.cache_hit = true;
     return result;
   }
@@ -406,18 +405,54 @@ CompileResult compile_cuda_model(const fs::path& out, const CompileOptions& opti
   ProcessResult linked = run_build_steps({link}, {"model.so"}, "linking", out, options).front();
   if (linked.exit_code != 0) throw UserError("linking " + (out / "model.so").string() + " failed:\n" + linked.output);
   for (const auto& src : sources) fs::remove(out / (src + ".o"));
-  if (options.use_cache) cache.store(result.key, products);
+  if (options.use_cache) cache.store(result.key, built_products(out.string(), options));
   return result;
 }
 
 }  // namespace
 
+std::string toolchain_identity(const CompileOptions& options) {
+  std::vector<std::string> parts = {FOUNDRY_VERSION, options.device};
+  if (options.device == "cuda") {
+    // nvcc (its release and build), the host compiler, the arch, both compilers' flags, and the
+    // cuDNN nvcc would link (its version and where it is), or none.
+    std::string host = host_compiler(options.cxx), nvcc = find_nvcc();
+    std::string cudnn = "no cuDNN";
+    try {
+      cudnn = find_cudnn(nvcc);
+    } catch (const UserError&) {
+    }
+    parts.insert(parts.end(), {nvcc, nvcc_identity(nvcc, host), options.cuda_arch, cudnn});
+    for (const auto& flags : {nvcc_flags(host, options.cuda_arch), host_wrapper_flags(nvcc)})
+      parts.insert(parts.end(), flags.begin(), flags.end());
+  } else {
+    // The compiler (as named, its version, and for -march=native this CPU's instruction sets) and
+    // the flags (with -march). Not the launcher: ccache or sccache gives the compiler's own output.
+    std::string cxx = host_compiler(options.cxx);
+    std::vector<std::string> flags = compile_flags(options);
+    parts.insert(parts.end(), {cxx, compiler_identity(cxx, options.target)});
+    parts.insert(parts.end(), flags.begin(), flags.end());
+  }
+  return hash_hex(parts);
+}
+
+CompileCache::Products built_products(const std::string& dir, const CompileOptions& options) {
+  fs::path out(dir);
+  CompileCache::Products products;  // (output, suffix in the cache)
+  if (options.shared || options.device == "cuda") products.push_back({(out / "model.so").string(), ".so"});
+  if (options.static_archive && options.device != "cuda") products.push_back({(out / "libmodel.a").string(), ".a"});
+  return products;
+}
+
+CompileCache cache_of(const CompileOptions& options) {
+  return CompileCache(options.cache_dir.empty() ? default_cache_dir() : options.cache_dir,
+                      options.cache_limit ? options.cache_limit : default_cache_limit());
+}
+
 CompileResult compile_model(const std::string& dir, const CompileOptions& options) {
   if (options.device == "cuda") return compile_cuda_model(fs::path(dir), options);
   CompileResult result;
-  result.compiler = find_compiler(options.cxx);
-  // It runs in the output folder: a relative path to it must not change meaning.
-  if (result.compiler.find('/') != std::string::npos) result.compiler = fs::absolute(result.compiler).string();
+  result.compiler = host_compiler(options.cxx);
   result.launcher = find_launcher(options.cxx_launcher);
   result.flags = compile_flags(options);
   fs::path out = fs::path(dir);
@@ -426,22 +461,14 @@ CompileResult compile_model(const std::string& dir, const CompileOptions& option
     if (fs::exists(out / f)) sources.push_back(f);
   bool uses_dnnl = fs::exists(out / "externs.cpp");
 
-  // The key (README: "The compile cache"): foundryc's version, the compiler (as named, its
-  // version, and for -march=native this CPU's instruction sets), the flags (with -march), and
-  // every generated source by name and content (a function of the input and the options).
-  // Not the launcher: ccache or sccache gives the compiler's own output.
-  std::vector<std::string> key_parts = {FOUNDRY_VERSION, result.compiler, compiler_identity(result.compiler, options.target)};
-  key_parts.insert(key_parts.end(), result.flags.begin(), result.flags.end());
-  result.key = sources_key(std::move(key_parts), out, {".cpp"});
+  // The key (README: "The compile cache"): the toolchain and its flags, and every generated
+  // source by name and content (a function of the input and the options).
+  result.key = sources_key({toolchain_identity(options)}, out, {".cpp"});
   // The libraries the objects need: model.so records them, a program linking libmodel.a names them.
   result.link_flags = model_link_flags(uses_dnnl, externs_use_lapack((out / "externs.cpp").string()));
 
-  // What to build, and where each one is cached (under the same key: same sources and flags).
-  CompileCache cache(options.cache_dir.empty() ? default_cache_dir() : options.cache_dir,
-                     options.cache_limit ? options.cache_limit : default_cache_limit());
-  CompileCache::Products products;  // (output, suffix in the cache)
-  if (options.shared) products.push_back({(out / "model.so").string(), ".so"});
-  if (options.static_archive) products.push_back({(out / "libmodel.a").string(), ".a"});
+  CompileCache cache = cache_of(options);
+  const CompileCache::Products products = built_products(dir, options);
   if (options.use_cache && cache.fetch(result.key, products, result.cache_note)) {
     result.cache_hit = true;
     return result;

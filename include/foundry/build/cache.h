@@ -16,6 +16,8 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -50,6 +52,12 @@ class CompileCache {
   // Stores the products under `key` (best effort: an unwritable cache is no error), then removes
   // least recently used entries, never this one, until the cache fits its limit.
   void store(const std::string& key, const Products& products);
+
+  // The same for products held in memory, (suffix, bytes): every product of entry `key` by its
+  // suffix, checked as fetch checks them (and the entry marked used), or nullopt as fetch fails.
+  // A suffix is any word without white space.
+  std::optional<std::map<std::string, std::string>> load(const std::string& key, std::string& why);
+  void store_bytes(const std::string& key, const std::vector<std::pair<std::string, std::string>>& payloads);
 
   CacheStats stats() const;
   // Removes every entry (only the cache's own files: other files in DIR stay); returns what it held.

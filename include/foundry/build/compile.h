@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "foundry/build/cache.h"
+
 namespace foundry::build {
 
 struct CompileOptions {
@@ -55,8 +57,20 @@ std::vector<std::string> model_link_flags(bool uses_dnnl, bool uses_lapack = fal
 // include only then, kLapackInclude in lib/codegen/externs.h).
 bool externs_use_lapack(const std::string& externs_cpp);
 
-// The compiler to use and its identity (first line of `--version`), for the cache key.
+// Everything besides the generated sources that decides what the build produces, hashed: foundryc's
+// version, the compilers (their paths and versions; for -march=native this CPU's instruction
+// sets), their flags, and for CUDA the arch and the cuDNN it would link. Part of every cache key.
+std::string toolchain_identity(const CompileOptions& options);
+// The products a build of DIR with `options` leaves there and the cache keeps under its key:
+// (DIR/model.so, ".so") and/or (DIR/libmodel.a, ".a").
+CompileCache::Products built_products(const std::string& dir, const CompileOptions& options);
+// The cache `options` name (their folder and size limit, or the defaults).
+CompileCache cache_of(const CompileOptions& options);
+
+// The compiler to use (--cxx, $CXX, g++, clang++), as named on PATH; throws UserError when absent.
 std::string find_compiler(const std::string& requested);
+// find_compiler's answer, made absolute when it is a path (builds run in the output folder).
+std::string host_compiler(const std::string& requested);
 // The compiler launcher: `requested`, else $FOUNDRY_CXX_LAUNCHER, else none (""); throws
 // UserError when it is not found.
 std::string find_launcher(const std::string& requested);
