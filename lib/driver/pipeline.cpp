@@ -24,6 +24,7 @@
 #include "foundry/codegen/model_name.h"
 #include "foundry/runtime/foundry_c_api.h"
 #include "foundry/codegen/wrapper.h"
+#include "foundry/driver/output_cache.h"
 #include "foundry/frontend/frontend.h"
 #include "foundry/graph/graph.h"
 #include "foundry/ir/debug_buffers.h"
@@ -323,7 +324,7 @@ void run_codegen(const PipelineOptions& opts, PipelineState& state, const StageC
   ctx.write_file("manifest.json", manifest_text(manifest(opts, state)));
 }
 
-void run_build(const PipelineOptions& opts, PipelineState& state, const StageContext& ctx) {
+build::CompileOptions compile_options(const PipelineOptions& opts) {
   build::CompileOptions options;
   options.cxx = opts.cxx;
   options.cxx_launcher = opts.cxx_launcher;
@@ -336,7 +337,11 @@ void run_build(const PipelineOptions& opts, PipelineState& state, const StageCon
   options.on_activity = opts.on_activity;
   options.device = opts.device;
   options.cuda_arch = opts.cuda_arch;
-  build::CompileResult r = build::compile_model(ctx.work_dir.string(), options);
+  return options;
+}
+
+void run_build(const PipelineOptions& opts, PipelineState& state, const StageContext& ctx) {
+  build::CompileResult r = build::compile_model(ctx.work_dir.string(), compile_options(opts));
   if (!r.cache_note.empty()) spdlog::info("build: {}", r.cache_note);
   state.cache_hit = r.cache_hit;
   nlohmann::json m = manifest(opts, state);
@@ -595,6 +600,19 @@ void write_depfile(const PipelineOptions& opts, const fs::path& out_dir, Stage l
   }
 }
 
+// Adds `step`'s wall time since `t0` to the result, and prints it for --time-passes; returns it.
+double record_time(PipelineResult& result, const PipelineOptions& opts, const std::string& step,
+                   std::chrono::steady_clock::time_point t0) {
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  result.timings.push_back({step, seconds});
+  if (opts.timing_out) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "foundryc: time: %-9s %10.3f ms\n", step.c_str(), seconds * 1e3);
+    *opts.timing_out << buf << std::flush;
+  }
+  return seconds;
+}
+
 }  // namespace
 
 ir::LoopProgram lower_for_evaluation(const std::string& input) {
@@ -634,6 +652,22 @@ PipelineResult run_pipeline(const PipelineOptions& opts) {
   StageContext ctx{work.path(), opts.dump_ir};
   PipelineState state;
 
+  // The output cache first: a hit is the whole compile.
+  const std::string outputs_key = last == Stage::Build ? output_cache_key(opts, model_name(opts), compile_options(opts)) : "";
+  if (!outputs_key.empty()) {
+    auto t0 = std::chrono::steady_clock::now();
+    if (fetch_outputs(outputs_key, compile_options(opts), work.path())) {
+      spdlog::info("cache hit: this archive was compiled with these options before, no stage ran");
+      record_time(result, opts, "cache", t0);
+      result.cache_hit = true;
+      if (!opts.depfile.empty()) write_depfile(opts, out_dir, last);
+      work.commit(out_dir);
+      return result;
+    }
+  }
+  std::optional<WarningRecorder> warnings;  // stored with the outputs, for a later hit to print
+  if (!outputs_key.empty()) warnings.emplace();
+
   try {
     for (size_t i = 0; i <= static_cast<size_t>(last); ++i) {
       Stage stage = kStageNames[i].stage;
@@ -643,13 +677,7 @@ PipelineResult run_pipeline(const PipelineOptions& opts) {
       spdlog::info("running stage {}", name);
       auto t0 = std::chrono::steady_clock::now();
       kStageFns[i](opts, state, ctx);
-      double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      result.timings.push_back({name, seconds});
-      if (opts.timing_out) {
-        char buf[96];
-        std::snprintf(buf, sizeof buf, "foundryc: time: %-9s %10.3f ms\n", name.c_str(), seconds * 1e3);
-        *opts.timing_out << buf << std::flush;
-      }
+      double seconds = record_time(result, opts, name, t0);
       spdlog::info("stage {} done in {:.3f} ms", name, seconds * 1e3);
     }
   } catch (const std::exception&) {
@@ -666,6 +694,7 @@ PipelineResult run_pipeline(const PipelineOptions& opts) {
     rethrow_with_note(original, note);
   }
   result.cache_hit = state.cache_hit;
+  if (warnings) store_outputs(outputs_key, compile_options(opts), work.path(), warnings->warnings());
   if (!opts.depfile.empty()) write_depfile(opts, out_dir, last);
   work.commit(out_dir);
   warn_if_nothing_to_show(opts);
