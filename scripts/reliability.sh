@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The reliability checks that CI runs after the test suite (.ci/run), each with its wall time:
 #  1. a representative part of the suite under AddressSanitizer + UndefinedBehaviorSanitizer, the
-#     generated models built with them too: every [fast] test (every test file has some), one in
+#     generated models built with them too: every [fast] test (every test file has some; a test
+#     that takes over 7 s in a Release build is not [fast]), one in
 #     $FOUNDRY_SWEEP_EVERY (default 20) of the tier-1 sweeps, and, named so that they stay in
 #     whatever their other tags become, the compiled models that must stay inside their buffers:
 #     [bounds] (issue 16 class 1: scatter, index_put and gather with indices from the caller,

@@ -70,7 +70,7 @@ TEST_CASE("build: a second compile of the same model is a cache hit that runs no
   CHECK(lines_in(tmp / "cxx.log") > calls);
 }
 
-TEST_CASE("build: two foundryc processes compiling one model into one cache both succeed", "[build][fast]") {
+TEST_CASE("build: two foundryc processes compiling one model into one cache both succeed", "[build]") {
   TempDir tmp;
   std::string model = samples_dir() + "/small_cnn/model.pt2";
   ProcResult a, b;
@@ -231,7 +231,7 @@ TEST_CASE("build: a shared cache keys -march=native code by the CPU it was built
   CHECK(compile("zen4", "f", "--target=avx2"));
 }
 
-TEST_CASE("build: the cache keeps under its size limit by evicting the least recently used", "[build][cache][fast]") {
+TEST_CASE("build: the cache keeps under its size limit by evicting the least recently used", "[build][cache]") {
   TempDir sizes;
   std::map<std::string, uintmax_t> bytes;  // each model's cache entry, measured alone
   for (const char* model : {"pointwise", "mlp", "small_cnn"}) {

@@ -75,7 +75,7 @@ std::string source_dir() { return fs::path(samples_dir()).parent_path().string()
 
 }  // namespace
 
-TEST_CASE("deploy: two compiles of one model into different folders are byte-identical", "[deploy][fast]") {
+TEST_CASE("deploy: two compiles of one model into different folders are byte-identical", "[deploy]") {
   TempDir tmp("foundry_repro_");
   const std::string model = samples_dir() + "/small_cnn/model.pt2";
   // Different folder names and depths, different caches, no cache: the compiler runs twice.

@@ -51,7 +51,7 @@ ProcResult run_sample(const std::string& name, const std::string& out, const std
 }  // namespace
 
 TEST_CASE("externs: each library call's wrapper line and function name its op, shapes and ATen origins",
-          "[externs][fast]") {
+          "[externs]") {
   TempDir tmp("foundry_externs_");
   compile_sample("mlp", tmp / "mlp", tmp / "cache");
   // mlp: x [8, 64] -> linear 64->128, relu -> linear 128->10 (meta.json), as two addmm calls.

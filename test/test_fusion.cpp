@@ -202,7 +202,7 @@ TEST_CASE("fusion: a pair whose fusion would make a cycle stays apart", "[fusion
   check_compiled_against_evaluator(b.g);
 }
 
-TEST_CASE("fusion: relu after a matrix product or a convolution becomes a oneDNN post-op", "[fusion][fast]") {
+TEST_CASE("fusion: relu after a matrix product or a convolution becomes a oneDNN post-op", "[fusion]") {
   TempDir tmp;
   for (const std::string name : {"mlp", "small_cnn"}) {
     const std::string dir = samples_dir() + "/" + name, out = tmp / name;
@@ -277,7 +277,7 @@ TEST_CASE("fusion: relu(x + y) * 2 is one kernel with two loads and one store", 
 // reader) feeds its kernel's batch norm and the next block's concatenations, which inline the
 // division and so read the sum in later kernels: the sum must be stored, not kept in registers.
 TEST_CASE("fusion: a result read again through an inlined node in a later kernel is stored (DenseNet)",
-          "[fusion][fast]") {
+          "[fusion]") {
   TempDir tmp("foundry_fusion_");
   const std::string dir = samples_dir() + "/dense_cnn";
   for (const std::string archive : {"model.pt2", "model.raw.pt2"}) {

@@ -72,7 +72,7 @@ TEST_CASE("matrix products lower to extern calls that match the references", "[l
   CHECK(count_externs(lower_sample(opinfo("addmm__float32__0")), "addmm") == 1);
 }
 
-TEST_CASE("convolutions: direct and transposed ones as extern calls (transposed ones as reductions for cuda)", "[lower][fast]") {
+TEST_CASE("convolutions: direct and transposed ones as extern calls (transposed ones as reductions for cuda)", "[lower]") {
   if (!require_corpus()) return;
   foundry::lower::LowerOptions reductions;  // --device cuda's: cuDNN calls are direct convolutions only
   reductions.libraries.transposed_convolutions = false;

@@ -160,7 +160,7 @@ void check_command_error(const ProcResult& r, const std::string& fragment) {
 
 }  // namespace
 
-TEST_CASE("python: foundry_model.py runs a compiled mlp on NumPy arrays", "[deploy][fast]") {
+TEST_CASE("python: foundry_model.py runs a compiled mlp on NumPy arrays", "[deploy]") {
   TempDir tmp("foundry_python_");
   const std::string sample = samples_dir() + "/mlp";
   ProcResult c = run_foundryc({sample + "/model.pt2", "-o", tmp / "out", "--name", "mlp_py", "--cache-dir", tmp / "cache"});

@@ -22,7 +22,7 @@ std::vector<std::string> runnable_widths() {
 
 }  // namespace
 
-TEST_CASE("simd: vector math matches the C library at every width", "[simd][fast]") {
+TEST_CASE("simd: vector math matches the C library at every width", "[simd]") {
   TempDir tmp;
   for (const std::string& width : runnable_widths()) {
     INFO(width);
