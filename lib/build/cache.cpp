@@ -56,7 +56,7 @@ fs::path temporary_name(const fs::path& to) {
 
 }  // namespace
 
-bool write_file_atomically(const std::string& to, const std::string& bytes) {
+bool write_file_atomically(const std::string& to, std::string_view bytes) {
   const fs::path tmp = temporary_name(to);
   std::error_code ec;
   {
@@ -131,15 +131,16 @@ std::string entry_bytes(const std::string& key, const std::vector<std::pair<std:
   std::string header = std::string(kEntryHeader) + "\nkey " + key + "\n";
   std::string body;
   for (const auto& [suffix, bytes] : payloads) {
-    header += suffix + " " + std::to_string(bytes.size()) + " " + hash_hex({bytes}) + "\n";
+    header += suffix + " " + std::to_string(bytes.size()) + " " + hash_bytes(bytes) + "\n";
     body += bytes;
   }
   return header + "\n" + body;
 }
 
-// The products of an entry file, each checked against its recorded size and hash; `why` says
-// what does not match.
-std::map<std::string, std::string> parse_entry(const std::string& key, const std::string& file, std::string& why) {
+// The products of an entry file, each checked against its recorded size and hash, as offsets into
+// it; `why` says what does not match.
+std::map<std::string, std::pair<size_t, size_t>> parse_entry(const std::string& key, const std::string& file,
+                                                             std::string& why) {
   size_t header_end = file.find("\n\n");
   std::istringstream lines(file.substr(0, header_end == std::string::npos ? file.size() : header_end + 2));
   std::string header, key_line;
@@ -165,19 +166,18 @@ std::map<std::string, std::string> parse_entry(const std::string& key, const std
     recorded.emplace_back(suffix, size, hash);
   }
   size_t at = header_end == std::string::npos ? file.size() : header_end + 2;
-  std::map<std::string, std::string> products;
+  std::map<std::string, std::pair<size_t, size_t>> products;
   for (const auto& [suffix, size, hash] : recorded) {
     if (size > file.size() - at) {
       why = "it is shorter than recorded";
       return {};
     }
-    std::string bytes = file.substr(at, size);
-    at += size;
-    if (hash_hex({bytes}) != hash) {
+    if (hash_bytes(std::string_view(file).substr(at, size)) != hash) {
       why = "its " + suffix + " file has other contents than recorded";
       return {};
     }
-    products[suffix] = std::move(bytes);
+    products[suffix] = {at, size};
+    at += size;
   }
   if (at != file.size()) why = "it is longer than recorded";
   return products;
@@ -212,34 +212,38 @@ fs::path CompileCache::entry_path(const std::string& key) const {
   return fs::path(dir_) / key.substr(0, 2) / (key + kEntrySuffix);
 }
 
-std::optional<std::map<std::string, std::string>> CompileCache::load(const std::string& key, std::string& why) {
+std::string_view CacheEntry::part(const std::string& suffix) const {
+  auto it = parts.find(suffix);
+  return it == parts.end() ? std::string_view() : std::string_view(bytes).substr(it->second.first, it->second.second);
+}
+
+std::optional<CacheEntry> CompileCache::load(const std::string& key, std::string& why) {
   why.clear();
   const fs::path path = entry_path(key);
-  std::string file;
+  CacheEntry entry;
   std::error_code ec;
-  if (!read_regular_file(path, file)) {
+  if (!read_regular_file(path, entry.bytes)) {
     if (!fs::exists(fs::symlink_status(path, ec))) return std::nullopt;  // no entry: a plain miss
     why = "it is not a readable file";
   }
-  std::map<std::string, std::string> stored;
-  if (why.empty()) stored = parse_entry(key, file, why);
+  if (why.empty()) entry.parts = parse_entry(key, entry.bytes, why);
   if (!why.empty()) {
     why = "cache entry " + path.string() + " ignored: " + why;
     remove_files(list_cache(dir_).entries[key].files);  // damaged: rebuilt and stored again
     return std::nullopt;
   }
   fs::last_write_time(path, fs::file_time_type::clock::now(), ec);  // used now
-  return stored;
+  return entry;
 }
 
 bool CompileCache::fetch(const std::string& key, const Products& products, std::string& why) {
-  std::optional<std::map<std::string, std::string>> stored = load(key, why);
+  std::optional<CacheEntry> stored = load(key, why);
   if (!stored) return false;
   for (const auto& [to, suffix] : products)
-    if (!stored->count(suffix)) return false;  // a whole entry without this product: a miss, then replaced
+    if (!stored->parts.count(suffix)) return false;  // a whole entry without this product: a miss, then replaced
   // The checked bytes are the ones written: a file swapped after the check is never used.
   for (const auto& [to, suffix] : products)
-    if (!write_file_atomically(to, (*stored)[suffix])) throw UserError("cannot write " + to);
+    if (!write_file_atomically(to, stored->part(suffix))) throw UserError("cannot write " + to);
   return true;
 }
 

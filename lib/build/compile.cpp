@@ -1,5 +1,6 @@
 #include "foundry/build/compile.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -16,6 +17,7 @@
 #include "foundry/build/cache.h"
 #include "foundry/build/process.h"
 #include "foundry/support/error.h"
+#include "foundry/support/files.h"
 
 #include <spdlog/spdlog.h>
 
@@ -121,6 +123,15 @@ std::vector<ProcessResult> run_build_steps(const std::vector<std::vector<std::st
 
 }  // namespace
 
+namespace {
+std::string hex(XXH128_hash_t h) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
+                static_cast<unsigned long long>(h.low64));
+  return buf;
+}
+}  // namespace
+
 std::string hash_hex(const std::vector<std::string>& parts) {
   XXH3_state_t* state = XXH3_createState();
   XXH3_128bits_reset(state);
@@ -131,10 +142,47 @@ std::string hash_hex(const std::vector<std::string>& parts) {
   }
   XXH128_hash_t h = XXH3_128bits_digest(state);
   XXH3_freeState(state);
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
-                static_cast<unsigned long long>(h.low64));
-  return buf;
+  return hex(h);
+}
+
+std::string hash_bytes(std::string_view bytes) {
+  // As hash_hex of the one part, so that either names the same bytes alike.
+  uint64_t n = bytes.size();
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_128bits_reset(state);
+  XXH3_128bits_update(state, &n, sizeof n);
+  XXH3_128bits_update(state, bytes.data(), bytes.size());
+  XXH128_hash_t h = XXH3_128bits_digest(state);
+  XXH3_freeState(state);
+  return hex(h);
+}
+
+std::string hash_file(const std::string& path, std::string* head, size_t head_size) {
+  std::string error;
+  int fd = open_regular_file(path, error);
+  if (fd < 0) return "";
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    return "";
+  }
+  uint64_t n = static_cast<uint64_t>(st.st_size);
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_128bits_reset(state);
+  XXH3_128bits_update(state, &n, sizeof n);
+  std::vector<char> buf(1 << 20);  // one buffer reused: reading a large file allocates nothing more
+  uint64_t done = 0;
+  ssize_t got = 0;
+  if (head) head->clear();
+  while ((got = ::read(fd, buf.data(), buf.size())) > 0) {
+    if (head && head->size() < head_size) head->append(buf.data(), std::min<size_t>(head_size - head->size(), got));
+    XXH3_128bits_update(state, buf.data(), static_cast<size_t>(got));
+    done += static_cast<uint64_t>(got);
+  }
+  ::close(fd);
+  XXH128_hash_t h = XXH3_128bits_digest(state);
+  XXH3_freeState(state);
+  return got < 0 || done != n ? "" : hex(h);  // a file that changed while read has no hash
 }
 
 namespace {

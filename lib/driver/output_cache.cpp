@@ -2,7 +2,6 @@
 
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,7 +14,6 @@
 #include <nlohmann/json.hpp>
 
 #include "foundry/support/error.h"
-#include "foundry/support/files.h"
 
 namespace foundry {
 
@@ -26,29 +24,9 @@ namespace {
 constexpr const char* kFilePrefix = "file:";    // a part that is a file of the folder: "file:NAME"
 constexpr const char* kWarnings = "warnings";  // the compile's warnings, one per line
 
-// The whole of a regular file (`path` opened as the frontend opens inputs: a FIFO is not read), or
-// false.
-bool read_input(const std::string& path, std::string& bytes) {
-  std::string error;
-  int fd = open_regular_file(path, error);
-  if (fd < 0) return false;
-  struct stat st {};
-  std::string data(::fstat(fd, &st) == 0 ? static_cast<size_t>(st.st_size) : 0, '\0');
-  size_t done = 0;
-  ssize_t n = 1;
-  while (done < data.size() && (n = ::read(fd, data.data() + done, data.size() - done)) > 0) done += static_cast<size_t>(n);
-  ::close(fd);
-  if (n <= 0 || done != data.size()) return false;
-  bytes = std::move(data);
-  return true;
-}
-
 // This foundryc, by content: a rebuilt foundryc may generate other code under the same version.
 const std::string& foundryc_identity() {
-  static const std::string identity = [] {
-    std::string exe;
-    return read_input("/proc/self/exe", exe) ? build::hash_hex({exe}) : std::string();
-  }();
+  static const std::string identity = build::hash_file("/proc/self/exe");
   return identity;
 }
 
@@ -69,9 +47,9 @@ std::vector<std::string> split_lines(const std::string& text) {
 
 std::string output_cache_key(const PipelineOptions& opts, const std::string& name, const build::CompileOptions& build) {
   if (!build.use_cache || opts.dump_ir || opts.stop_after || (!opts.emit_so && !opts.emit_static)) return "";
-  std::string input;
-  if (!read_input(opts.input, input) || input.compare(0, 2, "PK") != 0) return "";  // not one archive
-  if (foundryc_identity().empty()) return "";
+  std::string head;
+  std::string input = build::hash_file(opts.input, &head, 2);  // (the frontend opens it as it does)
+  if (input.empty() || head != "PK" || foundryc_identity().empty()) return "";  // not one archive
   // Every option that changes a file of the folder. (PipelineOptions: a new one goes here too.)
   return build::hash_hex({"foundry-outputs 1", foundryc_identity(), build::toolchain_identity(build), input,
                           "name=" + name, "emit_source=" + std::to_string(opts.emit_source),
@@ -89,25 +67,24 @@ bool fetch_outputs(const std::string& key, const build::CompileOptions& build, c
     if (!reason.empty()) spdlog::info("output cache: {}", reason);
     return false;
   };
-  std::optional<std::map<std::string, std::string>> parts = cache.load(key, why);
-  if (!parts) return miss(why);
-  std::vector<std::pair<std::string, const std::string*>> files;
-  for (const auto& [part, bytes] : *parts) {
+  std::optional<build::CacheEntry> entry = cache.load(key, why);
+  if (!entry) return miss(why);
+  std::vector<std::pair<std::string, std::string_view>> files;
+  for (const auto& [part, where] : entry->parts) {
     if (part == kWarnings) continue;
     std::string file = part.rfind(kFilePrefix, 0) == 0 ? part.substr(std::strlen(kFilePrefix)) : "";
     if (!plain_file_name(file)) return miss("entry " + key + " ignored: it names a file " + part);
-    files.emplace_back(file, &bytes);
+    files.emplace_back(file, entry->part(part));
   }
   // The built products, from the build's entry (the key manifest.json records).
-  auto manifest = parts->find(std::string(kFilePrefix) + "manifest.json");
-  nlohmann::json m = manifest == parts->end() ? nlohmann::json() : nlohmann::json::parse(manifest->second, nullptr, false);
+  nlohmann::json m = nlohmann::json::parse(entry->part(std::string(kFilePrefix) + "manifest.json"), nullptr, false);
   std::string built = m.is_object() && m.contains("hash") && m["hash"].is_string() ? m["hash"].get<std::string>() : "";
   if (built.size() != 32 || built.find_first_not_of("0123456789abcdef") != std::string::npos)
     return miss("entry " + key + " ignored: it has no manifest.json naming the build");
   if (!cache.fetch(built, build::built_products(dir.string(), build), why)) return miss(why);
   for (const auto& [file, bytes] : files)
-    if (!build::write_file_atomically((dir / file).string(), *bytes)) throw UserError("cannot write " + (dir / file).string());
-  for (const std::string& w : split_lines((*parts)[kWarnings])) spdlog::warn("{}", w);
+    if (!build::write_file_atomically((dir / file).string(), bytes)) throw UserError("cannot write " + (dir / file).string());
+  for (const std::string& w : split_lines(std::string(entry->part(kWarnings)))) spdlog::warn("{}", w);
   return true;
 }
 

@@ -19,6 +19,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -36,7 +37,14 @@ struct CacheStats {
 
 // Writes `bytes` to `to` through a temporary file beside it (named after this host and process)
 // and a rename, so that no reader, in this process or another, sees half of it. False on failure.
-bool write_file_atomically(const std::string& to, const std::string& bytes);
+bool write_file_atomically(const std::string& to, std::string_view bytes);
+
+// An entry as read: the file, and where each part (by suffix) lies in it, each checked.
+struct CacheEntry {
+  std::string bytes;
+  std::map<std::string, std::pair<size_t, size_t>> parts;  // suffix -> (offset, size)
+  std::string_view part(const std::string& suffix) const;  // empty when there is none
+};
 
 class CompileCache {
  public:
@@ -53,10 +61,9 @@ class CompileCache {
   // least recently used entries, never this one, until the cache fits its limit.
   void store(const std::string& key, const Products& products);
 
-  // The same for products held in memory, (suffix, bytes): every product of entry `key` by its
-  // suffix, checked as fetch checks them (and the entry marked used), or nullopt as fetch fails.
-  // A suffix is any word without white space.
-  std::optional<std::map<std::string, std::string>> load(const std::string& key, std::string& why);
+  // The same for products held in memory, (suffix, bytes): entry `key`, checked as fetch checks
+  // it (and marked used), or nullopt as fetch fails. A suffix is any word without white space.
+  std::optional<CacheEntry> load(const std::string& key, std::string& why);
   void store_bytes(const std::string& key, const std::vector<std::pair<std::string, std::string>>& payloads);
 
   CacheStats stats() const;

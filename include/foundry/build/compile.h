@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "foundry/build/cache.h"
@@ -97,7 +98,11 @@ std::string find_cudnn(const std::string& nvcc, const SearchDirs& system = syste
 // (sm_70 to sm_120a).
 bool valid_cuda_arch(const std::string& arch);
 
-// Content hash helpers (xxHash XXH3-128), hex encoded.
+// Content hash helpers (xxHash XXH3-128), hex encoded: of length-prefixed parts; of bytes; of a
+// regular file's contents read in pieces (so a large file is never copied into memory whole),
+// with its first bytes in `head` ("" when it is not a regular file that can be read).
 std::string hash_hex(const std::vector<std::string>& parts);
+std::string hash_bytes(std::string_view bytes);
+std::string hash_file(const std::string& path, std::string* head = nullptr, size_t head_size = 0);
 
 }  // namespace foundry::build
