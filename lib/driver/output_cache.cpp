@@ -2,7 +2,6 @@
 
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -32,8 +31,8 @@ const std::string& foundryc_identity() {
 
 // A name that writes into the folder itself: no path, no hidden file, nothing a shell would mind.
 bool plain_file_name(const std::string& name) {
-  return !name.empty() && name.size() < 200 && name[0] != '.' &&
-         std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'; });
+  auto plain = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'; };
+  return !name.empty() && name.size() < 200 && name[0] != '.' && std::all_of(name.begin(), name.end(), plain);
 }
 
 std::vector<std::string> split_lines(const std::string& text) {

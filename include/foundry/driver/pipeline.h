@@ -20,6 +20,8 @@ std::optional<Stage> stage_from_name(std::string_view name);
 // "frontend", "passes", ... in pipeline order.
 const std::vector<std::string>& stage_names();
 
+// An option that changes a file of the output folder is part of the output cache's key
+// (output_cache_key in output_cache.h lists them).
 struct PipelineOptions {
   std::string input;
   std::string output_dir;  // empty: default_output_dir(input)

@@ -1,0 +1,81 @@
+"""Times every convolution of exported models with cuDNN in NCHW and in NHWC (channels_last), float32
+with FMA math and with TF32, each as a replayed CUDA graph, and prints per model the sums and how
+many convolutions each layout wins: the measurement behind foundryc's choice of layout on the GPU
+(README "GPU (CUDA)").
+
+    python3 scripts/bench/cudnn_layouts.py MODEL_DIR...   (folders holding model.pt2; needs a GPU)
+"""
+import sys
+import time
+
+import torch
+
+
+def graph_time_us(fn, repeat=10, rounds=5, iters=50):
+    """Microseconds per call of fn, captured `repeat` times into one CUDA graph, best of rounds."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(repeat):
+            fn()
+    for _ in range(10):
+        graph.replay()
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(iters):
+            graph.replay()
+        torch.cuda.synchronize()
+        best = min(best, (time.perf_counter() - start) / (iters * repeat))
+    return best * 1e6
+
+
+def convolutions(path):
+    """(input shape, weight shape, has bias, stride, padding, dilation, transposed, output padding,
+    groups) of each aten.convolution in the exported program."""
+    program = torch.export.load(path)
+    found = []
+    for node in program.graph.nodes:
+        if node.op == "call_function" and node.target == torch.ops.aten.convolution.default:
+            x, w, b, stride, padding, dilation, transposed, output_padding, groups = node.args
+            found.append((tuple(x.meta["val"].shape), tuple(w.meta["val"].shape), b is not None, stride, padding,
+                          dilation, transposed, output_padding, groups))
+    return found
+
+
+def time_convolution(conv, channels_last):
+    xs, ws, has_bias, stride, padding, dilation, transposed, output_padding, groups = conv
+    fmt = torch.channels_last if channels_last and len(xs) == 4 else torch.contiguous_format
+    x = torch.randn(xs, device="cuda").to(memory_format=fmt)
+    w = torch.randn(ws, device="cuda").to(memory_format=fmt)
+    b = torch.randn(ws[1] * groups if transposed else ws[0], device="cuda") if has_bias else None
+    return graph_time_us(lambda: torch.ops.aten.convolution(x, w, b, stride, padding, dilation, transposed,
+                                                            output_padding, groups))
+
+
+def main():
+    torch.backends.cudnn.benchmark = False  # cuDNN's heuristic, as foundryc's calls use it
+    print("| model | math | convolutions | NCHW sum (us) | NHWC sum (us) | NHWC / NCHW | NHWC faster by >10% |")
+    print("|---|---|---|---|---|---|---|")
+    for folder in sys.argv[1:]:
+        convs = convolutions(folder.rstrip("/") + "/model.pt2")
+        if not convs:
+            continue
+        for tf32 in (False, True):
+            torch.backends.cudnn.allow_tf32 = tf32
+            nchw = [time_convolution(c, False) for c in convs]
+            nhwc = [time_convolution(c, True) for c in convs]
+            wins = sum(1 for a, b in zip(nchw, nhwc) if b < 0.9 * a)
+            name = folder.rstrip("/").split("/")[-1]
+            print(f"| {name} | {'TF32' if tf32 else 'FMA'} | {len(convs)} | {sum(nchw):.1f} | {sum(nhwc):.1f} | "
+                  f"{sum(nhwc) / sum(nchw):.2f} | {wins} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
