@@ -130,7 +130,7 @@ TEST_CASE("output cache: a hit prints the warnings its compile printed, also whe
   CHECK_THAT(plain.err, Catch::Contains("foundryc: warning: " + warning));
 }
 
-TEST_CASE("output cache: a damaged entry, or one naming a file outside the folder, is a miss; the model is compiled again",
+TEST_CASE("output cache: a damaged entry, or one naming a file outside the folder, is a miss and the model is compiled again",
           "[build][cache][fast]") {
   TempDir tmp;
   const std::string cache = tmp / "cache";
