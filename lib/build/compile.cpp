@@ -124,65 +124,64 @@ std::vector<ProcessResult> run_build_steps(const std::vector<std::vector<std::st
 }  // namespace
 
 namespace {
-std::string hex(XXH128_hash_t h) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
-                static_cast<unsigned long long>(h.low64));
-  return buf;
-}
+// XXH3-128 over length-prefixed parts (no ambiguity between parts), hex encoded.
+class PartsHash {
+ public:
+  PartsHash() : state_(XXH3_createState()) { XXH3_128bits_reset(state_); }
+  ~PartsHash() { XXH3_freeState(state_); }
+  PartsHash(const PartsHash&) = delete;
+  PartsHash& operator=(const PartsHash&) = delete;
+  void length(uint64_t n) { XXH3_128bits_update(state_, &n, sizeof n); }
+  void bytes(const void* p, size_t n) { XXH3_128bits_update(state_, p, n); }
+  void part(std::string_view p) {
+    length(p.size());
+    bytes(p.data(), p.size());
+  }
+  std::string hex() const {
+    XXH128_hash_t h = XXH3_128bits_digest(state_);
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
+                  static_cast<unsigned long long>(h.low64));
+    return buf;
+  }
+
+ private:
+  XXH3_state_t* state_;
+};
 }  // namespace
 
 std::string hash_hex(const std::vector<std::string>& parts) {
-  XXH3_state_t* state = XXH3_createState();
-  XXH3_128bits_reset(state);
-  for (const auto& p : parts) {
-    uint64_t n = p.size();
-    XXH3_128bits_update(state, &n, sizeof n);  // length-prefixed: no ambiguity between parts
-    XXH3_128bits_update(state, p.data(), p.size());
-  }
-  XXH128_hash_t h = XXH3_128bits_digest(state);
-  XXH3_freeState(state);
-  return hex(h);
+  PartsHash h;
+  for (const auto& p : parts) h.part(p);
+  return h.hex();
 }
 
 std::string hash_bytes(std::string_view bytes) {
-  // As hash_hex of the one part, so that either names the same bytes alike.
-  uint64_t n = bytes.size();
-  XXH3_state_t* state = XXH3_createState();
-  XXH3_128bits_reset(state);
-  XXH3_128bits_update(state, &n, sizeof n);
-  XXH3_128bits_update(state, bytes.data(), bytes.size());
-  XXH128_hash_t h = XXH3_128bits_digest(state);
-  XXH3_freeState(state);
-  return hex(h);
+  PartsHash h;  // as hash_hex({bytes}), without the copy
+  h.part(bytes);
+  return h.hex();
 }
 
-std::string hash_file(const std::string& path, std::string* head, size_t head_size) {
+std::string hash_file(const std::string& path) {
   std::string error;
   int fd = open_regular_file(path, error);
-  if (fd < 0) return "";
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    ::close(fd);
+  if (fd < 0 || ::fstat(fd, &st) != 0) {
+    if (fd >= 0) ::close(fd);
     return "";
   }
-  uint64_t n = static_cast<uint64_t>(st.st_size);
-  XXH3_state_t* state = XXH3_createState();
-  XXH3_128bits_reset(state);
-  XXH3_128bits_update(state, &n, sizeof n);
-  std::vector<char> buf(1 << 20);  // one buffer reused: reading a large file allocates nothing more
+  // As hash_bytes of the contents, read in pieces into one reused buffer.
+  PartsHash h;
+  h.length(static_cast<uint64_t>(st.st_size));
+  std::vector<char> buf(1 << 20);
   uint64_t done = 0;
   ssize_t got = 0;
-  if (head) head->clear();
   while ((got = ::read(fd, buf.data(), buf.size())) > 0) {
-    if (head && head->size() < head_size) head->append(buf.data(), std::min<size_t>(head_size - head->size(), got));
-    XXH3_128bits_update(state, buf.data(), static_cast<size_t>(got));
+    h.bytes(buf.data(), static_cast<size_t>(got));
     done += static_cast<uint64_t>(got);
   }
   ::close(fd);
-  XXH128_hash_t h = XXH3_128bits_digest(state);
-  XXH3_freeState(state);
-  return got < 0 || done != n ? "" : hex(h);  // a file that changed while read has no hash
+  return got < 0 || done != static_cast<uint64_t>(st.st_size) ? "" : h.hex();  // changed while read: none
 }
 
 namespace {
@@ -460,6 +459,15 @@ CompileResult compile_cuda_model(const fs::path& out, const CompileOptions& opti
 }  // namespace
 
 std::string toolchain_identity(const CompileOptions& options) {
+  // Asked before the pipeline (the output cache) and again by the build: the compilers run once.
+  static std::mutex mu;
+  static std::map<std::string, std::string> known;
+  const std::string id = hash_hex({options.device, host_compiler(options.cxx), options.target, options.cuda_arch,
+                                   options.device == "cuda" ? find_nvcc() : ""});
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = known.find(id); it != known.end()) return it->second;
+  }
   std::vector<std::string> parts = {FOUNDRY_VERSION, options.device};
   if (options.device == "cuda") {
     // nvcc (its release and build), the host compiler, the arch, both compilers' flags, and the
@@ -481,7 +489,8 @@ std::string toolchain_identity(const CompileOptions& options) {
     parts.insert(parts.end(), {cxx, compiler_identity(cxx, options.target)});
     parts.insert(parts.end(), flags.begin(), flags.end());
   }
-  return hash_hex(parts);
+  std::lock_guard<std::mutex> lock(mu);
+  return known[id] = hash_hex(parts);
 }
 
 CompileCache::Products built_products(const std::string& dir, const CompileOptions& options) {

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "foundry/frontend/frontend.h"
 #include "foundry/support/error.h"
 
 namespace foundry {
@@ -46,9 +47,9 @@ std::vector<std::string> split_lines(const std::string& text) {
 
 std::string output_cache_key(const PipelineOptions& opts, const std::string& name, const build::CompileOptions& build) {
   if (!build.use_cache || opts.dump_ir || opts.stop_after || (!opts.emit_so && !opts.emit_static)) return "";
-  std::string head;
-  std::string input = build::hash_file(opts.input, &head, 2);  // (the frontend opens it as it does)
-  if (input.empty() || head != "PK" || foundryc_identity().empty()) return "";  // not one archive
+  if (!starts_with_zip_magic(opts.input)) return "";  // a folder or a bare model.json: many files
+  std::string input = build::hash_file(opts.input);
+  if (input.empty() || foundryc_identity().empty()) return "";
   // Every option that changes a file of the folder. (PipelineOptions: a new one goes here too.)
   return build::hash_hex({"foundry-outputs 1", foundryc_identity(), build::toolchain_identity(build), input,
                           "name=" + name, "emit_source=" + std::to_string(opts.emit_source),

@@ -761,6 +761,8 @@ class Loader {
   Config weights_config_, constants_config_;
 };
 
+}  // namespace
+
 bool starts_with_zip_magic(const std::string& path) {
   std::string error;
   int fd = open_regular_file(path, error);
@@ -771,8 +773,6 @@ bool starts_with_zip_magic(const std::string& path) {
   return n == 4 && magic[0] == 'P' && magic[1] == 'K' &&
          ((magic[2] == 3 && magic[3] == 4) || (magic[2] == 5 && magic[3] == 6));
 }
-
-}  // namespace
 
 void check_supported_ops(const Graph& g) {
   for (const auto& n : g.nodes) {

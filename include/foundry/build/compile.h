@@ -98,11 +98,12 @@ std::string find_cudnn(const std::string& nvcc, const SearchDirs& system = syste
 // (sm_70 to sm_120a).
 bool valid_cuda_arch(const std::string& arch);
 
-// Content hash helpers (xxHash XXH3-128), hex encoded: of length-prefixed parts; of bytes; of a
-// regular file's contents read in pieces (so a large file is never copied into memory whole),
-// with its first bytes in `head` ("" when it is not a regular file that can be read).
+// Content hash helpers (xxHash XXH3-128), hex encoded: of length-prefixed parts; of one part's
+// bytes (as hash_hex({bytes})); of a regular file's contents, the same as hash_bytes of them, read
+// in pieces so that a large file is never copied into memory whole ("" when it is not a regular
+// file that can be read).
 std::string hash_hex(const std::vector<std::string>& parts);
 std::string hash_bytes(std::string_view bytes);
-std::string hash_file(const std::string& path, std::string* head = nullptr, size_t head_size = 0);
+std::string hash_file(const std::string& path);
 
 }  // namespace foundry::build

@@ -17,6 +17,10 @@ namespace foundry {
 // make a torch.export archive (file_kind.h). Does not run verify_graph.
 Graph load_model(const std::string& path);
 
+// Whether `path` is a regular file that starts as a ZIP archive does (a .pt2 archive, not a folder
+// or a bare model.json).
+bool starts_with_zip_magic(const std::string& path);
+
 // Throws UserError naming the first opaque node (an operator that is not in the op registry):
 // the compiler proper handles registry ops only.
 void check_supported_ops(const Graph& g);
