@@ -20,6 +20,10 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "foundry/runtime/compare.h"
+#include "foundry/runtime/loaded_model.h"
+#include "foundry/runtime/sample.h"
+
 #ifndef FOUNDRY_CORPUS_DEFAULT
 #define FOUNDRY_CORPUS_DEFAULT "../shared/corpus"
 #endif
@@ -74,6 +78,14 @@ std::string test_source_dir() {
 
 std::string samples_dir() {
   return (fs::path(FOUNDRY_TEST_DIR).parent_path() / "samples").lexically_normal().string();
+}
+
+void check_matches_pytorch(const std::string& sample, const std::string& out) {
+  LoadedModel m(out);
+  std::vector<NpyArray> got = m.run(read_npy_sequence(samples_dir() + "/" + sample + "/inputs"));
+  std::vector<NpyArray> want = read_npy_sequence(samples_dir() + "/" + sample + "/expected");
+  REQUIRE(got.size() == want.size());
+  for (size_t k = 0; k < got.size(); ++k) CHECK(compare_arrays(got[k], want[k]).pass);
 }
 
 std::string run_sample_both_ways(const std::string& dir, const std::string& archive) {

@@ -20,6 +20,9 @@ bool require_corpus();
 // The project's test/ folder and samples/ folder (from the source tree, not the corpus).
 std::string test_source_dir();
 std::string samples_dir();
+// The model compiled into OUT computes the bundled sample's expected outputs (PyTorch's),
+// within the corpus tolerance (CHECKs, one per output).
+void check_matches_pytorch(const std::string& sample, const std::string& out);
 // /usr/bin/python3 if it exists, else "python3" (found on PATH).
 std::string python3();
 // python3 with `args`, as a command that can load a compiled model (under AddressSanitizer, with

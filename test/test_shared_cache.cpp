@@ -23,15 +23,6 @@ bool on_path(const std::string& program) {
   return run_process({"sh", "-c", "command -v " + program}).exit_code == 0;
 }
 
-// The model in OUT computes the sample's expected outputs (PyTorch's).
-void check_matches_pytorch(const std::string& sample, const std::string& out) {
-  LoadedModel m(out);
-  std::vector<NpyArray> got = m.run(read_npy_sequence(samples_dir() + "/" + sample + "/inputs"));
-  std::vector<NpyArray> want = read_npy_sequence(samples_dir() + "/" + sample + "/expected");
-  REQUIRE(got.size() == want.size());
-  for (size_t k = 0; k < got.size(); ++k) CHECK(compare_arrays(got[k], want[k]).pass);
-}
-
 // `ccache --print-stats` as counter name → value.
 std::map<std::string, long> ccache_counters(const std::vector<std::string>& env) {
   std::vector<std::string> argv = {"env"};

@@ -653,10 +653,11 @@ PipelineResult run_pipeline(const PipelineOptions& opts) {
   PipelineState state;
 
   // The output cache first: a hit is the whole compile.
-  const std::string outputs_key = last == Stage::Build ? output_cache_key(opts, model_name(opts), compile_options(opts)) : "";
+  const build::CompileOptions build_options = compile_options(opts);
+  const std::string outputs_key = last == Stage::Build ? output_cache_key(opts, model_name(opts), build_options) : "";
   if (!outputs_key.empty()) {
     auto t0 = std::chrono::steady_clock::now();
-    if (fetch_outputs(outputs_key, compile_options(opts), work.path())) {
+    if (fetch_outputs(outputs_key, build_options, work.path())) {
       spdlog::info("cache hit: this archive was compiled with these options before, no stage ran");
       record_time(result, opts, "cache", t0);
       result.cache_hit = true;
@@ -694,7 +695,7 @@ PipelineResult run_pipeline(const PipelineOptions& opts) {
     rethrow_with_note(original, note);
   }
   result.cache_hit = state.cache_hit;
-  if (warnings) store_outputs(outputs_key, compile_options(opts), work.path(), warnings->warnings());
+  if (warnings) store_outputs(outputs_key, build_options, work.path(), warnings->warnings());
   if (!opts.depfile.empty()) write_depfile(opts, out_dir, last);
   work.commit(out_dir);
   warn_if_nothing_to_show(opts);
