@@ -158,7 +158,7 @@ TEST_CASE("build: a damaged or swapped cache entry is a miss, said with -v, neve
   TempDir tmp;
   const std::string cache = tmp / "cache";
   compile_and_check("pointwise", tmp / "first", cache);
-  REQUIRE(entry_files(cache).size() == 1);  // one file per entry (the build's and the outputs'): KEY.entry
+  REQUIRE(entry_files(cache).size() == 1);  // every file of the cache is a KEY.entry (the build's, the outputs')
   const std::string so = build_entry(tmp / "first", cache);
   REQUIRE(fs::exists(so));
 
