@@ -3,8 +3,11 @@ with FMA math and with TF32, each as a replayed CUDA graph, and prints per model
 many convolutions each layout wins: the measurement behind foundryc's choice of layout on the GPU
 (README "GPU (CUDA)").
 
-    python3 scripts/bench/cudnn_layouts.py MODEL_DIR...   (folders holding model.pt2; needs a GPU)
+    python3 scripts/bench/cudnn_layouts.py MODEL_DIR|SHAPES.json...   (needs a GPU)
+    python3 scripts/bench/cudnn_layouts.py --extract SHAPES.json MODEL_DIR...   (no GPU: the
+        convolutions of each model.pt2, by model, for a GPU host that lacks the archives)
 """
+import json
 import sys
 import time
 
@@ -59,12 +62,26 @@ def time_convolution(conv, channels_last):
                                                             output_padding, groups))
 
 
+def models(args):
+    """(name, convolutions) of each MODEL_DIR (its model.pt2) or SHAPES.json (--extract's)."""
+    for arg in args:
+        if arg.endswith(".json"):
+            with open(arg) as f:
+                for name, convs in json.load(f).items():
+                    yield name, [tuple(tuple(v) if isinstance(v, list) else v for v in c) for c in convs]
+        else:
+            yield arg.rstrip("/").split("/")[-1], convolutions(arg.rstrip("/") + "/model.pt2")
+
+
 def main():
+    if sys.argv[1:2] == ["--extract"]:
+        with open(sys.argv[2], "w") as f:
+            json.dump(dict(models(sys.argv[3:])), f)
+        return
     torch.backends.cudnn.benchmark = False  # cuDNN's heuristic, as foundryc's calls use it
     print("| model | math | convolutions | NCHW sum (us) | NHWC sum (us) | NHWC / NCHW | NHWC faster by >10% |")
     print("|---|---|---|---|---|---|---|")
-    for folder in sys.argv[1:]:
-        convs = convolutions(folder.rstrip("/") + "/model.pt2")
+    for name, convs in models(sys.argv[1:]):
         if not convs:
             continue
         for tf32 in (False, True):
@@ -72,7 +89,6 @@ def main():
             nchw = [time_convolution(c, False) for c in convs]
             nhwc = [time_convolution(c, True) for c in convs]
             wins = sum(1 for a, b in zip(nchw, nhwc) if b < 0.9 * a)
-            name = folder.rstrip("/").split("/")[-1]
             print(f"| {name} | {'TF32' if tf32 else 'FMA'} | {len(convs)} | {sum(nchw):.1f} | {sum(nhwc):.1f} | "
                   f"{sum(nhwc) / sum(nchw):.2f} | {wins} |", flush=True)
 
