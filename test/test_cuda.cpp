@@ -692,13 +692,28 @@ TEST_CASE("cuda: kernels map loops to the grid, blocks and block threads", "[cud
   REQUIRE(r.exit_code == 0);
   std::string cu = read_file(tmp / "o/kernels_0.cu");
   // A row reduction: one block per row, the threads sharing the row, the accumulators combined.
-  // Its rows of 64 elements get two warps, not the 256 threads of a flat kernel.
+  // Its rows of 64 elements get two warps, not the 256 threads of a flat kernel, which take the
+  // row in unrolled rounds (one here); the layer norm's input, loaded by its first loop, is read
+  // by the next two from registers.
   CHECK(file_check(cu, R"(
-    CHECK: __global__ void __launch_bounds__(64)
+    CHECK: __global__ void __launch_bounds__(64) cuda_fused_native_layer_norm
+    CHECK-NEXT: constexpr int kThreads = 64;
+    CHECK-NEXT: constexpr int kRowSlots = 1;
+    CHECK-NEXT: float in_ptr0_row0[kRowSlots];
     CHECK: static_cast<int64_t>(blockIdx.x); {{[a-z0-9]+}} < {{.*}}; {{[a-z0-9]+}} += gridDim.x
-    CHECK: static_cast<int64_t>(threadIdx.x); {{[a-z0-9]+}} < 64; {{.*}} += blockDim.x
+    CHECK: #pragma unroll
+    CHECK-NEXT: for (int slot = 0; slot < (64 + kThreads - 1) / kThreads; ++slot) {
+    CHECK-NEXT: const int64_t r0 = static_cast<int64_t>(threadIdx.x) + slot * kThreads;
+    CHECK-NEXT: if (r0 < 64) {
+    CHECK-NEXT: = in_ptr0[
+    CHECK-NEXT: in_ptr0_row0[slot] = tmp0;
     CHECK: foundry_cuda::block_combine(acc0, foundry_cuda::Combine::
     CHECK: __syncthreads();
+    CHECK: const float tmp2 = in_ptr0_row0[slot];
+    CHECK: block_combine(acc1,
+    CHECK: = in_ptr0_row0[slot];
+    CHECK-NOT: in_ptr0[
+    CHECK: out_ptr0[
   )") == "");
   std::string wrapper = read_file(tmp / "o/wrapper.cpp");
   CHECK(wrapper.find("foundry_cuda::matmul<float>(slot.cublas, stream") != std::string::npos);

@@ -184,13 +184,29 @@ Val CppScalarOps::def(DType t, const std::string& rhs, bool may_round) {
 }
 
 Val CppScalarOps::load(const ir::Buffer& buf, const Expr& index) {
+  RowRegisters* rows = scopes_.rows && scopes_.rows->inside(scopes_.top().serial) ? scopes_.rows : nullptr;
+  if (rows)
+    if (std::optional<std::string> held = rows->held(scopes_.ptr(buf), index)) return def(buf.dtype, *held, false);
   std::string access = scopes_.ptr(buf) + "[" + scopes_.idx(index) + "]";
   if (buf.dtype == DType::Float16) access = "foundry_rt::half_to_float(" + access + ")";
   if (buf.dtype == DType::BFloat16) access = "foundry_rt::bfloat16_to_float(" + access + ")";
-  return def(buf.dtype, access, false);
+  Val v = def(buf.dtype, access, false);
+  if (rows) {
+    std::string keep = rows->hold(scopes_.ptr(buf), index, compute_type(buf.dtype), value_name(v));
+    if (!keep.empty()) emit(keep);
+  }
+  return v;
 }
 
 void CppScalarOps::store(const ir::Buffer& buf, const Expr& index, Val v, ir::StoreMode mode) {
+  if (scopes_.rows) {
+    scopes_.rows->forget(scopes_.ptr(buf));
+    // A float32 value stored is what a later loop reads back (16-bit ones are rounded first).
+    if (scopes_.rows->inside(scopes_.top().serial) && mode == ir::StoreMode::Set && !is_half(buf.dtype)) {
+      std::string keep = scopes_.rows->hold(scopes_.ptr(buf), index, compute_type(buf.dtype), value_name(v));
+      if (!keep.empty()) emit(keep);
+    }
+  }
   std::string target = scopes_.ptr(buf) + "[" + scopes_.idx(index) + "]";
   std::string value = encode(buf.dtype, value_name(v));
   bool fl = is_floating(buf.dtype);
@@ -307,6 +323,7 @@ Val CppScalarOps::reduction(ReduceOp op, Val v) {
 }
 
 void CppScalarOps::store_reduction(const ir::Buffer& buf, const Expr& index, Val v) {
+  if (scopes_.rows) scopes_.rows->forget(scopes_.ptr(buf));
   scopes_.top().post.push_back(scopes_.ptr(buf) + "[" + scopes_.idx(index) + "] = " + encode(buf.dtype, value_name(v)) + ";");
 }
 

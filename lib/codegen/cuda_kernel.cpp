@@ -80,19 +80,34 @@ std::string combine_op(ReduceOp op) {
 
 // Builds a CUDA kernel's loop nest: the walk opens a scope per loop block, the scalar handler
 // fills it, and closing it maps its loops to the GPU.
+// A shared loop of at most this many rounds per thread holds its row in registers.
+constexpr int64_t kMaxRounds = 8;
+
+// The product of static ranges, nullopt when one is dynamic.
+std::optional<int64_t> static_extent(const ir::Index& ranges) {
+  int64_t n = 1;
+  for (const auto& r : ranges) {
+    if (!r.is_const()) return std::nullopt;
+    n *= r.const_value();
+  }
+  return n;
+}
+
 class CudaNestBuilder final : public sched::KernelVisitor {
  public:
-  CudaNestBuilder(ScopeStack& scopes, ir::Ops& ops, Mapping mapping) : scopes_(scopes), ops_(ops), mapping_(mapping) {}
+  // `rows`: hold short rows in registers, with at most `cap` threads a block (row kernels only).
+  CudaNestBuilder(ScopeStack& scopes, ir::Ops& ops, Mapping mapping, RowRegisters* rows, int cap)
+      : scopes_(scopes), ops_(ops), mapping_(mapping), rows_(rows), cap_(cap) {}
   ir::Ops& ops() override { return ops_; }
 
   void begin_reduction(const sched::Member&, const ir::Index& ranges) override {
     std::vector<std::string> vars;
     for (size_t d = 0; d < ranges.size(); ++d) vars.push_back(ir::reduction_var(static_cast<int>(d)));
-    scopes_.open(ranges, vars);
+    open_nested(ranges, vars);
   }
   void end_reduction(const sched::Member&) override { close_nested(); }
   void begin_inner(const sched::Member&, const ir::Index& ranges, const std::vector<std::string>& vars) override {
-    scopes_.open(ranges, vars);
+    open_nested(ranges, vars);
   }
   void end_inner(const sched::Member&) override { close_nested(); }
 
@@ -116,38 +131,48 @@ class CudaNestBuilder final : public sched::KernelVisitor {
   bool single_thread_rows() const { return single_thread_rows_; }
   // The longest loop the block's threads share, when every such loop has a static extent.
   std::optional<int64_t> longest_shared_loop() const { return longest_shared_; }
+  // The longest loop run in rounds (0: none).
+  int64_t longest_in_rounds() const { return longest_in_rounds_; }
 
  private:
   ScopeStack& scopes_;
   ir::Ops& ops_;
   Mapping mapping_;
+  RowRegisters* rows_;
+  int cap_;
   bool single_thread_rows_ = false;
   std::optional<int64_t> longest_shared_ = 0;
-
-  void note_shared_extent(const ir::Index& ranges) {
-    int64_t n = 1;
-    for (const auto& r : ranges) {
-      if (!r.is_const()) {
-        longest_shared_.reset();
-        return;
-      }
-      n *= r.const_value();
-    }
-    if (longest_shared_) longest_shared_ = std::max(*longest_shared_, n);
-  }
+  int64_t longest_in_rounds_ = 0;
 
   // A loop directly inside a row kernel's outer loop is shared by the block's threads; deeper
   // loops (and every loop of a serial kernel) run whole on each thread.
+  bool shared_here() const { return mapping_ == Mapping::Rows && scopes_.depth() == 3; }
+
+  void open_nested(const ir::Index& ranges, const std::vector<std::string>& vars) {
+    scopes_.open(ranges, vars);
+    std::optional<int64_t> n = static_extent(ranges);
+    if (rows_ && shared_here() && n && *n <= kMaxRounds * cap_) rows_->enter(ranges, vars, scopes_.top().serial);
+  }
+
   void close_nested() {
-    bool shared = mapping_ == Mapping::Rows && scopes_.depth() == 3;
+    bool shared = shared_here();
+    bool in_rounds = rows_ && rows_->inside(scopes_.top().serial);
     Scope b = scopes_.close();
     Stmts out;
     append_lines(out, b.pre);
     if (!shared) {
       append(out, plain_loops(b));
     } else {
-      note_shared_extent(b.ranges);
-      out.push_back(flat_loop(scopes_, b.vars, b.ranges, "rindex", Loop::Threads::BlockThreads, b.lines));
+      std::optional<int64_t> n = static_extent(b.ranges);
+      if (!n) longest_shared_.reset();
+      else if (longest_shared_) longest_shared_ = std::max(*longest_shared_, *n);
+      Loop loop = flat_loop(scopes_, b.vars, b.ranges, "rindex", Loop::Threads::BlockThreads, b.lines);
+      if (in_rounds) {
+        rows_->leave();
+        loop.rounds = true;
+        longest_in_rounds_ = std::max(longest_in_rounds_, *n);
+      }
+      out.push_back(std::move(loop));
       for (const Accumulator& a : b.accumulators) {
         std::string op = combine_op(a.op);
         if (op.empty()) single_thread_rows_ = true;  // one thread per row: nothing to combine
@@ -188,6 +213,39 @@ std::string outer_work(ScopeStack& scopes, const ir::Index& ranges) {
   return work.empty() ? "1" : work;
 }
 
+// A kernel's loop nest from one walk of its bodies, with what the launch needs to know of it.
+struct Nest {
+  Stmts body;
+  std::string work;  // outer_work
+  std::set<std::string> size_symbols;
+  bool may_fail = false, single_thread_rows = false;
+  std::optional<int64_t> longest_shared;
+  int64_t longest_in_rounds = 0;
+  std::vector<std::string> row_arrays;  // RowRegisters' declarations
+};
+
+Nest build_nest(const sched::Kernel& kernel, const sched::Schedule& schedule, const std::map<const ir::Buffer*, std::string>& ptrs,
+                Mapping mapping, bool hold_rows, int cap) {
+  RowRegisters rows;
+  ScopeStack scopes(ptrs, 1);
+  scopes.rows = hold_rows ? &rows : nullptr;
+  scopes.open(kernel.ranges, sched::kernel_loop_vars(kernel));
+  CppScalarOps scalar(scopes, Dialect::Cuda);
+  SharedOps ops(scopes, scalar, nullptr);
+  CudaNestBuilder builder(scopes, ops, mapping, scopes.rows, cap);
+  sched::walk_kernel(kernel, schedule, builder);
+  Nest nest;
+  nest.body = builder.close_outer();
+  nest.work = outer_work(scopes, kernel.ranges);
+  nest.size_symbols = scopes.size_symbols();
+  nest.may_fail = scopes.may_fail;
+  nest.single_thread_rows = builder.single_thread_rows();
+  nest.longest_shared = builder.longest_shared_loop();
+  nest.longest_in_rounds = builder.longest_in_rounds();
+  nest.row_arrays = rows.finish(nest.body);
+  return nest;
+}
+
 }  // namespace
 
 EmittedKernel emit_cuda_kernel(const sched::Kernel& kernel, const sched::Schedule& schedule,
@@ -209,40 +267,43 @@ EmittedKernel emit_cuda_kernel(const sched::Kernel& kernel, const sched::Schedul
                             [](const sched::Member& m) { return m.role != sched::MemberRole::Outer; });
   Mapping mapping = choose_mapping(accesses, nested, outer, kernel.ranges);
 
-  ScopeStack scopes(ptrs, 1);
-  scopes.open(kernel.ranges, outer);
-  CppScalarOps scalar(scopes, Dialect::Cuda);
-  SharedOps ops(scopes, scalar, nullptr);
-  CudaNestBuilder builder(scopes, ops, mapping);
-  sched::walk_kernel(kernel, schedule, builder);
-  Stmts body = builder.close_outer();
-  k.may_fail = scopes.may_fail;
-  std::string work = outer_work(scopes, kernel.ranges);
-
-  for (const std::string& s : scopes.size_symbols()) {
+  Nest nest = build_nest(kernel, schedule, ptrs, mapping, mapping == Mapping::Rows, options.block_threads);
+  // Rows run on one thread (argmax) have nothing to share: walked again without rounds.
+  if (nest.single_thread_rows && nest.longest_in_rounds > 0)
+    nest = build_nest(kernel, schedule, ptrs, mapping, false, options.block_threads);
+  k.may_fail = nest.may_fail;
+  for (const std::string& s : nest.size_symbols) {
     k.size_params.push_back(s);
     params += ", int64_t " + s;
     names += ", " + s;
   }
   k.declaration = "void " + k.name + "(cudaStream_t stream, " + params + ")";
-  bool one_thread = mapping == Mapping::Serial || builder.single_thread_rows() || (outer.empty() && mapping == Mapping::Flat);
+  bool one_thread = mapping == Mapping::Serial || nest.single_thread_rows || (outer.empty() && mapping == Mapping::Flat);
   int threads = one_thread ? 1
-                : mapping == Mapping::Rows ? row_threads(builder.longest_shared_loop(), options.block_threads)
+                : mapping == Mapping::Rows ? row_threads(nest.longest_shared, options.block_threads)
                                            : options.block_threads;
   std::string blocks = mapping == Mapping::Serial ? "1"
                        : mapping == Mapping::Rows ? "foundry_cuda::grid_blocks(work, 1)"
                                                   : "foundry_cuda::grid_blocks(work, " + std::to_string(threads) + ")";
   const char* how = mapping == Mapping::Serial ? "one thread, in order (its iterations are not independent)"
+                    : !nest.row_arrays.empty()
+                        ? "one block per row, its threads sharing the row's loops in unrolled rounds, holding in registers what one loop loads or stores for the next"
+                    : nest.longest_in_rounds > 0 ? "one block per row, its threads sharing the row's loops in unrolled rounds"
                     : mapping == Mapping::Rows ? "one block per row, its threads sharing the row's loops"
                                                : "a flat grid-stride loop over its elements";
   std::vector<std::string> lines;
-  print_cuda(body, "  ", lines);
+  print_cuda(nest.body, "  ", lines);
   std::ostringstream out;
   out << "// " << k.name << ": " << origin_comment(kernel) << "\n// Runs as " << how << ".\n"
       << "__global__ void __launch_bounds__(" << threads << ") " << k.name << "_kernel(" << params << ") {\n";
+  if (nest.longest_in_rounds > 0) {
+    out << "  constexpr int kThreads = " << threads << ";  // the launch's block size\n"
+        << "  constexpr int kRowSlots = " << (nest.longest_in_rounds + threads - 1) / threads << ";  // rounds of the longest row loop\n";
+    for (const std::string& a : nest.row_arrays) out << "  " << a << "\n";
+  }
   for (const auto& line : lines) out << line << "\n";
   out << "}\n\n" << k.declaration << " {\n"
-      << "  const int64_t work = " << work << ";\n  if (work <= 0) return;\n"
+      << "  const int64_t work = " << nest.work << ";\n  if (work <= 0) return;\n"
       << "  " << k.name << "_kernel<<<" << blocks << ", " << threads << ", 0, stream>>>(" << names << ");\n}\n";
   k.definition = out.str();
   return k;

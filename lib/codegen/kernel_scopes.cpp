@@ -34,6 +34,83 @@ bool ScopeStack::is_open(int serial) const {
   return false;
 }
 
+void RowRegisters::enter(const ir::Index& ranges, const std::vector<std::string>& vars, int serial) {
+  serial_ = serial;
+  shape_.clear();
+  positional_.clear();
+  for (size_t d = 0; d < ranges.size(); ++d) {
+    shape_ += ir::to_string(ranges[d]) + ",";
+    positional_[vars[d]] = ir::Expr::sym("p" + std::to_string(d));
+  }
+}
+
+// Two loops of one shape give a thread the same elements in each round, so an index with the
+// loop's variables put by position names one element of the row, whatever each loop calls them.
+std::optional<std::string> RowRegisters::key(const std::string& ptr, const ir::Expr& index) const {
+  std::set<std::string> symbols = ir::free_symbols(index);
+  bool moves = false;
+  for (const std::string& s : symbols) {
+    if (s.rfind("ind", 0) == 0) return std::nullopt;  // a loaded index: not the same each loop
+    moves = moves || positional_.count(s) > 0;
+  }
+  if (!moves) return std::nullopt;
+  return shape_ + "|" + ptr + "|" + ir::to_string(ir::substitute(index, positional_));
+}
+
+std::optional<std::string> RowRegisters::held(const std::string& ptr, const ir::Expr& index) {
+  std::optional<std::string> k = key(ptr, index);
+  if (!k) return std::nullopt;
+  auto it = held_.find(*k);
+  if (it == held_.end()) return std::nullopt;
+  read_.insert(it->second.array);
+  return it->second.array + "[slot]";
+}
+
+std::string RowRegisters::hold(const std::string& ptr, const ir::Expr& index, const std::string& type,
+                               const std::string& value) {
+  std::optional<std::string> k = key(ptr, index);
+  if (!k || declarations_.size() >= kMaxArrays) return "";
+  std::string array = ptr + "_row" + std::to_string(declarations_.size());
+  declarations_.push_back(type + " " + array);
+  held_[*k] = {ptr, array};
+  return array + "[slot] = " + value + ";";
+}
+
+void RowRegisters::forget(const std::string& ptr) {
+  for (auto it = held_.begin(); it != held_.end();) it = it->second.ptr == ptr ? held_.erase(it) : std::next(it);
+}
+
+namespace {
+// Removes the statements that start with one of `prefixes`, at any depth.
+void drop_lines(Stmts& stmts, const std::vector<std::string>& prefixes) {
+  Stmts kept;
+  for (Stmt& s : stmts) {
+    if (auto* line = std::get_if<std::string>(&s.node)) {
+      bool drop = false;
+      for (const std::string& p : prefixes) drop = drop || line->rfind(p, 0) == 0;
+      if (drop) continue;
+    } else if (auto* loop = std::get_if<Loop>(&s.node)) {
+      drop_lines(loop->body, prefixes);
+    } else if (auto* region = std::get_if<ParallelRegion>(&s.node)) {
+      drop_lines(region->body, prefixes);
+    }
+    kept.push_back(std::move(s));
+  }
+  stmts = std::move(kept);
+}
+}  // namespace
+
+std::vector<std::string> RowRegisters::finish(Stmts& body) const {
+  std::vector<std::string> kept, unread;
+  for (const std::string& d : declarations_) {
+    std::string array = d.substr(d.rfind(' ') + 1);
+    if (read_.count(array)) kept.push_back(d + "[kRowSlots];");
+    else unread.push_back(array + "[slot] = ");
+  }
+  if (!unread.empty()) drop_lines(body, unread);
+  return kept;
+}
+
 std::string ScopeStack::idx(const ir::Expr& e) {
   for (const std::string& s : ir::free_symbols(e))
     if (ir::is_size_symbol(s)) size_symbols_.insert(s);

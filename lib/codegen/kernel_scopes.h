@@ -5,6 +5,7 @@
 // nest (loop_nest.h).
 #pragma once
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -50,6 +51,43 @@ struct Scope {
   std::vector<TileLoad> tile_loads;
 };
 
+// A row held in registers (CUDA row kernels, cuda_kernel.cpp; Inductor's persistent reductions):
+// in a short loop that a block's threads share, each thread takes its elements in a fixed number
+// of unrolled rounds (`slot`), so what one such loop loads can stay in a register array indexed
+// by the round, and a later loop of the same shape in the same row reads it from there instead
+// of from memory again; a value such a loop stores is held too, for a later loop that reads it
+// back. A store to a buffer forgets what was held of it before.
+class RowRegisters {
+ public:
+  static constexpr int kMaxArrays = 8;  // per kernel: at most 8 rounds each, 64 registers
+
+  void enter(const ir::Index& ranges, const std::vector<std::string>& vars, int serial);
+  void leave() { serial_ = 0; }
+  bool inside(int serial) const { return serial_ != 0 && serial == serial_; }
+  // The array element that holds ptr[index] in this round, if an earlier loop loaded or stored it.
+  std::optional<std::string> held(const std::string& ptr, const ir::Expr& index);
+  // Holds `value`, just loaded from or stored to ptr[index]: the statement that keeps it, or ""
+  // when the index does not move with the loop (or goes through loaded indices) or no array is
+  // left.
+  std::string hold(const std::string& ptr, const ir::Expr& index, const std::string& type, const std::string& value);
+  void forget(const std::string& ptr);
+  // After the walk: the declarations of the arrays read again, each `kRowSlots` long (a constant
+  // the kernel defines); `body` loses the statements that filled the others.
+  std::vector<std::string> finish(Stmts& body) const;
+
+ private:
+  struct Held {
+    std::string ptr, array;
+  };
+  int serial_ = 0;
+  std::string shape_;
+  std::map<std::string, ir::Expr> positional_;  // the loop's variables -> p0, p1, ...
+  std::map<std::string, Held> held_;            // by shape, pointer and positional index
+  std::vector<std::string> declarations_;       // one per array, in order
+  std::set<std::string> read_;                  // the arrays read again
+  std::optional<std::string> key(const std::string& ptr, const ir::Expr& index) const;
+};
+
 class ScopeStack {
  public:
   ScopeStack(const std::map<const ir::Buffer*, std::string>& ptrs, int lanes);
@@ -72,6 +110,7 @@ class ScopeStack {
   int lanes() const { return lanes_; }
   std::map<int, int> defined_in;  // value id -> serial of the scope that defines it
   bool may_fail = false;          // the code calls a helper that can report a kernel error
+  RowRegisters* rows = nullptr;   // CUDA row kernels that hold short rows in registers
 
  private:
   const std::map<const ir::Buffer*, std::string>& ptrs_;

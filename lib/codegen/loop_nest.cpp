@@ -68,6 +68,7 @@ struct CudaPrinter {
   void operator()(const std::string& line, const std::string& indent) { out.push_back(indent + line); }
 
   void operator()(const Loop& loop, const std::string& indent) {
+    if (loop.rounds) return print_rounds(loop, indent);
     auto [start, step] = cuda_start_step(loop);
     std::string next = step == "1" ? "++" + loop.var : loop.var + " += " + step;
     out.push_back(indent + "for (int64_t " + loop.var + " = " + start + "; " + loop.var + " < " + loop.end + "; " +
@@ -78,6 +79,17 @@ struct CudaPrinter {
 
   void operator()(const ParallelRegion&, const std::string&) {
     throw InternalError("bug: an OpenMP parallel region in a CUDA kernel");
+  }
+
+  void print_rounds(const Loop& loop, const std::string& indent) {
+    FOUNDRY_CHECK(loop.threads == Loop::Threads::BlockThreads && loop.begin == "0", "rounds of a loop that is not a row's");
+    out.push_back(indent + "#pragma unroll");
+    out.push_back(indent + "for (int slot = 0; slot < (" + loop.end + " + kThreads - 1) / kThreads; ++slot) {");
+    out.push_back(indent + "  const int64_t " + loop.var + " = static_cast<int64_t>(threadIdx.x) + slot * kThreads;");
+    out.push_back(indent + "  if (" + loop.var + " < " + loop.end + ") {");
+    print_cuda(loop.body, indent + "    ", out);
+    out.push_back(indent + "  }");
+    out.push_back(indent + "}");
   }
 };
 

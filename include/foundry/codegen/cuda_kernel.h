@@ -9,6 +9,9 @@
 //     threads of the block share each reduction's or inner member's loop (block-stride), and a
 //     reduction's per-thread accumulators are combined with warp shuffles and shared memory
 //     (foundry_cuda_device.h), so that every thread holds the row's result for what follows;
+//     a shared loop of static extent up to 8 rounds of the block takes them in unrolled rounds,
+//     and what it loads or stores stays in registers for the next loop of the same shape
+//     (RowRegisters: a layer norm or softmax reads its row from memory once);
 //     argmax/argmin rows, whose index ties would need a paired combine, run on one thread;
 //   - a kernel whose iterations are not independent (scatter stores, a buffer both read and
 //     written) runs on a single thread, in order, as on one CPU thread.

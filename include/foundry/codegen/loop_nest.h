@@ -33,6 +33,10 @@ struct Loop {
   int collapse = 1;            // threads share this loop and the collapse-1 loops inside it
   std::string num_threads;     // Team: the team's size (C++ expression)
   std::string condition;       // Team: run on threads only when this holds ("" = always)
+  // BlockThreads over a static extent: each thread takes its iterations in ceil(end / kThreads)
+  // unrolled rounds (`slot`; the kernel defines kThreads), so arrays indexed by the round stay
+  // in registers (RowRegisters, kernel_scopes.h).
+  bool rounds = false;
   bool simd = false;           // iterations may also run in SIMD lanes (`omp simd`)
   std::string simd_reduction;  // simd: the accumulators combined across lanes, "+:acc0, acc1"
   Stmts body;
