@@ -199,7 +199,7 @@ void build_cuda_sweep(const std::vector<std::string>& samples, const std::string
       commands.push_back(cuda_batch_command(batches[k], root, static_cast<int>(k)));
     std::vector<build::ProcessResult> results = build::run_programs(commands);
     for (size_t k = b; k < std::min(b + 2, batches.size()); ++k)
-      if (results[k - b].exit_code != 0) WARN("batch " << k << " failed:\n" << results[k - b].output.substr(0, 4000));
+      if (results[k - b].exit_code != 0) FAIL_CHECK("batch " << k << " failed:\n" << results[k - b].output.substr(0, 4000));
   }
 }
 

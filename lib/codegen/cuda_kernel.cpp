@@ -151,7 +151,7 @@ class CudaNestBuilder final : public sched::KernelVisitor {
   void open_nested(const ir::Index& ranges, const std::vector<std::string>& vars) {
     scopes_.open(ranges, vars);
     std::optional<int64_t> n = static_extent(ranges);
-    if (rows_ && shared_here() && n && *n <= kMaxRounds * cap_) rows_->enter(ranges, vars, scopes_.top().serial);
+    if (rows_ && shared_here() && n && *n >= 1 && *n <= kMaxRounds * cap_) rows_->enter(ranges, vars, scopes_.top().serial);
   }
 
   void close_nested() {
