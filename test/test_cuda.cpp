@@ -715,6 +715,31 @@ TEST_CASE("cuda: kernels map loops to the grid, blocks and block threads", "[cud
     CHECK-NOT: in_ptr0[
     CHECK: out_ptr0[
   )") == "");
+  // A flat kernel whose accesses move one float per element gets a second form: 4 elements a
+  // thread, 128-bit loads before the lanes' loop and stores after it, launched on aligned pointers.
+  REQUIRE(run_foundryc({model_sample("pointwise") + "/model.pt2", "-o", tmp / "pw", "--device", "cuda", "--emit",
+                        "source"}).exit_code == 0);
+  CHECK(file_check(read_file(tmp / "pw/kernels_0.cu"), R"(
+    CHECK: __global__ void __launch_bounds__(256) cuda_fused_{{.*}}_kernel(
+    CHECK: = in_ptr0[i0];
+    CHECK: __global__ void __launch_bounds__(256) cuda_fused_{{.*}}_vec_kernel(
+    CHECK-NEXT: for (int64_t xvec = {{.*}}; xvec < (1024) / 4; xvec +=
+    CHECK-NEXT: const int64_t xindex = xvec * 4;
+    CHECK-NEXT: const int64_t i0_lane0 = xindex;
+    CHECK-NEXT: float in_ptr0_v0[4];
+    CHECK-NEXT: foundry_cuda::load4(in_ptr0_v0, in_ptr0 + (i0_lane0));
+    CHECK: #pragma unroll
+    CHECK-NEXT: for (int64_t lane = 0; lane < 4; ++lane) {
+    CHECK-NEXT: const int64_t i0 = i0_lane0 + lane;
+    CHECK-NEXT: = in_ptr0_v0[lane];
+    CHECK-NOT: in_ptr0[
+    CHECK: out_ptr0_v{{[0-9]+}}[lane] = tmp
+    CHECK: foundry_cuda::store4(out_ptr0 + (i0_lane0), out_ptr0_v
+    CHECK: if (foundry_cuda::aligned16(in_ptr0) && foundry_cuda::aligned16(in_ptr1) && foundry_cuda::aligned16(out_ptr0)) {
+    CHECK-NEXT: _vec_kernel<<<foundry_cuda::grid_blocks(work / 4, 256), 256, 0, stream>>>
+    CHECK-NEXT: return;
+    CHECK: _kernel<<<foundry_cuda::grid_blocks(work, 256), 256, 0, stream>>>
+  )") == "");
   std::string wrapper = read_file(tmp / "o/wrapper.cpp");
   CHECK(wrapper.find("foundry_cuda::matmul<float>(slot.cublas, stream") != std::string::npos);
   // No kernel checks an index or a division: no step publishes the error flag.
@@ -797,6 +822,18 @@ TEST_CASE("cuda: NAME_run_cuda replays its CUDA graph, with new pointers too, an
     std::unique_ptr<LoadedModel> replayed = load_cuda_model(name);
     std::vector<NpyArray> in = read_npy_sequence(model_sample(name) + "/inputs"), out = replayed->allocate_outputs(in);
     check_replays(*replayed, cuda, stream, in, out, model_sample(name));
+  }
+  // Misaligned pointers (4 bytes past a 16-byte boundary, as a view of a tensor may give): the
+  // flat kernels fall back from their 128-bit form to the scalar one, the graph captured again.
+  {
+    std::unique_ptr<LoadedModel> pointwise = load_cuda_model("pointwise");
+    std::string dir = model_sample("pointwise");
+    std::vector<NpyArray> in = read_npy_sequence(dir + "/inputs"), out = pointwise->allocate_outputs(in);
+    for (size_t offset : {0, 4, 0, 4}) {
+      INFO("offset " << offset);
+      DeviceArrays din(cuda, in, offset), dout(cuda, out, offset);
+      for (int run = 0; run < 3; ++run) CHECK(run_on_device(*pointwise, cuda, stream, din, dout, out, dir) == "");
+    }
   }
   std::unique_ptr<LoadedModel> model = load_cuda_model("encoder_layer");
   std::string sample = model_sample("encoder_layer");

@@ -184,6 +184,9 @@ Val CppScalarOps::def(DType t, const std::string& rhs, bool may_round) {
 }
 
 Val CppScalarOps::load(const ir::Buffer& buf, const Expr& index) {
+  if (scopes_.lane_vectors && scopes_.lane_vectors->inside(scopes_.top().serial) && buf.dtype == DType::Float32)
+    if (std::optional<std::string> lane = scopes_.lane_vectors->load(scopes_, scopes_.ptr(buf), index))
+      return def(buf.dtype, *lane, false);
   RowRegisters* rows = scopes_.rows && scopes_.rows->inside(scopes_.top().serial) ? scopes_.rows : nullptr;
   if (rows)
     if (std::optional<std::string> held = rows->held(scopes_.ptr(buf), index)) return def(buf.dtype, *held, false);
@@ -199,6 +202,10 @@ Val CppScalarOps::load(const ir::Buffer& buf, const Expr& index) {
 }
 
 void CppScalarOps::store(const ir::Buffer& buf, const Expr& index, Val v, ir::StoreMode mode) {
+  if (scopes_.lane_vectors && scopes_.lane_vectors->inside(scopes_.top().serial) && buf.dtype == DType::Float32 &&
+      mode == ir::StoreMode::Set)
+    if (std::optional<std::string> lane = scopes_.lane_vectors->store(scopes_, scopes_.ptr(buf), index))
+      return emit(*lane + " = " + value_name(v) + ";");
   if (scopes_.rows) {
     scopes_.rows->forget(scopes_.ptr(buf));
     // A float32 value stored is what a later loop reads back (16-bit ones are rounded first).

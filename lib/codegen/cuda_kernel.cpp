@@ -41,27 +41,62 @@ Mapping choose_mapping(const ir::Accesses& acc, bool nested, const std::vector<s
 // One loop over all iterations of `vars` (their ranges' product, flattened as `flat`), run as
 // `threads` says, whose body first recovers each variable from the flat index; a single
 // variable is looped over directly.
-Loop flat_loop(ScopeStack& scopes, const std::vector<std::string>& vars, const ir::Index& ranges,
-               const std::string& flat, Loop::Threads threads, Stmts body) {
+std::vector<std::string> extents(ScopeStack& scopes, const ir::Index& ranges) {
   std::vector<std::string> extent;
   for (const auto& r : ranges) extent.push_back("(" + scopes.idx(r) + ")");
+  return extent;
+}
+
+std::string product(const std::vector<std::string>& factors) {
   std::string total;
-  for (const auto& e : extent) total += (total.empty() ? "" : " * ") + e;
-  // No variables (a reduction over a 0-d tensor): one iteration, still taken by one thread only.
-  Loop loop = loop_over(vars.size() == 1 ? vars[0] : flat, "0",
-                        vars.size() == 1 ? scopes.idx(ranges[0]) : total.empty() ? "1" : total);
-  loop.threads = threads;
-  if (vars.size() > 1) {
-    std::string inner;  // the product of the extents after variable d
-    for (size_t d = vars.size(); d-- > 0;) {
-      std::string q = inner.empty() ? flat : flat + " / (" + inner + ")";
-      std::string v = d == 0 ? q : "(" + q + ") % " + extent[d];
-      loop.body.push_back("const int64_t " + vars[d] + " = " + v + ";");
-      inner = inner.empty() ? extent[d] : inner + " * " + extent[d];
-    }
-    std::reverse(loop.body.begin(), loop.body.end());
+  for (const auto& f : factors) total += (total.empty() ? "" : " * ") + f;
+  return total.empty() ? "1" : total;
+}
+
+// Statements that define each of `vars` from the flat index `flat` (row-major over `extent`).
+Stmts recover_vars(const std::vector<std::string>& vars, const std::vector<std::string>& extent, const std::string& flat) {
+  Stmts lines;
+  std::string inner;  // the product of the extents after variable d
+  for (size_t d = vars.size(); d-- > 0;) {
+    std::string q = inner.empty() ? flat : flat + " / (" + inner + ")";
+    std::string v = d == 0 ? q : "(" + q + ") % " + extent[d];
+    lines.push_back("const int64_t " + vars[d] + " = " + v + ";");
+    inner = inner.empty() ? extent[d] : inner + " * " + extent[d];
   }
+  std::reverse(lines.begin(), lines.end());
+  return lines;
+}
+
+Loop flat_loop(ScopeStack& scopes, const std::vector<std::string>& vars, const ir::Index& ranges,
+               const std::string& flat, Loop::Threads threads, Stmts body) {
+  std::vector<std::string> extent = extents(scopes, ranges);
+  // No variables (a reduction over a 0-d tensor): one iteration, still taken by one thread only.
+  Loop loop = loop_over(vars.size() == 1 ? vars[0] : flat, "0", vars.size() == 1 ? scopes.idx(ranges[0]) : product(extent));
+  loop.threads = threads;
+  if (vars.size() > 1) loop.body = recover_vars(vars, extent, flat);
   append(loop.body, body);
+  return loop;
+}
+
+// A flat kernel's grid-stride loop over groups of kLanes consecutive elements: the variables at
+// the group's first lane, the vector loads, the lanes' unrolled loop (the innermost variable
+// moves by one a lane) and the vector stores.
+Loop lanes_loop(ScopeStack& scopes, const std::vector<std::string>& vars, const ir::Index& ranges,
+                const LaneVectors& lanes, const Stmts& body) {
+  const std::string lanes_n = std::to_string(LaneVectors::kLanes);
+  Loop loop = loop_over("xvec", "0", product(extents(scopes, ranges)) + " / " + lanes_n);
+  loop.threads = Loop::Threads::Grid;
+  loop.body.push_back("const int64_t xindex = xvec * " + lanes_n + ";  // the first lane's element");
+  std::vector<std::string> first = vars;
+  first.back() = lanes.first_lane();
+  append(loop.body, recover_vars(first, extents(scopes, ranges), "xindex"));
+  append_lines(loop.body, lanes.before());
+  Loop each = loop_over("lane", "0", lanes_n);
+  each.unroll = true;
+  each.body.push_back("const int64_t " + lanes.var() + " = " + lanes.first_lane() + " + lane;");
+  append(each.body, body);
+  loop.body.push_back(std::move(each));
+  append_lines(loop.body, lanes.after());
   return loop;
 }
 
@@ -97,7 +132,7 @@ class CudaNestBuilder final : public sched::KernelVisitor {
  public:
   // `rows`: hold short rows in registers, with at most `cap` threads a block (row kernels only).
   CudaNestBuilder(ScopeStack& scopes, ir::Ops& ops, Mapping mapping, RowRegisters* rows, int cap)
-      : scopes_(scopes), ops_(ops), mapping_(mapping), rows_(rows), cap_(cap) {}
+      : scopes_(scopes), ops_(ops), mapping_(mapping), rows_(rows), lanes_(scopes.lane_vectors), cap_(cap) {}
   ir::Ops& ops() override { return ops_; }
 
   void begin_reduction(const sched::Member&, const ir::Index& ranges) override {
@@ -120,6 +155,8 @@ class CudaNestBuilder final : public sched::KernelVisitor {
       append(out, b.lines);
     } else if (mapping_ == Mapping::Serial) {
       append(out, plain_loops(b));
+    } else if (lanes_) {
+      out.push_back(lanes_loop(scopes_, b.vars, b.ranges, *lanes_, b.lines));
     } else {
       Loop::Threads t = mapping_ == Mapping::Flat ? Loop::Threads::Grid : Loop::Threads::Blocks;
       out.push_back(flat_loop(scopes_, b.vars, b.ranges, "xindex", t, b.lines));
@@ -139,6 +176,7 @@ class CudaNestBuilder final : public sched::KernelVisitor {
   ir::Ops& ops_;
   Mapping mapping_;
   RowRegisters* rows_;
+  LaneVectors* lanes_;  // flat kernels taken kLanes elements at a time
   int cap_;
   bool single_thread_rows_ = false;
   std::optional<int64_t> longest_shared_ = 0;
@@ -222,14 +260,25 @@ struct Nest {
   std::optional<int64_t> longest_shared;
   int64_t longest_in_rounds = 0;
   std::vector<std::string> row_arrays;  // RowRegisters' declarations
+  std::set<std::string> vector_pointers;  // LaneVectors' pointers
+};
+
+// How a walk emits the kernel: rows held in registers (row kernels), or lane vectors over this
+// innermost variable (flat kernels).
+struct NestForm {
+  bool hold_rows = false;
+  std::string lane_var;
 };
 
 Nest build_nest(const sched::Kernel& kernel, const sched::Schedule& schedule, const std::map<const ir::Buffer*, std::string>& ptrs,
-                Mapping mapping, bool hold_rows, int cap) {
+                Mapping mapping, const NestForm& form, int cap) {
   RowRegisters rows;
+  std::vector<std::string> vars = sched::kernel_loop_vars(kernel);
+  LaneVectors lanes(form.lane_var, 1, std::set<std::string>(vars.begin(), vars.end()));
   ScopeStack scopes(ptrs, 1);
-  scopes.rows = hold_rows ? &rows : nullptr;
-  scopes.open(kernel.ranges, sched::kernel_loop_vars(kernel));
+  scopes.rows = form.hold_rows ? &rows : nullptr;
+  scopes.lane_vectors = form.lane_var.empty() ? nullptr : &lanes;
+  scopes.open(kernel.ranges, vars);
   CppScalarOps scalar(scopes, Dialect::Cuda);
   SharedOps ops(scopes, scalar, nullptr);
   CudaNestBuilder builder(scopes, ops, mapping, scopes.rows, cap);
@@ -243,7 +292,44 @@ Nest build_nest(const sched::Kernel& kernel, const sched::Schedule& schedule, co
   nest.longest_shared = builder.longest_shared_loop();
   nest.longest_in_rounds = builder.longest_in_rounds();
   nest.row_arrays = rows.finish(nest.body);
+  nest.vector_pointers = lanes.pointers();
   return nest;
+}
+
+// The innermost variable of a flat kernel whose elements can go kLanes at a time (its extent is
+// static and a multiple of kLanes), "" otherwise.
+std::string lane_var(Mapping mapping, const std::vector<std::string>& outer, const ir::Index& ranges) {
+  if (mapping != Mapping::Flat || outer.empty() || !ranges.back().is_const()) return "";
+  int64_t n = ranges.back().const_value();
+  return n > 0 && n % LaneVectors::kLanes == 0 ? outer.back() : "";
+}
+
+// How a kernel's loops map to the GPU, for its comment.
+std::string how_it_runs(Mapping mapping, const Nest& nest) {
+  if (mapping == Mapping::Serial) return "one thread, in order (its iterations are not independent)";
+  if (mapping == Mapping::Flat) return "a flat grid-stride loop over its elements";
+  if (!nest.row_arrays.empty())
+    return "one block per row, its threads sharing the row's loops in unrolled rounds, holding in registers what one "
+           "loop loads or stores for the next";
+  if (nest.longest_in_rounds > 0) return "one block per row, its threads sharing the row's loops in unrolled rounds";
+  return "one block per row, its threads sharing the row's loops";
+}
+
+// The `__global__` function of one form of the kernel.
+std::string global_function(const std::string& name, const std::string& params, const Nest& nest, int threads) {
+  std::vector<std::string> lines;
+  print_cuda(nest.body, "  ", lines);
+  std::ostringstream out;
+  out << "__global__ void __launch_bounds__(" << threads << ") " << name << "(" << params << ") {\n";
+  if (nest.longest_in_rounds > 0) {
+    out << "  constexpr int kThreads = " << threads << ";  // the launch's block size\n"
+        << "  constexpr int kRowSlots = " << (nest.longest_in_rounds + threads - 1) / threads
+        << ";  // rounds of the longest row loop\n";
+    for (const std::string& a : nest.row_arrays) out << "  " << a << "\n";
+  }
+  for (const auto& line : lines) out << line << "\n";
+  out << "}\n";
+  return out.str();
 }
 
 }  // namespace
@@ -267,10 +353,16 @@ EmittedKernel emit_cuda_kernel(const sched::Kernel& kernel, const sched::Schedul
                             [](const sched::Member& m) { return m.role != sched::MemberRole::Outer; });
   Mapping mapping = choose_mapping(accesses, nested, outer, kernel.ranges);
 
-  Nest nest = build_nest(kernel, schedule, ptrs, mapping, mapping == Mapping::Rows, options.block_threads);
+  int cap = options.block_threads;
+  Nest nest = build_nest(kernel, schedule, ptrs, mapping, {mapping == Mapping::Rows, ""}, cap);
   // Rows run on one thread (argmax) have nothing to share: walked again without rounds.
-  if (nest.single_thread_rows && nest.longest_in_rounds > 0)
-    nest = build_nest(kernel, schedule, ptrs, mapping, false, options.block_threads);
+  if (nest.single_thread_rows && nest.longest_in_rounds > 0) nest = build_nest(kernel, schedule, ptrs, mapping, {}, cap);
+  // A flat kernel with 128-bit accesses gets a second form, launched when their pointers are aligned.
+  std::optional<Nest> vector;
+  if (std::string var = lane_var(mapping, outer, kernel.ranges); !var.empty()) {
+    vector = build_nest(kernel, schedule, ptrs, mapping, {false, var}, cap);
+    if (vector->vector_pointers.empty()) vector.reset();
+  }
   k.may_fail = nest.may_fail;
   for (const std::string& s : nest.size_symbols) {
     k.size_params.push_back(s);
@@ -279,32 +371,31 @@ EmittedKernel emit_cuda_kernel(const sched::Kernel& kernel, const sched::Schedul
   }
   k.declaration = "void " + k.name + "(cudaStream_t stream, " + params + ")";
   bool one_thread = mapping == Mapping::Serial || nest.single_thread_rows || (outer.empty() && mapping == Mapping::Flat);
-  int threads = one_thread ? 1
-                : mapping == Mapping::Rows ? row_threads(nest.longest_shared, options.block_threads)
-                                           : options.block_threads;
-  std::string blocks = mapping == Mapping::Serial ? "1"
-                       : mapping == Mapping::Rows ? "foundry_cuda::grid_blocks(work, 1)"
-                                                  : "foundry_cuda::grid_blocks(work, " + std::to_string(threads) + ")";
-  const char* how = mapping == Mapping::Serial ? "one thread, in order (its iterations are not independent)"
-                    : !nest.row_arrays.empty()
-                        ? "one block per row, its threads sharing the row's loops in unrolled rounds, holding in registers what one loop loads or stores for the next"
-                    : nest.longest_in_rounds > 0 ? "one block per row, its threads sharing the row's loops in unrolled rounds"
-                    : mapping == Mapping::Rows ? "one block per row, its threads sharing the row's loops"
-                                               : "a flat grid-stride loop over its elements";
-  std::vector<std::string> lines;
-  print_cuda(nest.body, "  ", lines);
+  int threads = one_thread ? 1 : mapping == Mapping::Rows ? row_threads(nest.longest_shared, cap) : cap;
+  auto launch = [&](const std::string& kernel_name, const std::string& work) {
+    std::string blocks = mapping == Mapping::Serial ? "1"
+                         : mapping == Mapping::Rows ? "foundry_cuda::grid_blocks(work, 1)"
+                                                    : "foundry_cuda::grid_blocks(" + work + ", " + std::to_string(threads) + ")";
+    return kernel_name + "<<<" + blocks + ", " + std::to_string(threads) + ", 0, stream>>>(" + names + ");";
+  };
   std::ostringstream out;
-  out << "// " << k.name << ": " << origin_comment(kernel) << "\n// Runs as " << how << ".\n"
-      << "__global__ void __launch_bounds__(" << threads << ") " << k.name << "_kernel(" << params << ") {\n";
-  if (nest.longest_in_rounds > 0) {
-    out << "  constexpr int kThreads = " << threads << ";  // the launch's block size\n"
-        << "  constexpr int kRowSlots = " << (nest.longest_in_rounds + threads - 1) / threads << ";  // rounds of the longest row loop\n";
-    for (const std::string& a : nest.row_arrays) out << "  " << a << "\n";
+  out << "// " << k.name << ": " << origin_comment(kernel) << "\n// Runs as " << how_it_runs(mapping, nest) << ".\n"
+      << global_function(k.name + "_kernel", params, nest, threads);
+  if (vector)
+    out << "\n// " << k.name << " with 128-bit loads and stores, " << LaneVectors::kLanes
+        << " elements a thread at a time: launched when its vector pointers are 16-byte aligned.\n"
+        << global_function(k.name + "_vec_kernel", params, *vector, threads);
+  out << "\n" << k.declaration << " {\n"
+      << "  const int64_t work = " << nest.work << ";\n  if (work <= 0) return;\n";
+  if (vector) {
+    std::string aligned;
+    for (const std::string& p : vector->vector_pointers)
+      aligned += (aligned.empty() ? "" : " && ") + std::string("foundry_cuda::aligned16(") + p + ")";
+    out << "  if (" << aligned << ") {\n"
+        << "    " << launch(k.name + "_vec_kernel", "work / " + std::to_string(LaneVectors::kLanes)) << "\n"
+        << "    return;\n  }\n";
   }
-  for (const auto& line : lines) out << line << "\n";
-  out << "}\n\n" << k.declaration << " {\n"
-      << "  const int64_t work = " << nest.work << ";\n  if (work <= 0) return;\n"
-      << "  " << k.name << "_kernel<<<" << blocks << ", " << threads << ", 0, stream>>>(" << names << ");\n}\n";
+  out << "  " << launch(k.name + "_kernel", "work") << "\n}\n";
   k.definition = out.str();
   return k;
 }

@@ -111,6 +111,40 @@ std::vector<std::string> RowRegisters::finish(Stmts& body) const {
   return kept;
 }
 
+// The C++ of `index` at lane 0 when it moves by one element per lane and is a multiple of kLanes
+// there (the innermost variable is, at lane 0: its extent is one too).
+std::optional<std::string> LaneVectors::first_lane_offset(ScopeStack& scopes, const ir::Expr& index) const {
+  for (const std::string& s : ir::free_symbols(index))
+    if (!vars_.count(s) && !ir::is_size_symbol(s)) return std::nullopt;
+  std::optional<ir::Expr> step = ir::affine_coefficient(index, var_);
+  if (!step || !step->is_const(1)) return std::nullopt;
+  if (!ir::mod(ir::substitute(index, {{var_, ir::Expr(0)}}), ir::Expr(kLanes)).is_const(0)) return std::nullopt;
+  return scopes.idx(ir::substitute(index, {{var_, ir::Expr::sym(first_lane())}}));
+}
+
+std::optional<std::string> LaneVectors::load(ScopeStack& scopes, const std::string& ptr, const ir::Expr& index) {
+  std::optional<std::string> at = first_lane_offset(scopes, index);
+  if (!at) return std::nullopt;
+  std::string& array = loaded_[ptr + "|" + *at];
+  if (array.empty()) {
+    array = ptr + "_v" + std::to_string(arrays_++);
+    before_.push_back("float " + array + "[" + std::to_string(kLanes) + "];");
+    before_.push_back("foundry_cuda::load4(" + array + ", " + ptr + " + (" + *at + "));");
+    pointers_.insert(ptr);
+  }
+  return array + "[lane]";
+}
+
+std::optional<std::string> LaneVectors::store(ScopeStack& scopes, const std::string& ptr, const ir::Expr& index) {
+  std::optional<std::string> at = first_lane_offset(scopes, index);
+  if (!at) return std::nullopt;
+  std::string array = ptr + "_v" + std::to_string(arrays_++);
+  before_.push_back("float " + array + "[" + std::to_string(kLanes) + "];");
+  after_.push_back("foundry_cuda::store4(" + ptr + " + (" + *at + "), " + array + ");");
+  pointers_.insert(ptr);
+  return array + "[lane]";
+}
+
 std::string ScopeStack::idx(const ir::Expr& e) {
   for (const std::string& s : ir::free_symbols(e))
     if (ir::is_size_symbol(s)) size_symbols_.insert(s);

@@ -88,6 +88,42 @@ class RowRegisters {
   std::optional<std::string> key(const std::string& ptr, const ir::Expr& index) const;
 };
 
+class ScopeStack;
+
+// Lane vectors of a flat CUDA kernel (cuda_kernel.cpp): each thread takes kLanes consecutive
+// elements of the innermost loop, whose extent they divide; a float32 access that moves by one
+// element per lane from a 16-byte boundary becomes one 128-bit load before the lanes' unrolled
+// loop (or store after it) into a register array indexed by `lane`. Other accesses stay scalar.
+class LaneVectors {
+ public:
+  static constexpr int kLanes = 4;
+
+  // `var`: the innermost loop variable; `serial`: the flat loop's scope; `vars`: every loop
+  // variable of the kernel (an index with other symbols, such as loaded indices, stays scalar).
+  LaneVectors(std::string var, int serial, std::set<std::string> vars)
+      : var_(std::move(var)), serial_(serial), vars_(std::move(vars)) {}
+  bool inside(int serial) const { return serial == serial_; }
+  const std::string& var() const { return var_; }
+  std::string first_lane() const { return var_ + "_lane0"; }  // the variable at lane 0
+  // The lane's element of a vector load or store of ptr[index], if it has that form.
+  std::optional<std::string> load(ScopeStack& scopes, const std::string& ptr, const ir::Expr& index);
+  std::optional<std::string> store(ScopeStack& scopes, const std::string& ptr, const ir::Expr& index);
+  // Before the lanes' loop: the arrays and the loads; after it: the stores.
+  const std::vector<std::string>& before() const { return before_; }
+  const std::vector<std::string>& after() const { return after_; }
+  const std::set<std::string>& pointers() const { return pointers_; }  // read or written as vectors
+
+ private:
+  std::string var_;
+  int serial_;
+  std::set<std::string> vars_;
+  std::map<std::string, std::string> loaded_;  // "ptr|index" -> array
+  std::vector<std::string> before_, after_;
+  std::set<std::string> pointers_;
+  int arrays_ = 0;
+  std::optional<std::string> first_lane_offset(ScopeStack& scopes, const ir::Expr& index) const;
+};
+
 class ScopeStack {
  public:
   ScopeStack(const std::map<const ir::Buffer*, std::string>& ptrs, int lanes);
@@ -111,6 +147,7 @@ class ScopeStack {
   std::map<int, int> defined_in;  // value id -> serial of the scope that defines it
   bool may_fail = false;          // the code calls a helper that can report a kernel error
   RowRegisters* rows = nullptr;   // CUDA row kernels that hold short rows in registers
+  LaneVectors* lane_vectors = nullptr;  // CUDA flat kernels that load and store 4 lanes at a time
 
  private:
   const std::map<const ir::Buffer*, std::string>& ptrs_;

@@ -71,6 +71,7 @@ struct CudaPrinter {
     if (loop.rounds) return print_rounds(loop, indent);
     auto [start, step] = cuda_start_step(loop);
     std::string next = step == "1" ? "++" + loop.var : loop.var + " += " + step;
+    if (loop.unroll) out.push_back(indent + "#pragma unroll");
     out.push_back(indent + "for (int64_t " + loop.var + " = " + start + "; " + loop.var + " < " + loop.end + "; " +
                   next + ") {");
     print_cuda(loop.body, indent + "  ", out);

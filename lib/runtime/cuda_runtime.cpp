@@ -80,17 +80,18 @@ void* CudaRuntime::create_stream() const {
 void CudaRuntime::synchronize(void* stream) const { check(*f_, f_->stream_synchronize(stream), "cudaStreamSynchronize"); }
 void CudaRuntime::destroy_stream(void* stream) const { f_->stream_destroy(stream); }
 
-DeviceArrays::DeviceArrays(const CudaRuntime& cuda, const std::vector<NpyArray>& arrays) : cuda_(cuda) {
+DeviceArrays::DeviceArrays(const CudaRuntime& cuda, const std::vector<NpyArray>& arrays, size_t offset) : cuda_(cuda) {
   for (const NpyArray& a : arrays) {
+    allocations_.push_back(cuda.allocate(a.data.size() + offset));  // freed by the destructor if the copy throws
     foundry_tensor t = describe_array(a);
-    t.data = cuda.allocate(a.data.size());
-    tensors_.push_back(t);  // before the copy, so that the destructor frees it if the copy throws
+    t.data = static_cast<char*>(allocations_.back()) + offset;
+    tensors_.push_back(t);
     cuda.to_device(t.data, a.data.data(), a.data.size());
   }
 }
 
 DeviceArrays::~DeviceArrays() {
-  for (const foundry_tensor& t : tensors_) cuda_.release(t.data);
+  for (void* p : allocations_) cuda_.release(p);
 }
 
 void DeviceArrays::copy_to(std::vector<NpyArray>& arrays) const {

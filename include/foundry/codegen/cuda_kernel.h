@@ -3,7 +3,10 @@
 // the C++ kernels (CppScalarOps in its CUDA dialect), arranged into a loop nest that print_cuda
 // maps onto the GPU:
 //   - a kernel without inner loops (pointwise) is one flat grid-stride loop over all of its
-//     outer iterations, one element per thread at a time, 64-bit indices;
+//     outer iterations, one element per thread at a time, 64-bit indices; where its innermost
+//     loop's extent is a multiple of 4 and a float32 access moves one element per iteration from
+//     a 16-byte boundary, a second form takes 4 elements a thread with 128-bit loads and stores
+//     (LaneVectors), launched when the pointers it reads and writes that way are aligned;
 //   - a kernel with reductions or inner loops runs one block per outer iteration (a row), of as
 //     many warps as its longest static loop fills (up to block_threads); the
 //     threads of the block share each reduction's or inner member's loop (block-stride), and a

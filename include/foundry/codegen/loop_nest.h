@@ -37,6 +37,7 @@ struct Loop {
   // unrolled rounds (`slot`; the kernel defines kThreads), so arrays indexed by the round stay
   // in registers (RowRegisters, kernel_scopes.h).
   bool rounds = false;
+  bool unroll = false;  // CUDA: `#pragma unroll` (a loop of constant extent, e.g. a vector's lanes)
   bool simd = false;           // iterations may also run in SIMD lanes (`omp simd`)
   std::string simd_reduction;  // simd: the accumulators combined across lanes, "+:acc0, acc1"
   Stmts body;

@@ -31,10 +31,11 @@ class CudaRuntime {
   const Functions* f_;
 };
 
-// Arrays copied to GPU memory, as foundry_tensors for NAME_run_cuda; freed with the object.
+// Arrays copied to GPU memory, as foundry_tensors for NAME_run_cuda; freed with the object. Each
+// starts `offset` bytes into its allocation (a misaligned pointer, as a view of a tensor gives).
 class DeviceArrays {
  public:
-  DeviceArrays(const CudaRuntime& cuda, const std::vector<NpyArray>& arrays);
+  DeviceArrays(const CudaRuntime& cuda, const std::vector<NpyArray>& arrays, size_t offset = 0);
   ~DeviceArrays();
   DeviceArrays(const DeviceArrays&) = delete;
   DeviceArrays& operator=(const DeviceArrays&) = delete;
@@ -45,6 +46,7 @@ class DeviceArrays {
  private:
   const CudaRuntime& cuda_;
   std::vector<foundry_tensor> tensors_;
+  std::vector<void*> allocations_;
 };
 
 }  // namespace foundry

@@ -88,6 +88,17 @@ __device__ T block_combine(T v, Combine op) {
   return result;
 }
 
+// 128-bit loads and stores of four consecutive floats (flat kernels' lane vectors): `p` must be
+// 16-byte aligned, which the launcher checks of every pointer before it picks the vector kernel.
+__device__ inline void load4(float (&lanes)[4], const float* __restrict__ p) {
+  const float4 v = *reinterpret_cast<const float4*>(p);
+  lanes[0] = v.x, lanes[1] = v.y, lanes[2] = v.z, lanes[3] = v.w;
+}
+__device__ inline void store4(float* __restrict__ p, const float (&lanes)[4]) {
+  *reinterpret_cast<float4*>(p) = make_float4(lanes[0], lanes[1], lanes[2], lanes[3]);
+}
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 // The most blocks a launch gets: 128 per SM of the current GPU. The loops are grid-stride, so a
 // cap only gives each thread more iterations; measured on an H200 (64M-float add, 256 threads a
 // block), one element per thread over 262144 blocks reached 2.8 TB/s, capped at 128 blocks per SM
