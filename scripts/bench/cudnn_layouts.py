@@ -6,6 +6,9 @@ many convolutions each layout wins: the measurement behind foundryc's choice of 
     python3 scripts/bench/cudnn_layouts.py MODEL_DIR|SHAPES.json...   (needs a GPU)
     python3 scripts/bench/cudnn_layouts.py --extract SHAPES.json MODEL_DIR...   (no GPU: the
         convolutions of each model.pt2, by model, for a GPU host that lacks the archives)
+    python3 scripts/bench/cudnn_layouts.py --algorithms MODEL_DIR|SHAPES.json...   (NCHW, FMA math:
+        the algorithms of cuDNN's heuristic, as foundryc picks them, against the fastest measured
+        ones, torch.backends.cudnn.benchmark)
 """
 import json
 import sys
@@ -73,11 +76,29 @@ def models(args):
             yield arg.rstrip("/").split("/")[-1], convolutions(arg.rstrip("/") + "/model.pt2")
 
 
+def compare_algorithms(args):
+    torch.backends.cudnn.allow_tf32 = False
+    print("| model | convolutions | heuristic sum (us) | measured sum (us) | measured / heuristic | faster by >10% |")
+    print("|---|---|---|---|---|---|")
+    for name, convs in models(args):
+        if not convs:
+            continue
+        times = {}
+        for measured in (False, True):
+            torch.backends.cudnn.benchmark = measured
+            times[measured] = [time_convolution(c, False) for c in convs]
+        wins = sum(1 for a, b in zip(times[False], times[True]) if b < 0.9 * a)
+        print(f"| {name} | {len(convs)} | {sum(times[False]):.1f} | {sum(times[True]):.1f} | "
+              f"{sum(times[True]) / sum(times[False]):.2f} | {wins} |", flush=True)
+
+
 def main():
     if sys.argv[1:2] == ["--extract"]:
         with open(sys.argv[2], "w") as f:
             json.dump(dict(models(sys.argv[3:])), f)
         return
+    if sys.argv[1:2] == ["--algorithms"]:
+        return compare_algorithms(sys.argv[2:])
     torch.backends.cudnn.benchmark = False  # cuDNN's heuristic, as foundryc's calls use it
     print("| model | math | convolutions | NCHW sum (us) | NHWC sum (us) | NHWC / NCHW | NHWC faster by >10% |")
     print("|---|---|---|---|---|---|---|")
