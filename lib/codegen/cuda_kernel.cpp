@@ -38,9 +38,7 @@ Mapping choose_mapping(const ir::Accesses& acc, bool nested, const std::vector<s
   return Mapping::Flat;
 }
 
-// One loop over all iterations of `vars` (their ranges' product, flattened as `flat`), run as
-// `threads` says, whose body first recovers each variable from the flat index; a single
-// variable is looped over directly.
+// The C++ extents of `ranges`, each parenthesized.
 std::vector<std::string> extents(ScopeStack& scopes, const ir::Index& ranges) {
   std::vector<std::string> extent;
   for (const auto& r : ranges) extent.push_back("(" + scopes.idx(r) + ")");
@@ -67,6 +65,9 @@ Stmts recover_vars(const std::vector<std::string>& vars, const std::vector<std::
   return lines;
 }
 
+// One loop over all iterations of `vars` (their ranges' product, flattened as `flat`), run as
+// `threads` says, whose body first recovers each variable from the flat index; a single
+// variable is looped over directly.
 Loop flat_loop(ScopeStack& scopes, const std::vector<std::string>& vars, const ir::Index& ranges,
                const std::string& flat, Loop::Threads threads, Stmts body) {
   std::vector<std::string> extent = extents(scopes, ranges);
@@ -113,8 +114,6 @@ std::string combine_op(ReduceOp op) {
   return "";
 }
 
-// Builds a CUDA kernel's loop nest: the walk opens a scope per loop block, the scalar handler
-// fills it, and closing it maps its loops to the GPU.
 // A shared loop of at most this many rounds per thread holds its row in registers.
 constexpr int64_t kMaxRounds = 8;
 
@@ -128,11 +127,13 @@ std::optional<int64_t> static_extent(const ir::Index& ranges) {
   return n;
 }
 
+// Builds a CUDA kernel's loop nest: the walk opens a scope per loop block, the scalar handler
+// fills it, and closing it maps its loops to the GPU (rows held in registers and lane vectors
+// where the scopes ask for them; `cap`: the most threads a block).
 class CudaNestBuilder final : public sched::KernelVisitor {
  public:
-  // `rows`: hold short rows in registers, with at most `cap` threads a block (row kernels only).
-  CudaNestBuilder(ScopeStack& scopes, ir::Ops& ops, Mapping mapping, RowRegisters* rows, int cap)
-      : scopes_(scopes), ops_(ops), mapping_(mapping), rows_(rows), lanes_(scopes.lane_vectors), cap_(cap) {}
+  CudaNestBuilder(ScopeStack& scopes, ir::Ops& ops, Mapping mapping, int cap)
+      : scopes_(scopes), ops_(ops), mapping_(mapping), rows_(scopes.rows), lanes_(scopes.lane_vectors), cap_(cap) {}
   ir::Ops& ops() override { return ops_; }
 
   void begin_reduction(const sched::Member&, const ir::Index& ranges) override {
@@ -245,11 +246,7 @@ int row_threads(std::optional<int64_t> longest, int cap) {
 }
 
 // The product of the outer ranges: the flat iterations (Flat) or rows (Rows) of a launch.
-std::string outer_work(ScopeStack& scopes, const ir::Index& ranges) {
-  std::string work;
-  for (const auto& r : ranges) work += (work.empty() ? "" : " * ") + ("(" + scopes.idx(r) + ")");
-  return work.empty() ? "1" : work;
-}
+std::string outer_work(ScopeStack& scopes, const ir::Index& ranges) { return product(extents(scopes, ranges)); }
 
 // A kernel's loop nest from one walk of its bodies, with what the launch needs to know of it.
 struct Nest {
@@ -281,7 +278,7 @@ Nest build_nest(const sched::Kernel& kernel, const sched::Schedule& schedule, co
   scopes.open(kernel.ranges, vars);
   CppScalarOps scalar(scopes, Dialect::Cuda);
   SharedOps ops(scopes, scalar, nullptr);
-  CudaNestBuilder builder(scopes, ops, mapping, scopes.rows, cap);
+  CudaNestBuilder builder(scopes, ops, mapping, cap);
   sched::walk_kernel(kernel, schedule, builder);
   Nest nest;
   nest.body = builder.close_outer();
