@@ -85,12 +85,13 @@ Loop flat_loop(ScopeStack& scopes, const std::vector<std::string>& vars, const i
 Loop lanes_loop(ScopeStack& scopes, const std::vector<std::string>& vars, const ir::Index& ranges,
                 const LaneVectors& lanes, const Stmts& body) {
   const std::string lanes_n = std::to_string(LaneVectors::kLanes);
-  Loop loop = loop_over("xvec", "0", product(extents(scopes, ranges)) + " / " + lanes_n);
+  std::vector<std::string> extent = extents(scopes, ranges);
+  Loop loop = loop_over("xvec", "0", product(extent) + " / " + lanes_n);
   loop.threads = Loop::Threads::Grid;
   loop.body.push_back("const int64_t xindex = xvec * " + lanes_n + ";  // the first lane's element");
   std::vector<std::string> first = vars;
   first.back() = lanes.first_lane();
-  append(loop.body, recover_vars(first, extents(scopes, ranges), "xindex"));
+  append(loop.body, recover_vars(first, extent, "xindex"));
   append_lines(loop.body, lanes.before());
   Loop each = loop_over("lane", "0", lanes_n);
   each.unroll = true;
@@ -116,16 +117,6 @@ std::string combine_op(ReduceOp op) {
 
 // A shared loop of at most this many rounds per thread holds its row in registers.
 constexpr int64_t kMaxRounds = 8;
-
-// The product of static ranges, nullopt when one is dynamic.
-std::optional<int64_t> static_extent(const ir::Index& ranges) {
-  int64_t n = 1;
-  for (const auto& r : ranges) {
-    if (!r.is_const()) return std::nullopt;
-    n *= r.const_value();
-  }
-  return n;
-}
 
 // Builds a CUDA kernel's loop nest: the walk opens a scope per loop block, the scalar handler
 // fills it, and closing it maps its loops to the GPU (rows held in registers and lane vectors
@@ -189,7 +180,7 @@ class CudaNestBuilder final : public sched::KernelVisitor {
 
   void open_nested(const ir::Index& ranges, const std::vector<std::string>& vars) {
     scopes_.open(ranges, vars);
-    std::optional<int64_t> n = static_extent(ranges);
+    std::optional<int64_t> n = ir::static_numel(ranges);
     if (rows_ && shared_here() && n && *n >= 1 && *n <= kMaxRounds * cap_) rows_->enter(ranges, vars, scopes_.top().serial);
   }
 
@@ -202,7 +193,7 @@ class CudaNestBuilder final : public sched::KernelVisitor {
     if (!shared) {
       append(out, plain_loops(b));
     } else {
-      std::optional<int64_t> n = static_extent(b.ranges);
+      std::optional<int64_t> n = ir::static_numel(b.ranges);
       if (!n) longest_shared_.reset();
       else if (longest_shared_) longest_shared_ = std::max(*longest_shared_, *n);
       Loop loop = flat_loop(scopes_, b.vars, b.ranges, "rindex", Loop::Threads::BlockThreads, b.lines);

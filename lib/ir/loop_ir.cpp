@@ -63,6 +63,15 @@ Index unravel_index(const Expr& flat, const std::vector<Expr>& sizes) {
 std::string loop_var(int i) { return "i" + std::to_string(i); }
 std::string reduction_var(int i) { return "r" + std::to_string(i); }
 
+std::optional<int64_t> static_numel(const Index& sizes) {
+  int64_t n = 1;
+  for (const Expr& e : sizes) {
+    if (!e.is_const()) return std::nullopt;
+    n *= e.const_value();
+  }
+  return n;
+}
+
 Index LoopNode::index_symbols() const {
   Index out;
   for (size_t d = 0; d < ranges.size(); ++d) out.push_back(Expr::sym(loop_var(static_cast<int>(d))));

@@ -132,15 +132,7 @@ TensorRef LoweringContext::reduction(DType out_dtype, std::vector<Expr> sizes, s
 }
 
 namespace {
-// The product of static sizes, or nullopt when one is dynamic.
-std::optional<int64_t> static_numel(const std::vector<Expr>& sizes) {
-  int64_t n = 1;
-  for (const Expr& e : sizes) {
-    if (!e.is_const()) return std::nullopt;
-    n *= e.const_value();
-  }
-  return n;
-}
+using ir::static_numel;
 
 // Combining partials is the same op only for these; 16-bit float partial sums and products would
 // be rounded to 16 bits each, which the unsplit reduction's float accumulator does not do.

@@ -20,6 +20,9 @@ namespace foundry::ir {
 
 using Index = std::vector<Expr>;
 
+// The product of static sizes (loop ranges, a shape), nullopt when one is dynamic.
+std::optional<int64_t> static_numel(const Index& sizes);
+
 enum class BufferKind {
   Input,     // a user input, contiguous
   Constant,  // a weight/buffer/constant storage from the archive (or folded at compile time)
