@@ -81,17 +81,25 @@ void CudaRuntime::synchronize(void* stream) const { check(*f_, f_->stream_synchr
 void CudaRuntime::destroy_stream(void* stream) const { f_->stream_destroy(stream); }
 
 DeviceArrays::DeviceArrays(const CudaRuntime& cuda, const std::vector<NpyArray>& arrays, size_t offset) : cuda_(cuda) {
-  for (const NpyArray& a : arrays) {
-    allocations_.push_back(cuda.allocate(a.data.size() + offset));  // freed by the destructor if the copy throws
-    foundry_tensor t = describe_array(a);
-    t.data = static_cast<char*>(allocations_.back()) + offset;
-    tensors_.push_back(t);
-    cuda.to_device(t.data, a.data.data(), a.data.size());
+  try {
+    for (const NpyArray& a : arrays) {
+      allocations_.push_back(cuda.allocate(a.data.size() + offset));
+      foundry_tensor t = describe_array(a);
+      t.data = static_cast<char*>(allocations_.back()) + offset;
+      tensors_.push_back(t);
+      cuda.to_device(t.data, a.data.data(), a.data.size());
+    }
+  } catch (...) {  // a constructor that throws runs no destructor: free what was allocated here
+    release_all();
+    throw;
   }
 }
 
-DeviceArrays::~DeviceArrays() {
+DeviceArrays::~DeviceArrays() { release_all(); }
+
+void DeviceArrays::release_all() {
   for (void* p : allocations_) cuda_.release(p);
+  allocations_.clear();
 }
 
 void DeviceArrays::copy_to(std::vector<NpyArray>& arrays) const {

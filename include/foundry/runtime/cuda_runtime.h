@@ -47,6 +47,7 @@ class DeviceArrays {
   const CudaRuntime& cuda_;
   std::vector<foundry_tensor> tensors_;
   std::vector<void*> allocations_;
+  void release_all();
 };
 
 }  // namespace foundry
