@@ -42,19 +42,82 @@ TEST_CASE("threads: parallel loops only above the work threshold, none with --th
   if (!require_corpus()) return;
   // 65536 elements: the same vector loop, on threads.
   std::string big = compile_kernels(tmp, corpus_dir() + "/models/pointwise_64k/model.pt2", "big", {"--target=avx2"});
-  CHECK(count_occurrences(big, "#pragma omp parallel for num_threads(foundry_rt::num_threads(0))\n  for (int64_t i0 = 0; i0 < 65536; i0 += 8)") == 1);
+  CHECK(count_occurrences(big, "#pragma omp parallel for num_threads(foundry_rt::kernel_team(65536, 0))\n  for (int64_t i0 = 0; i0 < 65536; i0 += 8)") == 1);
   std::string one = compile_kernels(tmp, corpus_dir() + "/models/pointwise_64k/model.pt2", "one", {"--threads", "1"});
   CHECK(count_occurrences(one, "#pragma omp parallel") == 0);
   std::string four = compile_kernels(tmp, corpus_dir() + "/models/pointwise_64k/model.pt2", "four", {"--threads", "4"});
-  CHECK(count_occurrences(four, "num_threads(foundry_rt::num_threads(4))") == 1);
+  CHECK(count_occurrences(four, "num_threads(foundry_rt::kernel_team(65536, 4))") == 1);
 }
 
 TEST_CASE("threads: a dynamic-size kernel decides at run time", "[threads][dynamic][fast]") {
   TempDir tmp;
   // --no-fusion: else the relu goes into the matrix product (a oneDNN post-op).
   std::string k = compile_kernels(tmp, samples_dir() + "/mlp_dynamic/model.pt2", "dyn", {"--no-fusion"});
-  // relu over [s0, 128]: threads only when 128*s0 reaches the threshold.
-  CHECK(count_occurrences(k, "if((128 * s0) >= 32768)") == 1);
+  // relu over [s0, 128]: its team is decided from 128*s0 element operations.
+  CHECK(count_occurrences(k, "num_threads(foundry_rt::kernel_team((128 * s0), 0))") == 1);
+}
+
+TEST_CASE("threads: each step takes the whole team or one thread, by its work; oneDNN calls too", "[threads][fast]") {
+  // The run-time side, as generated code uses it: a convolution of 5184 multiply-adds runs on
+  // the calling thread (no OpenMP pool is ever started: the process keeps one thread), a matrix
+  // product of 1536^3 on the team of 4 (large enough that a parallel region pays off even on busy
+  // cores, where one can cost a 10 ms time slice), and the caller's team size is restored after
+  // each call; a kernel's team likewise. FOUNDRY_PARALLEL_PAYBACK=0 gives every step the whole
+  // team, as before: oneDNN then runs even the small convolution on 4 threads.
+  TempDir tmp("foundry_threads_");
+  write_file(tmp / "teams.cpp", R"cpp(#include "foundry_dnnl.h"
+#include <dirent.h>
+#include <vector>
+using namespace foundry_rt::dnnl_glue;
+static int threads_now() {
+  int n = 0;
+  DIR* d = opendir("/proc/self/task");
+  while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+int main() {
+  omp_set_num_threads(3);  // the caller's own setting, which every call must leave as it found it
+  ConvSpec c;  // [1, 4, 6, 6] * [4, 4, 3, 3], padding 1
+  c.input_sizes = {1, 4, 6, 6};
+  c.input_strides = {144, 36, 6, 1};
+  c.weight_sizes = {4, 4, 3, 3};
+  c.weight_strides = {36, 9, 3, 1};
+  c.output_sizes = {1, 4, 6, 6};
+  c.stride = {1, 1};
+  c.padding = {1, 1};
+  c.dilation = {1, 1};
+  c.team_cap = 4;
+  Conv small;
+  build(small, c, "teams", "call0");
+  const int64_t n = 1536;
+  std::vector<float> a(n * n, 1.0f), b(n * n, 0.5f), y(n * n);
+  for (int run = 0; run < 20; ++run) small.run(a.data(), b.data(), nullptr, y.data());
+  int after_small = threads_now();
+  MatmulSpec m;
+  m.a_sizes = m.b_sizes = m.output_sizes = {n, n};
+  m.a_strides = m.b_strides = {n, 1};
+  m.team_cap = 4;
+  Matmul large;
+  build(large, m, "teams", "call1");
+  large.run(a.data(), b.data(), nullptr, y.data());
+  std::printf("teams %d %d, threads %d then %d, kernels %d %d %d, caller %d, y %g\n", small.team, large.team,
+              after_small, threads_now(), foundry_rt::kernel_team(100, 4), foundry_rt::kernel_team(int64_t(1) << 32, 4),
+              foundry_rt::kernel_team(int64_t(1) << 32, 1), omp_get_max_threads(), y[0]);
+}
+)cpp");
+  ProcResult cc = run_process({"c++", "-std=c++17", "-fopenmp", "-I", test_source_dir() + "/../include/foundry/runtime",
+                               tmp / "teams.cpp", "-o", tmp / "teams", "-ldnnl", "-lsleef"});
+  INFO(cc.err);
+  REQUIRE(cc.exit_code == 0);
+  ProcResult r = run_process({"/usr/bin/env", "-u", "FOUNDRY_NO_DNNL", "-u", "FOUNDRY_NUM_THREADS", tmp / "teams"});
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  // 768 = 1536 * 1 * 0.5: the large product ran and is right.
+  CHECK(r.out == "teams 1 4, threads 1 then 4, kernels 1 4 1, caller 3, y 768\n");
+  ProcResult all = run_process({"/usr/bin/env", "-u", "FOUNDRY_NO_DNNL", "-u", "FOUNDRY_NUM_THREADS",
+                                "FOUNDRY_PARALLEL_PAYBACK=0", tmp / "teams"});
+  CHECK(all.out == "teams 4 4, threads 4 then 4, kernels 4 4 1, caller 3, y 768\n");
 }
 
 TEST_CASE("threads: parallel models match PyTorch at 1, 2 and 3 threads", "[threads][corpus]") {
@@ -140,7 +203,7 @@ TEST_CASE("threads: a kernel with index checks runs on threads and collects thei
   EmbeddingModel m;
   INFO(m.kernels);
   // One team of threads whose loop is shared with `omp for` (no num_threads there: g++ refuses it).
-  CHECK(count_occurrences(m.kernels, "#pragma omp parallel num_threads(foundry_rt::num_threads(0)) reduction(|:errors)") == 1);
+  CHECK(count_occurrences(m.kernels, "#pragma omp parallel num_threads(foundry_rt::kernel_team(32768, 0)) reduction(|:errors)") == 1);
   CHECK(count_occurrences(m.kernels, "#pragma omp for") == 1);
   CHECK(count_occurrences(m.kernels, "#pragma omp for num_threads") == 0);
 

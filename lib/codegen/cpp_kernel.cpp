@@ -22,12 +22,18 @@ using ir::Val;
 
 namespace {
 
-// How a kernel's outer loop nest runs: threads over the leading `parallel_dims` loops (under a
-// runtime condition when `condition` is not empty), SIMD lanes over the innermost loop, and
-// tile by tile along `tile_var` when a read is transposed.
+// The team size of a parallel loop doing `work` element operations per run, decided at run time:
+// the whole team or one thread (foundry_kernel_support.h). `threads`: the compiled default.
+std::string kernel_team(const std::string& work, int threads) {
+  return "foundry_rt::kernel_team(" + work + ", " + std::to_string(threads) + ")";
+}
+
+// How a kernel's outer loop nest runs: threads over the leading `parallel_dims` loops (a team of
+// `team` threads, decided at run time from the kernel's work: the whole team or one thread), SIMD
+// lanes over the innermost loop, and tile by tile along `tile_var` when a read is transposed.
 struct LoopPlan {
   size_t parallel_dims = 0;
-  std::string condition;  // e.g. "(128 * s0) >= 32768"
+  std::string team;  // e.g. "foundry_rt::kernel_team(128 * s0, 0)"
   bool simd_inner = false;
   std::string tile_var;
 };
@@ -90,7 +96,7 @@ class NestBuilder final : public sched::KernelVisitor {
       body = {std::move(loop)};
     }
     if (collect_errors) {
-      ParallelRegion region{num_threads(), plan->condition, "|:errors", {}};
+      ParallelRegion region{plan->team, "", "|:errors", {}};
       append_lines(region.body, {"const int saved_error = foundry_rt::kernel_error;", "foundry_rt::kernel_error = 0;"});
       append(region.body, body);
       append_lines(region.body, {"errors |= foundry_rt::kernel_error;", "foundry_rt::kernel_error = saved_error;"});
@@ -112,7 +118,6 @@ class NestBuilder final : public sched::KernelVisitor {
   int split_chunks_ = 0;
   int64_t min_split_work_ = 0;
 
-  std::string num_threads() const { return "foundry_rt::num_threads(" + std::to_string(threads_) + ")"; }
 
   // Loop `d` of scope `b` run one iteration at a time: threads over the plan's leading loops,
   // `omp simd` over the innermost; a tiled scope's tile loop steps a tile at a time.
@@ -131,8 +136,7 @@ class NestBuilder final : public sched::KernelVisitor {
       loop.threads = Loop::Threads::Team;
       loop.simd = simd && plan->parallel_dims == 1;
       loop.collapse = static_cast<int>(plan->parallel_dims);
-      loop.num_threads = num_threads();
-      loop.condition = plan->condition;
+      loop.num_threads = plan->team;
     } else {
       loop.simd = simd;
     }
@@ -172,8 +176,7 @@ class NestBuilder final : public sched::KernelVisitor {
     Loop whole = loop_over(b.vars.back(), begin, end, scopes_.lanes());
     if (plan && plan->parallel_dims > 0 && b.vars.size() == 1) {
       whole.threads = Loop::Threads::Team;
-      whole.num_threads = num_threads();
-      whole.condition = plan->condition;
+      whole.num_threads = plan->team;
     }
     append_lines(whole.body, b.vector_lines);
     Loop tail = loop_over(whole.var, end, n);
@@ -220,7 +223,9 @@ class NestBuilder final : public sched::KernelVisitor {
     for (const Accumulator& a : b.accumulators) out.push_back(a.type + " " + a.name + "_chunks[" + chunks + "];");
     Loop pieces = loop_over("chunk", "0", chunks);
     pieces.threads = Loop::Threads::Team;
-    pieces.num_threads = num_threads();
+    Expr work = 1;
+    for (const Expr& r : b.ranges) work = work * r;
+    pieces.num_threads = kernel_team(scopes_.idx(work), threads_);
     append_lines(pieces.body, {"const int64_t " + begin + " = " + n + " * chunk / " + chunks + ";",
                          "const int64_t " + end + " = " + n + " * (chunk + 1) / " + chunks + ";"});
     append_lines(pieces.body, b.pre);
@@ -291,7 +296,7 @@ LoopPlan plan_loops(const sched::Kernel& kernel, const ir::Accesses& acc, const 
   for (const auto& r : kernel.ranges) work = work * r;
   if (work.is_const() && work.const_value() < options.min_parallel_work) return plan;
   plan.parallel_dims = usable;
-  if (!work.is_const()) plan.condition = cpp_index(work, {}) + " >= " + std::to_string(options.min_parallel_work);
+  plan.team = kernel_team(cpp_index(work, {}), options.threads);
   return plan;
 }
 

@@ -33,8 +33,9 @@ struct KernelOptions {
   // Threads for parallel loops: 1 emits no OpenMP parallel regions; otherwise the count is
   // decided at run time (FOUNDRY_NUM_THREADS, else the compile-time default, else all cores).
   int threads = 0;
-  // Below this many element operations per run a kernel stays on one thread: starting a
-  // parallel region costs a few microseconds (scripts/bench.sh measures the crossover).
+  // Below this many element operations per run a kernel has no parallel region; above it, its
+  // team is decided at run time from its work and the measured cost of a parallel region
+  // (foundry_rt::kernel_team: the whole team, or the calling thread alone).
   int64_t min_parallel_work = 32768;
   // Innermost loops whose bodies have a vector form (float32 and bool values, plain stores, sum,
   // max and min reductions) are emitted as explicit SIMD over foundry_vec.h, with a scalar tail;

@@ -59,6 +59,41 @@ void build_with_f32_fallback(Primitive& p, const Spec& spec) {
   }
 }
 
+// The calling thread's OpenMP team size while it lives (the previous one after): oneDNN's
+// primitives take their thread count from it, some when they are built and some when they run,
+// so a call sets the same team for both (foundry_kernel_support.h: the whole team or one thread).
+class TeamSize {
+ public:
+  explicit TeamSize(int threads) {
+#ifdef _OPENMP
+    saved_ = omp_get_max_threads();
+    if (threads != saved_) omp_set_num_threads(threads);
+#else
+    (void)threads;
+#endif
+  }
+  ~TeamSize() {
+#ifdef _OPENMP
+    if (omp_get_max_threads() != saved_) omp_set_num_threads(saved_);
+#endif
+  }
+  TeamSize(const TeamSize&) = delete;
+  TeamSize& operator=(const TeamSize&) = delete;
+
+ private:
+  int saved_ = 1;
+};
+
+// The team of a call of `macs` multiply-adds among at most `cap` threads.
+inline int call_team(double macs, int cap) { return team_for(macs * kNsPerMac, cap); }
+
+// The product of `d`'s entries from `first` on.
+inline double product(const dims& d, size_t first = 0) {
+  double p = 1;
+  for (size_t i = first; i < d.size(); ++i) p *= static_cast<double>(d[i]);
+  return p;
+}
+
 inline dnnl::memory wrap(const dnnl::memory::desc& md, const void* p) {
   return dnnl::memory(md, engine(), const_cast<void*>(p));
 }
@@ -183,6 +218,7 @@ struct ConvSpec {
   const void* constant_weights = nullptr;
   Activation activation = Activation::None;
   dt data_type = dt::f32;  // of every operand and the output (16-bit ones accumulate in float32)
+  int team_cap = 1;        // the model's threads (foundry_rt::num_threads)
 };
 
 // What a matrix product primitive is built for. The row count of a and of the output may be
@@ -196,6 +232,7 @@ struct MatmulSpec {
   const void* constant_b = nullptr;  // b when it is constant (weights): converted once, at creation
   Activation activation = Activation::None;
   dt data_type = dt::f32;  // of every operand and the output (16-bit ones accumulate in float32)
+  int team_cap = 1;        // the model's threads (foundry_rt::num_threads)
 };
 
 // A convolution over strided NC(D)(H)W input/output and (G)OI(D)(H)W weights, or a transposed
@@ -215,11 +252,20 @@ struct Conv {
   dnnl::reorder src_to_conv, conv_to_dst;        // when they differ from src_md / dst_md (retyped)
   Conversion src_in, w_in, bias_in, dst_out;     // float16 operands of a float32 primitive
   dnnl::memory weights;  // reordered constant weights, when packed
+  int team = 1;          // threads it is built for and runs on
 
   void build(const ConvSpec& spec) { build_with_f32_fallback(*this, spec); }
 
+  // Multiply-adds: each output element (each input element, transposed) meets a kernel's window
+  // of the weights' second dim.
+  static double macs(const ConvSpec& spec) {
+    return product(spec.transposed ? spec.input_sizes : spec.output_sizes) * product(spec.weight_sizes, 1);
+  }
+
   // Builds the primitive computing in `compute` (the operands' type, or float32 for float16).
   void build_as(const ConvSpec& spec, dt compute) {
+    team = call_team(macs(spec), spec.team_cap);
+    TeamSize team_size(team);
     const dims &in = spec.input_sizes, &w = spec.weight_sizes, &w_strides = spec.weight_strides,
                &out = spec.output_sizes, &stride = spec.stride, &padding = spec.padding, &dilation = spec.dilation;
     const int64_t groups = spec.groups;
@@ -294,6 +340,7 @@ struct Conv {
   }
 
   void run(const void* x, const void* w, const void* bias, void* y) const {
+    TeamSize team_size(team);
     CallMemory& memory = CallMemory::start();
     dnnl::memory src = src_in.in(wrap(src_md, x), &memory), dst = wrap(dst_md, y);
     bool reorder_src = conv_src_md != src_in.to, reorder_dst = conv_dst_md != dst_out.from;
@@ -340,8 +387,17 @@ struct Matmul {
   dt compute = dt::f32;  // the primitive's type: the operands', or float32 for float16
   Conversion b_in, bias_in;  // float16 operands of a float32 primitive (a and the output: per run)
   dnnl::memory converted_b;  // constant b converted at creation, when b_in is needed
+  int team_cap = 1;
+  int team = 1;  // threads it is built for and runs on; with a dynamic row count decided per run
 
   void build(const MatmulSpec& spec) { build_with_f32_fallback(*this, spec); }
+
+  // Multiply-adds for `rows` rows: every output element sums over K.
+  double macs(int64_t rows) const {
+    dims out = dst_dims;
+    if (out[0] == DNNL_RUNTIME_DIM_VAL) out[0] = rows;
+    return product(out) * static_cast<double>(a_dims.back());
+  }
 
   void build_as(const MatmulSpec& spec, dt compute_as) {
     const dt type = spec.data_type;
@@ -353,6 +409,9 @@ struct Matmul {
     a_md = strided(a_dims, a_strides, type);
     b_md = strided(spec.b_sizes, spec.b_strides, type);
     dst_md = strided(dst_dims, dst_strides, type);
+    team_cap = spec.team_cap;
+    team = a_dims[0] == DNNL_RUNTIME_DIM_VAL ? team_cap : call_team(macs(0), team_cap);
+    TeamSize team_size(team);
     bias_md = spec.has_bias ? strided(spec.bias_sizes, spec.bias_strides, type) : dnnl::memory::desc();
     b_in.build(b_md, retyped(b_md, compute));
     if (spec.has_bias) bias_in.build(bias_md, retyped(bias_md, compute));
@@ -366,6 +425,7 @@ struct Matmul {
 
   // `rows`: the actual row count where it was built as DNNL_RUNTIME_DIM_VAL (ignored otherwise).
   void run(const void* a, const void* b, const void* bias, void* y, int64_t rows = 0) const {
+    TeamSize team_size(a_dims[0] == DNNL_RUNTIME_DIM_VAL ? call_team(macs(rows), team_cap) : team);
     dnnl::memory::desc a_run = a_md, dst_run = dst_md;
     if (a_dims[0] == DNNL_RUNTIME_DIM_VAL) {
       dims a_actual = a_dims, dst_actual = dst_dims;

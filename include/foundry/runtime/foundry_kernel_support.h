@@ -82,6 +82,84 @@ inline int num_threads(int compiled_default) {
 #endif
 }
 
+// ---- team sizes: each step on the whole team or on the calling thread ---------------------------
+// A step (a kernel, a oneDNN call) runs on the model's `cap` threads or on the calling thread
+// alone, never on a team of another size: libgomp ends the pool threads that a smaller team
+// leaves out and creates them again for the next larger team (per-kernel team sizes measured
+// 0.55-0.63x as fast), while a one-thread region leaves the pool as it is. A step takes the team
+// when the time the other threads would save is at least region_payback() times the cost of a
+// parallel region, measured on this machine once per process and team size. A step's one-thread
+// time is estimated from its work at a rate below what one AVX-512 core reaches on it (AVX2 cores
+// are slower: their steps go parallel a little more readily than they should).
+constexpr double kNsPerElementOp = 0.25;  // a generated kernel's element operation
+constexpr double kNsPerMac = 0.04;         // a multiply-add of a oneDNN convolution or matrix product
+constexpr double kMinRegionNs = 200;       // below any parallel region measured (about 1 us on 2-16 cores)
+
+// The median time of an empty parallel region of `threads` threads, in nanoseconds: measured on
+// first use, then remembered for the process. Up to 16 regions after one that starts the pool, and
+// no more once 2 ms have passed: on cores that other processes hold, one region can take
+// milliseconds (and that is what a step would pay there). 0 inside a parallel region, where a
+// nested region is serial.
+inline double parallel_region_ns(int threads) {
+#ifdef _OPENMP
+  static float measured[FOUNDRY_MAX_THREADS + 1];  // 0: not yet; racing first measurements agree
+  if (threads < 2 || threads > FOUNDRY_MAX_THREADS || omp_in_parallel()) return 0;
+  float known;
+  __atomic_load(&measured[threads], &known, __ATOMIC_RELAXED);
+  if (known > 0) return known;
+  double times[16];
+  int timed = 0;
+  double begin = 0;
+  for (int k = 0; k < 17 && (k < 2 || omp_get_wtime() - begin < 2e-3); ++k) {
+    double start = omp_get_wtime();
+#pragma omp parallel num_threads(threads)
+    { __asm__ __volatile__("" ::: "memory"); }
+    if (k == 0) begin = omp_get_wtime();  // the pool started
+    else times[timed++] = (omp_get_wtime() - start) * 1e9;
+  }
+  for (int i = 1; i < timed; ++i)  // insertion sort, for the median
+    for (int j = i; j > 0 && times[j] < times[j - 1]; --j) {
+      double t = times[j];
+      times[j] = times[j - 1];
+      times[j - 1] = t;
+    }
+  float median = static_cast<float>(times[timed / 2]) > 1.0f ? static_cast<float>(times[timed / 2]) : 1.0f;
+  __atomic_store(&measured[threads], &median, __ATOMIC_RELAXED);
+  return median;
+#else
+  (void)threads;
+  return 0;
+#endif
+}
+
+// How many times its cost a parallel region must save: 4, or FOUNDRY_PARALLEL_PAYBACK (read once
+// per process; 0 gives every step the whole team, as foundryc did before, for comparison).
+inline double region_payback() {
+  static const double payback = [] {
+    const char* e = std::getenv("FOUNDRY_PARALLEL_PAYBACK");
+    double v = e && *e ? std::strtod(e, nullptr) : 4.0;
+    return v >= 0 ? v : 4.0;
+  }();
+  return payback;
+}
+
+// `cap` when a step of about `serial_ns` on one thread gains enough on `cap` threads, else 1.
+inline int team_for(double serial_ns, int cap) {
+  if (cap <= 1) return 1;
+  if (region_payback() == 0) return cap;
+  double saved = serial_ns * (1.0 - 1.0 / cap);
+  // No region costs less than kMinRegionNs: a smaller step needs no measurement (which starts
+  // the pool's threads).
+  if (saved < region_payback() * kMinRegionNs) return 1;
+  return saved >= region_payback() * parallel_region_ns(cap) ? cap : 1;
+}
+
+// The team of a generated kernel doing `element_ops` operations per run; `compiled_default` as in
+// num_threads().
+inline int kernel_team(int64_t element_ops, int compiled_default) {
+  return team_for(static_cast<double>(element_ops) * kNsPerElementOp, num_threads(compiled_default));
+}
+
 // Set by a kernel that met a bad value at run time (an index out of range, an integer division
 // by zero); the wrapper checks it after each kernel and turns it into an error code. One per
 // thread, so that concurrent runs do not interfere.
