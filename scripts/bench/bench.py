@@ -91,6 +91,9 @@ def parse_args():
                         " model and thread count; the ratio is of the medians of the rounds")
     p.add_argument("--baseline-prebuilt", type=Path,
                    help="with --prebuilt: folder of the baseline's compiled models (as --baseline)")
+    p.add_argument("--baseline-env", action="append", default=[], metavar="VAR=VALUE",
+                   help="the baseline is this build's models run with VAR=VALUE in their environment"
+                        " (repeatable), e.g. FOUNDRY_PARALLEL_PAYBACK=0: every step on the whole team")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                    help="cuda: models compiled with --device cuda and timed on the GPU (foundry-run --bench:"
                         " NAME_run_cuda + stream synchronize), against PyTorch eager, torch.compile and"
@@ -114,6 +117,10 @@ def parse_args():
         p.error("--baseline-prebuilt goes with --prebuilt (use --baseline FOUNDRYC to compile)")
     if a.baseline and a.no_compile:
         p.error("with --prebuilt, give the baseline's compiled models as --baseline-prebuilt DIR")
+    if a.baseline_env and (a.baseline or a.baseline_prebuilt):
+        p.error("--baseline-env is a baseline of its own: not with --baseline or --baseline-prebuilt")
+    if any("=" not in kv for kv in a.baseline_env):
+        p.error("--baseline-env takes VAR=VALUE")
     if a.compile_only and (a.no_compile or not a.out_dir):
         p.error("--compile-only needs --out-dir (where the compiled models are kept) and a compile")
     return a
@@ -126,10 +133,10 @@ def env_path(var, default):
     return Path(value).resolve() if value else (REPO / default).resolve()
 
 
-def run(cmd, timeout, threads=None, **kw):
+def run(cmd, timeout, threads=None, extra_env=None, **kw):
     """Runs cmd, capturing its output. With threads, OMP_NUM_THREADS is set too: oneDNN and any
     OpenMP in the compiled model would otherwise use every core even at 1 thread."""
-    env = dict(os.environ)
+    env = dict(os.environ, **(extra_env or {}))
     if threads is not None:
         env["OMP_NUM_THREADS"] = str(threads)
     cmd = [str(c) for c in cmd]
@@ -307,23 +314,24 @@ def compile_model(ctx, name, src, out, foundryc):
     return rec
 
 
-def foundry_run(ctx, out, inputs, threads, extra=(), runs=3, warmup=1):
+def foundry_run(ctx, out, inputs, threads, extra=(), runs=3, warmup=1, env=None):
     proc = run([ctx.foundry_run, out, "--inputs", inputs, "--bench", runs, "--warmup", warmup,
-                "--threads", threads, "--json", *extra], RUN_TIMEOUT_S, threads=threads)
+                "--threads", threads, "--json", *extra], RUN_TIMEOUT_S, threads=threads, extra_env=env)
     data = last_json(proc.stdout)
     if data is None or "median_ms" not in data:
         return {"error": failure(proc, "foundry-run")}
     return data
 
 
-def time_foundry(ctx, name, out, inputs, expected, threads, first):
-    """A short run to check the outputs and size the timing, then the timed run."""
+def time_foundry(ctx, name, out, inputs, expected, threads, first, env=None):
+    """A short run to check the outputs and size the timing, then the timed run (`env`: more
+    environment variables for foundry-run)."""
     extra = ["--expected", expected] if expected else []
     saved = None
     if first and name in REFERENCES:
         saved = ctx.work / f"outputs-{name}"
         extra += ["--save-outputs", saved]
-    probe = foundry_run(ctx, out, inputs, threads, extra)
+    probe = foundry_run(ctx, out, inputs, threads, extra, env=env)
     if "error" in probe:
         return probe, None
     check = None
@@ -333,7 +341,7 @@ def time_foundry(ctx, name, out, inputs, expected, threads, first):
         check = check_reference(name, inputs, saved)
         shutil.rmtree(saved, ignore_errors=True)
     runs = ctx.runs_for(probe["median_ms"] / 1e3)
-    res = foundry_run(ctx, out, inputs, threads, runs=runs, warmup=ctx.warmup)
+    res = foundry_run(ctx, out, inputs, threads, runs=runs, warmup=ctx.warmup, env=env)
     res.pop("outputs", None)
     res.pop("pass", None)
     return res, check
@@ -399,13 +407,14 @@ def against_baseline(ctx, rec, row, name, out, base, inputs, expected, t):
     --rounds alternating rounds (this build, then the baseline); each side's figure is the median
     of its rounds' medians, so that a slow moment of the machine does not decide the ratio."""
     log(f"{name}: baseline foundry-run, {plural_threads(t)}")
-    base_res, base_check = time_foundry(ctx, name, base, inputs, expected, t, first=False)
+    env = dict(kv.split("=", 1) for kv in ctx.args.baseline_env)
+    base_res, base_check = time_foundry(ctx, name, base, inputs, expected, t, first=False, env=env)
     if base_check is not None and not base_check["pass"]:
         rec["baseline_check"] = base_check
     mine, theirs = [row["foundry"]], [base_res]
     for _ in range(ctx.args.rounds - 1):
         mine.append(time_foundry(ctx, name, out, inputs, None, t, first=False)[0])
-        theirs.append(time_foundry(ctx, name, base, inputs, None, t, first=False)[0])
+        theirs.append(time_foundry(ctx, name, base, inputs, None, t, first=False, env=env)[0])
     medians = [[r["median_ms"] for r in side if "median_ms" in r] for side in (mine, theirs)]
     row["baseline"] = base_res
     if all(medians):
@@ -416,7 +425,7 @@ def against_baseline(ctx, rec, row, name, out, base, inputs, expected, t):
 def bench_model(ctx, name):
     rec = {"model": name}
     out = compiled_folder(ctx, rec, name, ctx.args.prebuilt, ctx.foundryc, ctx.compiled)
-    base = None
+    base = out if ctx.args.baseline_env else None
     if ctx.args.baseline or ctx.args.baseline_prebuilt:
         base = compiled_folder(ctx, rec, name, ctx.args.baseline_prebuilt, ctx.args.baseline,
                                ctx.compiled / "baseline", "baseline_")
@@ -608,7 +617,7 @@ def report(ctx, result):
                     lines.append(f"| **{label}** (n={n}) |" + " |" * (4 + len(modes)) + " "
                                  + " | ".join(fmt(g.get(m, {}).get(key), ".2f", "×") for m in modes) + " | |")
             lines.append("")
-        if ctx.args.baseline or ctx.args.baseline_prebuilt:
+        if ctx.args.baseline or ctx.args.baseline_prebuilt or ctx.args.baseline_env:
             lines += baseline_table(ctx, result)
         lines += ["Ratios above 1 mean foundryc is faster. GB/s = manifest bytes_moved / median;"
                   " models whose data fit in cache can pass 100% of STREAM (a DRAM figure). \"best run\""
@@ -624,7 +633,7 @@ def baseline_table(ctx, result):
     head = ["model"]
     for t in ctx.threads:
         head += [f"foundryc {plural_threads(t)}", f"baseline {plural_threads(t)}", f"baseline / foundryc {t}T"]
-    lines = [f"## Against the baseline ({ctx.args.baseline or ctx.args.baseline_prebuilt}), median of"
+    lines = [f"## Against the baseline ({ctx.args.baseline or ctx.args.baseline_prebuilt or ' '.join(ctx.args.baseline_env)}), median of"
              f" {ctx.args.rounds} alternating round(s)", "",
              "| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     for r in result["models"]:
@@ -787,7 +796,7 @@ def main():
             "foundryc_args": ctx.foundryc_args,
             "foundry_run": str(ctx.foundry_run),
             "prebuilt": str(args.prebuilt) if args.prebuilt else None,
-            "baseline": str(args.baseline or args.baseline_prebuilt or "") or None,
+            "baseline": str(args.baseline or args.baseline_prebuilt or " ".join(args.baseline_env)) or None,
             "torch": torch_info,
             "threads": ctx.threads,
             "quick": args.quick,
