@@ -12,6 +12,9 @@
 #       (PyTorch from $FOUNDRY_BENCH_PYTHON, as for bench.sh).
 # The archives of PyTorch's side must be loadable by the GPU host's PyTorch (export them with the
 # same or an older release).
+# --cpu-target TARGET (with --build and with --run): the models are compiled for that host's CPU
+# instead (foundryc --target=TARGET, e.g. avx512) and timed there by bench.sh on the CPU, against
+# eager and torch.compile on its cores (bench.sh's --threads, --baseline-env... pass through).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 mode=${1:-}
@@ -19,6 +22,7 @@ shift || true
 pack=$root/.dev/gpu_bench
 only=""
 models=""
+cpu_target=""
 if [[ $mode == --build ]]; then
   models=${1:?usage: gpu_bench.sh --build MODELS_DIR [--only a,b] [--pack DIR]}
   shift
@@ -28,6 +32,7 @@ while [[ $# -gt 0 ]]; do
   case $1 in
     --pack) pack=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
+    --cpu-target) cpu_target=$2; shift 2 ;;
     *) bench_args+=("$1"); shift ;;
   esac
 done
@@ -42,7 +47,9 @@ if [[ $mode == --build ]]; then
   for n in $names; do
     [[ -f $models/$n/model.pt2 ]] || continue
     start=$(date +%s.%N)
-    if ! "$build/foundryc" "$models/$n/model.pt2" -o "$stage/compiled/$n" --device cuda -q; then
+    target_args=(--device cuda)
+    [[ -n $cpu_target ]] && target_args=(--target="$cpu_target")
+    if ! "$build/foundryc" "$models/$n/model.pt2" -o "$stage/compiled/$n" "${target_args[@]}" -q; then
       echo "gpu_bench: $n did not compile; left out" >&2
       rm -rf "$stage/compiled/$n"
       continue
@@ -56,7 +63,8 @@ if [[ $mode == --build ]]; then
   find "$stage/compiled" \( -name '*.cu' -o -name '*.cpp' -o -name '*.h' -o -name CMakeLists.txt \
     -o -name exports.map -o -name '*.txt' \) -delete
   cp "$build/foundry-run" "$stage/bin/"
-  { ldd "$build/foundry-run" | awk '/=> \// {print $3}' |
+  # The libraries foundry-run and the models load (oneDNN, SLEEF, LAPACK... for CPU models).
+  { ldd "$build/foundry-run" "$stage"/compiled/*/model.so | awk '/=> \// {print $3}' | sort -u |
       grep -v -E '/(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s)\.so' || true; } | xargs -r -I{} cp -L {} "$stage/lib/"
   mkdir -p "$pack"
   tar -C "$stage" -cJf "$pack/gpu_bench.tar.xz" .
@@ -66,9 +74,11 @@ elif [[ $mode == --run ]]; then
   rm -rf "$dest" && mkdir -p "$dest"
   tar -C "$dest" -xJf "$pack/gpu_bench.tar.xz"
   export LD_LIBRARY_PATH=$dest/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-  FOUNDRY_RUN=$dest/bin/foundry-run FOUNDRYC=/bin/false exec "$root/scripts/bench.sh" --device cuda --no-compile \
+  device_args=(--device cuda)
+  [[ -n $cpu_target ]] && device_args=()
+  FOUNDRY_RUN=$dest/bin/foundry-run FOUNDRYC=/bin/false exec "$root/scripts/bench.sh" "${device_args[@]}" --no-compile \
     --prebuilt "$dest/compiled" --models-dir "$dest/models" "${bench_args[@]}"
 else
-  echo "usage: scripts/gpu_bench.sh --build MODELS_DIR [--only a,b] [--pack DIR] | --run [--pack DIR] [bench.sh options]" >&2
+  echo "usage: scripts/gpu_bench.sh --build MODELS_DIR [--only a,b] [--pack DIR] [--cpu-target T] | --run [--pack DIR] [--cpu-target T] [bench.sh options]" >&2
   exit 2
 fi
