@@ -88,33 +88,39 @@ inline int num_threads(int compiled_default) {
 // leaves out and creates them again for the next larger team (per-kernel team sizes measured
 // 0.55-0.63x as fast), while a one-thread region leaves the pool as it is. A step takes the team
 // when the time the other threads would save is at least region_payback() times the cost of a
-// parallel region, measured on this machine once per process and team size. A step's one-thread
+// parallel region, measured on this machine (at most once a second per team size). A step's one-thread
 // time is estimated from its work at a rate below what one AVX-512 core reaches on it (AVX2 cores
 // are slower: their steps go parallel a little more readily than they should).
 constexpr double kNsPerElementOp = 0.25;  // a generated kernel's element operation
 constexpr double kNsPerMac = 0.04;         // a multiply-add of a oneDNN convolution or matrix product
 constexpr double kMinRegionNs = 200;       // below any parallel region measured (about 1 us on 2-16 cores)
 
-// The median time of an empty parallel region of `threads` threads, in nanoseconds: measured on
-// first use, then remembered for the process. Up to 16 regions after one that starts the pool, and
-// no more once 2 ms have passed: on cores that other processes hold, one region can take
-// milliseconds (and that is what a step would pay there). 0 inside a parallel region, where a
-// nested region is serial.
+// The median time of an empty parallel region of `threads` threads, in nanoseconds, measured
+// again when the last measurement is over a second old: it follows the machine's load. When other
+// processes hold the cores, one region can take a time slice (milliseconds), and that is what a
+// step on threads would pay there; on idle cores it is a few microseconds. A measurement times up
+// to 16 regions after one that wakes the pool, and stops once 2 ms have passed. 0 inside a
+// parallel region, where a nested region is serial.
 inline double parallel_region_ns(int threads) {
 #ifdef _OPENMP
-  static float measured[FOUNDRY_MAX_THREADS + 1];  // 0: not yet; racing first measurements agree
+  // Per team size: the last median and when it was taken (racing measurements both store one).
+  static float measured[FOUNDRY_MAX_THREADS + 1];
+  static double measured_at[FOUNDRY_MAX_THREADS + 1];
   if (threads < 2 || threads > FOUNDRY_MAX_THREADS || omp_in_parallel()) return 0;
   float known;
+  double at;
   __atomic_load(&measured[threads], &known, __ATOMIC_RELAXED);
-  if (known > 0) return known;
+  __atomic_load(&measured_at[threads], &at, __ATOMIC_RELAXED);
+  const double now = omp_get_wtime();
+  if (known > 0 && now - at < 1.0) return known;
   double times[16];
   int timed = 0;
-  double begin = 0;
+  double begin = now;
   for (int k = 0; k < 17 && (k < 2 || omp_get_wtime() - begin < 2e-3); ++k) {
     double start = omp_get_wtime();
 #pragma omp parallel num_threads(threads)
     { __asm__ __volatile__("" ::: "memory"); }
-    if (k == 0) begin = omp_get_wtime();  // the pool started
+    if (k == 0) begin = omp_get_wtime();  // the pool is awake
     else times[timed++] = (omp_get_wtime() - start) * 1e9;
   }
   for (int i = 1; i < timed; ++i)  // insertion sort, for the median
@@ -125,6 +131,7 @@ inline double parallel_region_ns(int threads) {
     }
   float median = static_cast<float>(times[timed / 2]) > 1.0f ? static_cast<float>(times[timed / 2]) : 1.0f;
   __atomic_store(&measured[threads], &median, __ATOMIC_RELAXED);
+  __atomic_store(&measured_at[threads], &begin, __ATOMIC_RELAXED);
   return median;
 #else
   (void)threads;
