@@ -57,7 +57,7 @@ TEST_CASE("threads: a dynamic-size kernel decides at run time", "[threads][dynam
   CHECK(count_occurrences(k, "num_threads(foundry_rt::kernel_team((128 * s0), 0))") == 1);
 }
 
-TEST_CASE("threads: each step takes the whole team or one thread, by its work; oneDNN calls too", "[threads][fast]") {
+TEST_CASE("threads: each step takes the whole team or one thread by its work, oneDNN calls too", "[threads][fast]") {
   // The run-time side, as generated code uses it: a convolution of 5184 multiply-adds runs on
   // the calling thread (no OpenMP pool is ever started: the process keeps one thread), a matrix
   // product of 1536^3 on the team of 4 (large enough that a parallel region pays off even on busy
