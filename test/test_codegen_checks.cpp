@@ -62,6 +62,7 @@ TEST_CASE("codegen checks: pointwise, one vector loop and one call", "[codegen][
     CHECK-NEXT: auto* {{buf[0-9]+}} = static_cast<float*>(outputs[0].data);  // float32[1024]
     CHECK: // add (aten.add.Tensor), relu (aten.relu), mul (aten.mul.Tensor) -> {{buf[0-9]+}} float32[1024]
     CHECK-NEXT: pointwise_kernels::cpp_fused_add_mul_relu_0(arg0, arg1, {{buf[0-9]+}});
+    CHECK-NEXT: foundry_rt::step_done({{[0-9]+}});
     CHECK-NEXT: }
     CHECK: FOUNDRY_DEFINE_MODEL_API(pointwise)
   )") == "");
@@ -88,6 +89,7 @@ TEST_CASE("codegen checks: mlp, library calls only, weights and arena buffers de
     CHECK: mlp_externs::call0(model->externs, p_0_bias, arg0, p_0_weight, {{buf[0-9]+}});
     CHECK-NOT: mlp_kernels::
     CHECK: mlp_externs::call1(model->externs,
+    CHECK-NEXT: foundry_rt::step_done({{[0-9]+}});
     CHECK-NEXT: }
   )") == "");
   // With a dynamic batch, the sizes are the symbol's.
@@ -127,6 +129,7 @@ TEST_CASE("codegen checks: norm_softmax, a layer norm kernel, a library call, a 
     CHECK: // gelu (aten.gelu), add (aten.add.Tensor), _softmax (aten._softmax) -> {{buf[0-9]+}} float32[4, 16, 64], {{buf[0-9]+}} float32[4, 16, 64]
     CHECK-NEXT: norm_softmax_kernels::cpp_fused__softmax_add_gelu_1(
     CHECK-SAME: , arg0,
+    CHECK-NEXT: foundry_rt::step_done({{[0-9]+}});
     CHECK-NEXT: }
   )") == "");
 }
@@ -155,6 +158,7 @@ TEST_CASE("codegen checks: small_cnn, convolutions as library calls between pool
     CHECK: // mean (aten.mean.dim) -> {{buf[0-9]+}} float32[2, 32, 1, 1]
     CHECK-NEXT: small_cnn_kernels::cpp_fused_mean_1(
     CHECK: small_cnn_externs::call2(model->externs,
+    CHECK-NEXT: foundry_rt::step_done({{[0-9]+}});
     CHECK-NEXT: }
   )") == "");
 }

@@ -4,15 +4,18 @@
 #include <cmath>
 #include <filesystem>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "foundry/runtime/compare.h"
+#include "foundry/runtime/loaded_model.h"
 #include "foundry/runtime/npy.h"
 #include "foundry/runtime/sample.h"
 #include "support.h"
+#include "sweep.h"
 
 namespace foundry::test {
 
@@ -248,6 +251,57 @@ TEST_CASE("foundry-run: random input values", "[cli][fast]") {
       CHECK(hi == 1);
     }
   }
+}
+
+TEST_CASE("foundry-run: --profile times every step of a CPU model, which still computes the right outputs",
+          "[cli][fast]") {
+  TempDir tmp("foundry_run_");
+  const std::string sample = samples_dir() + "/small_cnn";  // convolutions (oneDNN calls) and kernels
+  compile_sample("small_cnn", tmp / "out");
+  // The steps as the generated wrapper runs them: one end mark after each kernel or library call.
+  const std::string wrapper = read_file(tmp / "out/wrapper.cpp");
+  size_t marks = 0;
+  for (size_t at = wrapper.find("foundry_rt::step_done("); at != std::string::npos;
+       at = wrapper.find("foundry_rt::step_done(", at + 1))
+    ++marks;
+  REQUIRE(marks >= 3);
+
+  ProcResult r = foundry_run({tmp / "out", "--inputs", sample + "/inputs", "--profile", "3", "--threads", "2", "--json"});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  nlohmann::json profile = nlohmann::json::parse(r.out)["profile"];
+  REQUIRE(profile["steps"].size() == marks);
+  const std::string kernels = read_file(tmp / "out/kernels.cpp");
+  double sum = 0;
+  std::set<size_t> seen;
+  for (const auto& step : profile["steps"]) {
+    std::string name = step["name"];
+    INFO(name);
+    seen.insert(step["step"].get<size_t>());
+    // A kernel is named by its function; a library call by its ATen origins and the call.
+    bool call = name.find(" (aten.") != std::string::npos && name.back() == ']';
+    CHECK((call || kernels.find("void " + name + "(") != std::string::npos));
+    CHECK(step["median_ms"].get<double>() >= 0);
+    CHECK((step["threads"] == 1 || step["threads"] == 2));
+    sum += step["median_ms"].get<double>();
+  }
+  CHECK(seen.size() == marks);
+  CHECK(std::abs(sum - profile["total_ms"].get<double>()) <= 1e-9 * std::max(1.0, sum));
+
+  // The profiled run's outputs against PyTorch's.
+  LoadedModel model(tmp / "out");
+  std::vector<NpyArray> inputs = read_npy_sequence(sample + "/inputs");
+  std::vector<NpyArray> outputs = model.allocate_outputs(inputs);
+  std::vector<LoadedModel::StepTime> steps = model.profile(inputs, outputs);
+  CHECK(steps.size() == marks);
+  CHECK(compare_with_expected(outputs, sample) == "");
+
+  // The text form lists the steps slowest first, each with its threads.
+  ProcResult text = foundry_run({tmp / "out", "--profile", "2", "--threads", "1"});
+  INFO(text.out << text.err);
+  CHECK(text.exit_code == 0);
+  CHECK_THAT(text.out, Catch::Contains("profile (the clock between steps, median of 2 runs): "));
+  CHECK_THAT(text.out, Catch::Contains(" 1 thread   #"));
 }
 
 }  // namespace foundry::test

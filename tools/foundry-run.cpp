@@ -76,25 +76,55 @@ BenchStats benchmark(const foundry::LoadedModel& model, const std::vector<foundr
   return stats_of(ms);
 }
 
-// --profile N: a CUDA model's steps timed with CUDA events over N runs (after the warm-up ones),
-// each step's median, slowest first, with its share of the steps' total.
-nlohmann::json profile(const foundry::LoadedModel& model, const std::vector<foundry::NpyArray>& inputs, int runs,
-                       int warmup, bool quiet) {
-  if (model.device() != "cuda") throw foundry::UserError("--profile times the steps of a model compiled with --device cuda");
+// One run of each step, in milliseconds, and the threads each ran on (CPU models).
+struct StepRun {
+  std::vector<double> ms;
+  std::vector<int> threads;
+};
+
+// `warmup` untimed and `runs` timed profiled runs: a CUDA model's steps timed with CUDA events in a
+// graph, a CPU model's with the clock between steps.
+std::vector<StepRun> profiled_runs(const foundry::LoadedModel& model, const std::vector<foundry::NpyArray>& inputs,
+                                   int runs, int warmup) {
+  std::vector<foundry::NpyArray> outputs = model.allocate_outputs(inputs);
+  std::vector<StepRun> timed;
+  if (model.device() != "cuda") {
+    for (int i = 0; i < warmup + runs; ++i) {
+      StepRun r;
+      for (const auto& step : model.profile(inputs, outputs)) {
+        r.ms.push_back(step.ms);
+        r.threads.push_back(step.threads);
+      }
+      if (i >= warmup) timed.push_back(r);
+    }
+    return timed;
+  }
   std::string why;
   const foundry::CudaRuntime* cuda = foundry::CudaRuntime::find(&why);
   if (!cuda) throw foundry::UserError("--profile needs a GPU: " + why);
-  std::vector<foundry::NpyArray> outputs = model.allocate_outputs(inputs);
   foundry::DeviceArrays in(*cuda, inputs), out(*cuda, outputs);
   void* stream = cuda->create_stream();
-  for (int i = 0; i < warmup; ++i) model.profile_cuda(stream, in.tensors(), out.tensors());
-  std::vector<std::string> names = model.step_names();
-  std::vector<std::vector<double>> per_step(names.size());
-  for (int i = 0; i < runs; ++i) {
+  for (int i = 0; i < warmup + runs; ++i) {
     std::vector<double> ms = model.profile_cuda(stream, in.tensors(), out.tensors());
-    for (size_t k = 0; k < ms.size() && k < per_step.size(); ++k) per_step[k].push_back(ms[k]);
+    if (i >= warmup) timed.push_back({ms, {}});
   }
   cuda->destroy_stream(stream);
+  return timed;
+}
+
+// --profile N: the model's steps timed over N runs (after the warm-up ones), each step's median,
+// slowest first, with its share of the steps' total and, on the CPU, the most threads it ran on.
+nlohmann::json profile(const foundry::LoadedModel& model, const std::vector<foundry::NpyArray>& inputs, int runs,
+                       int warmup, bool quiet) {
+  const bool cpu = model.device() != "cuda";
+  std::vector<StepRun> timed = profiled_runs(model, inputs, runs, warmup);
+  std::vector<std::string> names = model.step_names();
+  std::vector<std::vector<double>> per_step(names.size());
+  std::vector<int> threads(names.size(), 0);  // the most threads a step ran on
+  for (const StepRun& r : timed) {
+    for (size_t k = 0; k < r.ms.size() && k < per_step.size(); ++k) per_step[k].push_back(r.ms[k]);
+    for (size_t k = 0; k < r.threads.size() && k < threads.size(); ++k) threads[k] = std::max(threads[k], r.threads[k]);
+  }
   std::vector<std::pair<double, size_t>> order;
   double total = 0;
   for (size_t k = 0; k < per_step.size(); ++k) {
@@ -104,10 +134,16 @@ nlohmann::json profile(const foundry::LoadedModel& model, const std::vector<foun
   }
   std::sort(order.rbegin(), order.rend());
   nlohmann::json steps = nlohmann::json::array();
-  if (!quiet) std::printf("profile (CUDA events in a graph, median of %d runs): %.4f ms in %zu steps\n", runs, total, names.size());
+  if (!quiet)
+    std::printf("profile (%s, median of %d runs): %.4f ms in %zu steps\n",
+                cpu ? "the clock between steps" : "CUDA events in a graph", runs, total, names.size());
   for (const auto& [ms, k] : order) {
-    steps.push_back({{"step", k}, {"name", names[k]}, {"median_ms", ms}});
-    if (!quiet) std::printf("  %9.4f ms %5.1f%%  #%zu %s\n", ms, total > 0 ? 100 * ms / total : 0.0, k, names[k].c_str());
+    nlohmann::json step = {{"step", k}, {"name", names[k]}, {"median_ms", ms}};
+    if (cpu) step["threads"] = threads[k];
+    steps.push_back(step);
+    if (quiet) continue;
+    std::string team = cpu ? " " + std::to_string(threads[k]) + (threads[k] == 1 ? " thread " : " threads") : "";
+    std::printf("  %9.4f ms %5.1f%%%s  #%zu %s\n", ms, total > 0 ? 100 * ms / total : 0.0, team.c_str(), k, names[k].c_str());
   }
   return {{"total_ms", total}, {"runs", runs}, {"steps", steps}};
 }
@@ -330,8 +366,8 @@ int main(int argc, char** argv) {
                  "time N runs and report the median, p10 and p90 (a CUDA model: NAME_run_cuda on inputs already on "
                  "the GPU, each call followed by a stream synchronize)");
   app.add_option("--profile", opt.profile,
-                 "a CUDA model: time each kernel and library call with CUDA events over N runs and list them, "
-                 "slowest first");
+                 "time each kernel and library call over N runs (a CUDA model: with CUDA events) and list them, "
+                 "slowest first, with the threads each CPU step ran on");
   app.add_option("--warmup", opt.warmup, "untimed runs before benchmarking (default 3)");
   app.add_option("--threads", opt.threads, "threads the model may use");
   app.add_option("--device", opt.device,

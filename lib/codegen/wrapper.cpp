@@ -259,14 +259,13 @@ std::string extern_step_name(const ir::LoopNode& node) {
   return node_label(node) + " [" + ir::extern_name(node.call) + "]";
 }
 
-// The kernel and library calls in run order.
+// The kernel and library calls in run order, each followed by the mark of its end for
+// NAME_profile / NAME_profile_cuda; `steps` gets their names.
 // A CUDA model's calls take the stream and the device error flag first, and its library calls
 // are cuBLAS's and cuDNN's (`externs` is then empty).
-// A CUDA model also marks the end of each step for NAME_profile_cuda (`steps`: their names).
 std::string step_calls(const sched::Schedule& schedule, const std::vector<EmittedKernel>& kernels,
-                       const ExternsSource& externs, const BufferPointers& ptrs, const std::string& n,
-                       std::vector<std::string>* steps = nullptr, bool tf32 = false) {
-  const bool cuda = steps != nullptr;
+                       const ExternsSource& externs, const BufferPointers& ptrs, const std::string& n, bool cuda,
+                       std::vector<std::string>& steps, bool tf32 = false) {
   std::string calls;
   size_t kernel_index = 0, extern_index = 0;
   for (const auto& step : schedule.steps) {
@@ -280,9 +279,9 @@ std::string step_calls(const sched::Schedule& schedule, const std::vector<Emitte
       for (const std::string& sym : k.size_params) calls += ", " + sym;
       calls += ");\n";
     }
-    if (!cuda) continue;
-    calls += "  slot.step_done(stream, " + std::to_string(steps->size()) + ");\n";
-    steps->push_back(step.is_extern ? extern_step_name(*step.extern_node) : kernels[kernel_index - 1].name);
+    std::string index = std::to_string(steps.size());
+    calls += cuda ? "  slot.step_done(stream, " + index + ");\n" : "  foundry_rt::step_done(" + index + ");\n";
+    steps.push_back(step.is_extern ? extern_step_name(*step.extern_node) : kernels[kernel_index - 1].name);
   }
   return calls;
 }
@@ -308,12 +307,11 @@ std::string cuda_model_struct(const std::string& n) {
 struct CudaTraits {
   bool uses_cublas = false, uses_cudnn = false;
   bool reports_errors = false;     // a kernel checks indices or divisions
-  std::vector<std::string> steps;  // the steps' names in run order
 };
 
 // NAME_detail::Model: the tables and functions foundry_model_api.h's entry points use.
 std::string model_class(const ir::LoopProgram& program, const WeightsLayout& weights, const std::string& n,
-                        const CudaTraits* traits = nullptr) {
+                        const std::vector<std::string>& steps, const CudaTraits* traits = nullptr) {
   const bool cuda = traits != nullptr;
   std::ostringstream c;
   c << "// The model as foundry_model_api.h's entry points see it.\n"
@@ -327,13 +325,13 @@ std::string model_class(const ir::LoopProgram& program, const WeightsLayout& wei
       << ";  // a kernel checks indices or divisions\n"
       << "  // A new call slot: the handles of the libraries other than cuBLAS the model calls; \"\" or what failed.\n"
       << "  static std::string open_libraries(foundry_cuda::CallSlot& slot) { "
-      << (traits->uses_cudnn ? "return foundry_cudnn::open(slot); }\n" : "(void)slot; return \"\"; }\n")
-      << "  // The steps (kernels and library calls) in run order, for NAME_profile_cuda.\n"
-      << "  static constexpr size_t kNumSteps = " << traits->steps.size() << ";\n"
-      << "  static constexpr const char* kSteps[] = {";
-    for (const std::string& step : traits->steps) c << c_string_literal(step) << ", ";
-    c << "nullptr};\n";
+      << (traits->uses_cudnn ? "return foundry_cudnn::open(slot); }\n" : "(void)slot; return \"\"; }\n");
   }
+  c << "  // The steps (kernels and library calls) in run order, for NAME_profile" << (cuda ? "_cuda" : "") << ".\n"
+    << "  static constexpr size_t kNumSteps = " << steps.size() << ";\n"
+    << "  static constexpr const char* kSteps[] = {";
+  for (const std::string& step : steps) c << c_string_literal(step) << ", ";
+  c << "nullptr};\n";
   c << "  static constexpr foundry_rt::TensorSpec kInputs[] = {\n"
     << tensor_specs(program.inputs, program.input_names, program.size_symbols) << "  };\n"
     << "  static constexpr foundry_rt::TensorSpec kOutputs[] = {\n"
@@ -389,7 +387,14 @@ std::string model_header(const std::string& n, bool cuda) {
     << "int " << n << "_infer_shapes(const foundry_tensor* inputs, size_t num_inputs, foundry_tensor* outputs,\n"
     << "    size_t num_outputs);\n"
     << "/* The message of the last error on the calling thread (empty when none). */\n"
-    << "const char* " << n << "_last_error(void);\n\n";
+    << "const char* " << n << "_last_error(void);\n"
+    << "/* The model's steps (kernels and library calls) in run order, for the profiles. */\n"
+    << "size_t " << n << "_num_steps(void);\nconst char* " << n << "_step_name(size_t index);\n\n";
+  if (!cuda)
+    h << "/* NAME_run timed step by step: step_ms[k], milliseconds, and step_threads[k] (may be NULL), the\n"
+      << " * threads step k ran on, for k < NAME_num_steps(). For foundry-run --profile. */\n"
+      << "int " << n << "_profile(" << n << "_model* model, const foundry_tensor* inputs, size_t num_inputs,\n"
+      << "    foundry_tensor* outputs, size_t num_outputs, double* step_ms, int* step_threads, size_t num_steps);\n\n";
   if (cuda)
     h << "/* A CUDA model: NAME_run above copies host tensors to the GPU and back. NAME_run_cuda takes device\n"
       << " * pointers and enqueues the run on `stream` (a cudaStream_t; NULL: the default stream) without\n"
@@ -398,10 +403,8 @@ std::string model_header(const std::string& n, bool cuda) {
       << "int " << n << "_run_cuda(" << n << "_model* model, void* stream, const foundry_tensor* inputs,\n"
       << "    size_t num_inputs, foundry_tensor* outputs, size_t num_outputs);\n"
       << "int " << n << "_check_errors(" << n << "_model* model, void* stream);\n"
-      << "/* The model's steps (kernels and library calls) in run order, and one run on device tensors timed\n"
-      << " * step by step with CUDA events (in a CUDA graph of its own): step_ms[k], milliseconds, for\n"
-      << " * k < NAME_num_steps(); waits for `stream`. For foundry-run --profile. */\n"
-      << "size_t " << n << "_num_steps(void);\nconst char* " << n << "_step_name(size_t index);\n"
+      << "/* One run on device tensors timed step by step with CUDA events (in a CUDA graph of its own):\n"
+      << " * step_ms[k], milliseconds, for k < NAME_num_steps(); waits for `stream`. For foundry-run --profile. */\n"
       << "int " << n << "_profile_cuda(" << n << "_model* model, void* stream, const foundry_tensor* inputs,\n"
       << "    size_t num_inputs, foundry_tensor* outputs, size_t num_outputs, double* step_ms, size_t num_steps);\n\n";
   h
@@ -464,7 +467,8 @@ GeneratedModel generate_cuda_model(const ir::LoopProgram& program, const sched::
   traits.uses_cublas = uses_cublas;
   traits.uses_cudnn = uses_cudnn;
   traits.reports_errors = std::any_of(m.kernels.begin(), m.kernels.end(), [](const EmittedKernel& k) { return k.may_fail; });
-  std::string calls = step_calls(schedule, m.kernels, ExternsSource{}, ptrs, n, &traits.steps, tf32);
+  std::vector<std::string> steps;
+  std::string calls = step_calls(schedule, m.kernels, ExternsSource{}, ptrs, n, true, steps, tf32);
   std::ostringstream w;
   w << "// The entry points of the CUDA model `" << n << "` (see model.h), generated by foundryc " << FOUNDRY_VERSION
     << ".\n#include \"model.h\"\n#include \"foundry_cuda_model_api.h\"\n"
@@ -473,7 +477,7 @@ GeneratedModel generate_cuda_model(const ir::LoopProgram& program, const sched::
   for (const auto& k : m.kernels) w << k.declaration << ";\n";
   w << "}  // namespace " << n << "_kernels\n\n"
     << cuda_model_struct(n) << "namespace " << n << "_detail {\nusing namespace " << n << "_kernels;\n\n"
-    << model_class(program, m.weights, n, &traits) << shape_functions(program) << "\n"
+    << model_class(program, m.weights, n, steps, &traits) << shape_functions(program) << "\n"
     << run_functions(program, schedule, ptrs.lines, calls, true) << "\n}  // namespace " << n << "_detail\n\n"
     << "FOUNDRY_DEFINE_CUDA_MODEL_API(" << n << ")\n";
   m.wrapper_cpp = w.str();
@@ -502,6 +506,8 @@ GeneratedModel generate_model(const ir::LoopProgram& program, const sched::Sched
   ExternsSource externs = generate_externs(program, schedule, m.weights, n, ptrs.names, options.threads);
   m.externs_cpp = externs.cpp;
 
+  std::vector<std::string> steps;
+  std::string calls = step_calls(schedule, m.kernels, externs, ptrs, n, false, steps);
   std::ostringstream w;
   w << "// The entry points of the model `" << n << "` (see model.h), generated by foundryc " << FOUNDRY_VERSION
     << ".\n#include \"model.h\"\n#include \"foundry_model_api.h\"\n#include \"foundry_externs.h\"\n\n"
@@ -510,8 +516,8 @@ GeneratedModel generate_model(const ir::LoopProgram& program, const sched::Sched
   w << "}  // namespace " << n << "_kernels\n\n"
     << externs.wrapper_decls << model_struct(n, !externs.cpp.empty())
     << "namespace " << n << "_detail {\nusing namespace " << n << "_kernels;\n\n"
-    << model_class(program, m.weights, n) << shape_functions(program) << "\n"
-    << run_functions(program, schedule, ptrs.lines, step_calls(schedule, m.kernels, externs, ptrs, n), false)
+    << model_class(program, m.weights, n, steps) << shape_functions(program) << "\n"
+    << run_functions(program, schedule, ptrs.lines, calls, false)
     << "\n}  // namespace " << n << "_detail\n\n"
     << "FOUNDRY_DEFINE_MODEL_API(" << n << ")\n";
   m.wrapper_cpp = w.str();

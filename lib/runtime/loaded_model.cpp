@@ -25,10 +25,13 @@ struct LoadedModel::Api {
   int (*output_info)(size_t, foundry_tensor_info*);
   void (*destroy)(void*);
   const char* (*last_error)();
-  // CUDA models only:
-  int (*run_cuda)(void*, void*, const foundry_tensor*, size_t, foundry_tensor*, size_t);
+  // Models of an older foundryc lack these:
   size_t (*num_steps)();
   const char* (*step_name)(size_t);
+  // CPU models only:
+  int (*profile)(void*, const foundry_tensor*, size_t, foundry_tensor*, size_t, double*, int*, size_t);
+  // CUDA models only:
+  int (*run_cuda)(void*, void*, const foundry_tensor*, size_t, foundry_tensor*, size_t);
   int (*profile_cuda)(void*, void*, const foundry_tensor*, size_t, foundry_tensor*, size_t, double*, size_t);
 };
 
@@ -107,6 +110,7 @@ void LoadedModel::open(const std::string& so, const std::string& dir) {
   bind_optional(handle_, name_ + "_run_cuda", api_->run_cuda);
   bind_optional(handle_, name_ + "_num_steps", api_->num_steps);
   bind_optional(handle_, name_ + "_step_name", api_->step_name);
+  bind_optional(handle_, name_ + "_profile", api_->profile);
   bind_optional(handle_, name_ + "_profile_cuda", api_->profile_cuda);
   if (api_->create(dir.c_str(), &model_) != FOUNDRY_OK)
     throw UserError("cannot create the model from " + dir + ": " + api_->last_error());
@@ -200,6 +204,24 @@ std::vector<std::string> LoadedModel::step_names() const {
   if (!api_->num_steps || !api_->step_name) return names;
   for (size_t k = 0; k < api_->num_steps(); ++k) names.push_back(api_->step_name(k));
   return names;
+}
+
+std::vector<LoadedModel::StepTime> LoadedModel::profile(const std::vector<NpyArray>& inputs,
+                                                        std::vector<NpyArray>& outputs) const {
+  if (!api_->profile || !api_->num_steps)
+    throw UserError("model " + name_ + " has no " + name_ + "_profile: --profile times the steps of a CPU model " +
+                    "compiled by this foundryc");
+  std::vector<foundry_tensor> in, out;
+  for (const NpyArray& a : inputs) in.push_back(describe_array(a));
+  for (NpyArray& a : outputs) out.push_back(describe_array(a));
+  std::vector<double> ms(api_->num_steps());
+  std::vector<int> threads(ms.size());
+  if (api_->profile(model_, in.data(), in.size(), out.data(), out.size(), ms.data(), threads.data(), ms.size()) !=
+      FOUNDRY_OK)
+    throw UserError(std::string("the model failed: ") + api_->last_error());
+  std::vector<StepTime> steps;
+  for (size_t k = 0; k < ms.size(); ++k) steps.push_back({ms[k], threads[k]});
+  return steps;
 }
 
 std::vector<double> LoadedModel::profile_cuda(void* stream, const std::vector<foundry_tensor>& inputs,

@@ -389,10 +389,6 @@ int check_errors(typename Model::Instance* model, void* stream) {
   FOUNDRY_API int NAME##_check_errors(NAME##_model* model, void* stream) {                                       \
     return foundry_cuda::check_errors<NAME##_detail::Model>(model, stream);                                      \
   }                                                                                                              \
-  FOUNDRY_API size_t NAME##_num_steps(void) { return NAME##_detail::Model::kNumSteps; }                           \
-  FOUNDRY_API const char* NAME##_step_name(size_t index) {                                                       \
-    return index < NAME##_detail::Model::kNumSteps ? NAME##_detail::Model::kSteps[index] : nullptr;              \
-  }                                                                                                              \
   FOUNDRY_API int NAME##_profile_cuda(NAME##_model* model, void* stream, const foundry_tensor* inputs,           \
                                       size_t num_inputs, foundry_tensor* outputs, size_t num_outputs,            \
                                       double* step_ms, size_t num_steps) {                                       \

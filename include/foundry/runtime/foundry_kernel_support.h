@@ -3,6 +3,7 @@
 // Include guards rather than #pragma once: several models' copies may meet in one build.
 #ifndef FOUNDRY_KERNEL_SUPPORT_H
 #define FOUNDRY_KERNEL_SUPPORT_H
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -152,8 +153,37 @@ inline double region_payback() {
   return payback;
 }
 
+// ---- NAME_profile: each step's time and team ------------------------------------------------------
+// While a thread runs NAME_profile, `step_profile` points at its record: the wrapper marks the end
+// of every step (step_done after each kernel and library call) and team_for notes the team it chose.
+// Elsewhere step_done costs one thread-local load.
+struct StepProfile {
+  double* step_ms;     // [num_steps]
+  int* step_threads;   // [num_steps] or null
+  size_t num_steps;
+  int team = 1;        // the largest team of the current step
+  std::chrono::steady_clock::time_point last;
+  void start() {
+    team = 1;
+    last = std::chrono::steady_clock::now();
+  }
+  void mark(size_t step) {
+    auto now = std::chrono::steady_clock::now();
+    if (step < num_steps) {
+      step_ms[step] = std::chrono::duration<double, std::milli>(now - last).count();
+      if (step_threads) step_threads[step] = team;
+    }
+    team = 1;
+    last = now;
+  }
+};
+inline thread_local StepProfile* step_profile = nullptr;
+inline void step_done(size_t step) {
+  if (step_profile) step_profile->mark(step);
+}
+
 // `cap` when a step of about `serial_ns` on one thread gains enough on `cap` threads, else 1.
-inline int team_for(double serial_ns, int cap) {
+inline int choose_team(double serial_ns, int cap) {
   if (cap <= 1) return 1;
   if (region_payback() == 0) return cap;
   double saved = serial_ns * (1.0 - 1.0 / cap);
@@ -161,6 +191,11 @@ inline int team_for(double serial_ns, int cap) {
   // the pool's threads).
   if (saved < region_payback() * kMinRegionNs) return 1;
   return saved >= region_payback() * parallel_region_ns(cap) ? cap : 1;
+}
+inline int team_for(double serial_ns, int cap) {
+  int team = choose_team(serial_ns, cap);
+  if (step_profile && team > step_profile->team) step_profile->team = team;
+  return team;
 }
 
 // The team of a generated kernel doing `element_ops` operations per run; `compiled_default` as in

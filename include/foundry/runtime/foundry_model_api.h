@@ -12,6 +12,7 @@
 //   static size_t arena_bytes(const int64_t* sizes);
 //   static void run(Instance* model, const foundry_tensor* inputs, foundry_tensor* outputs,
 //                   const int64_t* sizes, uint8_t* arena);  // the kernel and library calls
+//   static constexpr size_t kNumSteps; static constexpr const char* kSteps[];  // their names
 // Include guards rather than #pragma once: several models' copies may meet in one build.
 #ifndef FOUNDRY_MODEL_API_H
 #define FOUNDRY_MODEL_API_H
@@ -87,10 +88,27 @@ int run_model(typename Model::Instance* model, const foundry_tensor* inputs, siz
   Arena arena(arena_bytes);
   if (arena_bytes && !arena.base) return set_error(FOUNDRY_ERROR_OUT_OF_MEMORY, "out of memory");
   kernel_error = 0;
+  if (step_profile) step_profile->start();
   Model::run(model, inputs, outputs, sizes, arena.base);
   if (kernel_error) return set_error(FOUNDRY_ERROR_RUNTIME, kernel_error_text(kernel_error));
   last_error.clear();
   return FOUNDRY_OK;
+}
+
+// NAME_profile: NAME_run with each step's end marked (StepProfile).
+template <class Model>
+int profile_model(typename Model::Instance* model, const foundry_tensor* inputs, size_t num_inputs,
+                  foundry_tensor* outputs, size_t num_outputs, double* step_ms, int* step_threads, size_t num_steps) {
+  if (!step_ms && Model::kNumSteps) return set_error(FOUNDRY_ERROR_INVALID_ARGUMENT, "null step_ms");
+  if (num_steps < Model::kNumSteps)
+    return set_error(FOUNDRY_ERROR_INVALID_ARGUMENT, "step_ms holds " + std::to_string(num_steps) +
+                                                         " times; the model has " + std::to_string(Model::kNumSteps) +
+                                                         " steps (NAME_num_steps)");
+  StepProfile profile{step_ms, step_threads, Model::kNumSteps};
+  step_profile = &profile;
+  int status = run_model<Model>(model, inputs, num_inputs, outputs, num_outputs);
+  step_profile = nullptr;
+  return status;
 }
 
 }  // namespace foundry_rt
@@ -113,6 +131,10 @@ int run_model(typename Model::Instance* model, const foundry_tensor* inputs, siz
                                    info, "no such output");                                                      \
   }                                                                                                              \
   FOUNDRY_API const char* NAME##_last_error(void) { return foundry_rt::last_error.c_str(); }                     \
+  FOUNDRY_API size_t NAME##_num_steps(void) { return NAME##_detail::Model::kNumSteps; }                           \
+  FOUNDRY_API const char* NAME##_step_name(size_t index) {                                                       \
+    return index < NAME##_detail::Model::kNumSteps ? NAME##_detail::Model::kSteps[index] : nullptr;              \
+  }                                                                                                              \
   FOUNDRY_API int NAME##_infer_shapes(const foundry_tensor* inputs, size_t num_inputs, foundry_tensor* outputs,  \
                                       size_t num_outputs) {                                                      \
     return foundry_rt::infer_shapes<NAME##_detail::Model>(inputs, num_inputs, outputs, num_outputs);             \
@@ -126,6 +148,12 @@ int run_model(typename Model::Instance* model, const foundry_tensor* inputs, siz
   FOUNDRY_API int NAME##_run(NAME##_model* model, const foundry_tensor* inputs, size_t num_inputs,               \
                              foundry_tensor* outputs, size_t num_outputs) {                                      \
     return foundry_rt::run_model<NAME##_detail::Model>(model, inputs, num_inputs, outputs, num_outputs);         \
+  }                                                                                                              \
+  FOUNDRY_API int NAME##_profile(NAME##_model* model, const foundry_tensor* inputs, size_t num_inputs,           \
+                                 foundry_tensor* outputs, size_t num_outputs, double* step_ms, int* step_threads, \
+                                 size_t num_steps) {                                                             \
+    return foundry_rt::profile_model<NAME##_detail::Model>(model, inputs, num_inputs, outputs, num_outputs,      \
+                                                           step_ms, step_threads, num_steps);                    \
   }                                                                                                              \
   FOUNDRY_DEFINE_MODEL_INFO_API(NAME)
 

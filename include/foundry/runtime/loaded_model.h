@@ -40,10 +40,17 @@ class LoadedModel {
   void run_into(const std::vector<NpyArray>& inputs, std::vector<NpyArray>& outputs) const;
   // NAME_run_cuda of a CUDA model: device tensors, enqueued on `stream` (a cudaStream_t).
   void run_cuda(void* stream, const std::vector<foundry_tensor>& inputs, std::vector<foundry_tensor>& outputs) const;
-  // A CUDA model's steps in run order (its kernels and library calls; empty for a CPU model), and
-  // one run on device tensors timed step by step with CUDA events: milliseconds per step
-  // (NAME_profile_cuda; waits for `stream`).
+  // The model's steps in run order (its kernels and library calls; empty for a model of an older
+  // foundryc).
   std::vector<std::string> step_names() const;
+  // A CPU model's run timed step by step (NAME_profile): per step, its milliseconds and threads.
+  struct StepTime {
+    double ms;
+    int threads;
+  };
+  std::vector<StepTime> profile(const std::vector<NpyArray>& inputs, std::vector<NpyArray>& outputs) const;
+  // A CUDA model's run on device tensors timed step by step with CUDA events: milliseconds per step
+  // (NAME_profile_cuda; waits for `stream`).
   std::vector<double> profile_cuda(void* stream, const std::vector<foundry_tensor>& inputs,
                                    std::vector<foundry_tensor>& outputs) const;
   // Outputs shaped for these inputs (throws UserError when the model rejects the inputs).
