@@ -153,11 +153,12 @@ std::string binary_expr(BinaryOp op, Val av, Val bv) {
     case BinaryOp::Minimum: return call(fl ? "foundry_rt::minimum<" + t + ">" : "foundry_rt::min_int<" + t + ">");
     case BinaryOp::Fmax: return fl ? call("std::fmax") : call("foundry_rt::max_int<" + t + ">");
     case BinaryOp::Fmin: return fl ? call("std::fmin") : call("foundry_rt::min_int<" + t + ">");
-    case BinaryOp::BitAnd: return av.dtype == DType::Bool ? a + " && " + b : wrap(a + " & " + b);
-    case BinaryOp::BitOr: return av.dtype == DType::Bool ? a + " || " + b : wrap(a + " | " + b);
+    // Both operands are computed values: `&` and `|` (no short circuit, which compiles to a branch).
+    case BinaryOp::BitAnd: return av.dtype == DType::Bool ? a + " & " + b : wrap(a + " & " + b);
+    case BinaryOp::BitOr: return av.dtype == DType::Bool ? a + " | " + b : wrap(a + " | " + b);
     case BinaryOp::BitXor: return av.dtype == DType::Bool ? a + " != " + b : wrap(a + " ^ " + b);
-    case BinaryOp::LogicalAnd: return "(" + a + " != 0) && (" + b + " != 0)";
-    case BinaryOp::LogicalOr: return "(" + a + " != 0) || (" + b + " != 0)";
+    case BinaryOp::LogicalAnd: return "(" + a + " != 0) & (" + b + " != 0)";
+    case BinaryOp::LogicalOr: return "(" + a + " != 0) | (" + b + " != 0)";
     case BinaryOp::LogicalXor: return "(" + a + " != 0) != (" + b + " != 0)";
     case BinaryOp::Eq: case BinaryOp::Ne: case BinaryOp::Lt: case BinaryOp::Le: case BinaryOp::Gt:
     case BinaryOp::Ge:
@@ -262,6 +263,8 @@ Val CppScalarOps::binary(BinaryOp op, Val a, Val b) {
 }
 
 Val CppScalarOps::where(Val c, Val a, Val b) {
+  if (dialect_ == Dialect::Cpp && is_floating(a.dtype))  // without a branch (foundry_rt::select)
+    return def(a.dtype, "foundry_rt::select(" + value_name(c) + ", " + value_name(a) + ", " + value_name(b) + ")", false);
   return def(a.dtype, value_name(c) + " ? " + value_name(a) + " : " + value_name(b), false);
 }
 

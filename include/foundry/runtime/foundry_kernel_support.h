@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "foundry_c_api.h"  // FOUNDRY_MAX_THREADS
 #ifdef _OPENMP
@@ -301,6 +302,22 @@ FOUNDRY_HD inline T mod_float(T a, T b) {
   T m = std::fmod(a, b);
   if (m != 0 && ((b < 0) != (m < 0))) m += b;
   return m;
+}
+// `c ? a : b` for floating values, without a branch: a CPU kernel's select of two values it has
+// computed (a max pooling window's NaN-propagating max, a concatenation's parts) otherwise compiles to
+// a branch when the compiler moves an arm's load into it, and on ReLU outputs that branch is
+// mispredicted: squeezenet1_1's cat + max pool kernel ran 3.7x slower.
+template <typename T>
+inline T select(bool c, T a, T b) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "float or double");
+  using Bits = typename std::conditional<sizeof(T) == 4, uint32_t, uint64_t>::type;
+  Bits mask = Bits(0) - static_cast<Bits>(c), x, y;
+  std::memcpy(&x, &a, sizeof x);
+  std::memcpy(&y, &b, sizeof y);
+  x = (x & mask) | (y & ~mask);
+  T r;
+  std::memcpy(&r, &x, sizeof r);
+  return r;
 }
 template <typename T>
 FOUNDRY_HD inline T maximum(T a, T b) {
