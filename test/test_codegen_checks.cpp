@@ -139,6 +139,7 @@ TEST_CASE("codegen checks: small_cnn, convolutions as library calls between pool
   CHECK(file_check(s.kernels, R"(
     CHECK: // cpp_fused_max_pool2d_with_indices_0: max_pool2d_with_indices (aten.max_pool2d_with_indices)
     CHECK-NEXT: void cpp_fused_max_pool2d_with_indices_0(const float* __restrict__ in_ptr0, float* __restrict__ out_ptr0) {
+    CHECK: foundry_vec::load_stride2(in_ptr0 +
     CHECK: foundry_vec::store(out_ptr0 +
     CHECK: // cpp_fused_mean_1: mean (aten.mean.dim)
     CHECK-NEXT: void cpp_fused_mean_1(const float* __restrict__ in_ptr0, float* __restrict__ out_ptr0) {

@@ -74,6 +74,9 @@ Val CppVectorOps::load(const ir::Buffer& buf, const Expr& index) {
     return def(buf.dtype, "foundry_vec::" + fn + "(" + p + " + " + scopes_.idx(index) + ")", true);
   }
   if (auto tile = tile_load(buf, index)) return def(buf.dtype, tile, true);
+  auto stride = ir::affine_coefficient(index, *vector_var());
+  if (buf.dtype == DType::Float32 && stride && stride->is_const(2))
+    return def(buf.dtype, "foundry_vec::load_stride2(" + p + " + " + scopes_.idx(index) + ")", true);
   return def(buf.dtype, std::string(is_bool ? "foundry_vec::gather_bool" : "foundry_vec::gather") + "([&](int64_t " +
                             kLane + ") { return " + element(lane_index(index)) + "; })", true);
 }

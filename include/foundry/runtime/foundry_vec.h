@@ -90,6 +90,24 @@ inline Mask gather_bool(F&& at) {
   for (int l = 0; l < kLanes; ++l) r[l] = at(l) ? -1 : 0;
   return r;
 }
+// Lanes two elements apart, p[0], p[2], ..., p[2 * (kLanes - 1)]: two vector loads and a shuffle
+// instead of kLanes single loads (a stride-2 max pool's window). The second load is masked:
+// nothing past the last lane's element is read.
+inline VecF load_stride2(const float* p) {
+#if FOUNDRY_VEC_LANES == 16
+  const __m512 lo = _mm512_loadu_ps(p), hi = _mm512_maskz_loadu_ps(0x7fff, p + 16);
+  const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  return (VecF)_mm512_permutex2var_ps(lo, evens, hi);
+#elif FOUNDRY_VEC_LANES == 8
+  const __m256 lo = _mm256_loadu_ps(p);
+  const __m256 hi = _mm256_maskload_ps(p + 8, _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, -1, 0));
+  // Per 128-bit half: p0 p2 p8 p10 | p4 p6 p12 p14; then the 64-bit pairs in order.
+  const __m256 pairs = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+  return (VecF)_mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(pairs), _MM_SHUFFLE(3, 1, 2, 0)));
+#else
+  return gather([&](int64_t lane) { return p[2 * lane]; });
+#endif
+}
 // Lanes written one at a time, in lane order: `at(lane)` is the element to write.
 template <typename F>
 inline void scatter(VecF v, F&& at) {
