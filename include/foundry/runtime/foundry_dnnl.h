@@ -84,8 +84,12 @@ class TeamSize {
   int saved_ = 1;
 };
 
-// The team of a call of `macs` multiply-adds among at most `cap` threads.
-inline int call_team(double macs, int cap) { return team_for(macs * kNsPerMac, cap); }
+// The team of a call of `macs` multiply-adds moving `elements` operand elements (4 bytes each: the
+// float32 case) among at most `cap` threads: its one-thread time is that of the multiply-adds or
+// of the bytes, whichever is longer.
+inline int call_team(double macs, double elements, int cap) {
+  return team_for(std::max(macs * kNsPerMac, 4 * elements * kNsPerByte), cap);
+}
 
 // The product of `d`'s entries from `first` on.
 inline double product(const dims& d, size_t first = 0) {
@@ -261,10 +265,13 @@ struct Conv {
   static double macs(const ConvSpec& spec) {
     return product(spec.transposed ? spec.input_sizes : spec.output_sizes) * product(spec.weight_sizes, 1);
   }
+  static double elements(const ConvSpec& spec) {
+    return product(spec.input_sizes) + product(spec.weight_sizes) + product(spec.output_sizes);
+  }
 
   // Builds the primitive computing in `compute` (the operands' type, or float32 for float16).
   void build_as(const ConvSpec& spec, dt compute) {
-    team = call_team(macs(spec), spec.team_cap);
+    team = call_team(macs(spec), elements(spec), spec.team_cap);
     TeamSize team_size(team);
     const dims &in = spec.input_sizes, &w = spec.weight_sizes, &w_strides = spec.weight_strides,
                &out = spec.output_sizes, &stride = spec.stride, &padding = spec.padding, &dilation = spec.dilation;
@@ -389,6 +396,7 @@ struct Matmul {
   dnnl::memory converted_b;  // constant b converted at creation, when b_in is needed
   int team_cap = 1;
   int team = 1;  // threads it is built for and runs on; with a dynamic row count decided per run
+  double b_elements = 0;
 
   void build(const MatmulSpec& spec) { build_with_f32_fallback(*this, spec); }
 
@@ -397,6 +405,12 @@ struct Matmul {
     dims out = dst_dims;
     if (out[0] == DNNL_RUNTIME_DIM_VAL) out[0] = rows;
     return product(out) * static_cast<double>(a_dims.back());
+  }
+  // The team for `rows` rows, from their multiply-adds and the elements of a, b and the output.
+  int team_for_rows(int64_t rows) const {
+    dims a = a_dims, out = dst_dims;
+    if (a[0] == DNNL_RUNTIME_DIM_VAL) a[0] = out[0] = rows;
+    return call_team(macs(rows), product(a) + b_elements + product(out), team_cap);
   }
 
   void build_as(const MatmulSpec& spec, dt compute_as) {
@@ -410,7 +424,8 @@ struct Matmul {
     b_md = strided(spec.b_sizes, spec.b_strides, type);
     dst_md = strided(dst_dims, dst_strides, type);
     team_cap = spec.team_cap;
-    team = a_dims[0] == DNNL_RUNTIME_DIM_VAL ? team_cap : call_team(macs(0), team_cap);
+    b_elements = product(spec.b_sizes);
+    team = a_dims[0] == DNNL_RUNTIME_DIM_VAL ? team_cap : team_for_rows(0);
     TeamSize team_size(team);
     bias_md = spec.has_bias ? strided(spec.bias_sizes, spec.bias_strides, type) : dnnl::memory::desc();
     b_in.build(b_md, retyped(b_md, compute));
@@ -425,7 +440,7 @@ struct Matmul {
 
   // `rows`: the actual row count where it was built as DNNL_RUNTIME_DIM_VAL (ignored otherwise).
   void run(const void* a, const void* b, const void* bias, void* y, int64_t rows = 0) const {
-    TeamSize team_size(a_dims[0] == DNNL_RUNTIME_DIM_VAL ? call_team(macs(rows), team_cap) : team);
+    TeamSize team_size(a_dims[0] == DNNL_RUNTIME_DIM_VAL ? team_for_rows(rows) : team);
     dnnl::memory::desc a_run = a_md, dst_run = dst_md;
     if (a_dims[0] == DNNL_RUNTIME_DIM_VAL) {
       dims a_actual = a_dims, dst_actual = dst_dims;

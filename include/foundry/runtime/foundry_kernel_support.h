@@ -95,6 +95,11 @@ inline int num_threads(int compiled_default) {
 // are slower: their steps go parallel a little more readily than they should).
 constexpr double kNsPerElementOp = 0.25;  // a generated kernel's element operation
 constexpr double kNsPerMac = 0.04;         // a multiply-add of a oneDNN convolution or matrix product
+// A byte a oneDNN call moves, at one core's bandwidth from memory (the 16-core Xeon: 14.4 GB/s,
+// STREAM add on one thread). A product of one row is bound by its weights' bytes, not its
+// multiply-adds: mobilenet_v3_small's 1024x1000 classifier took 0.30 ms on one thread, eight
+// times its multiply-adds' estimate, and stayed there.
+constexpr double kNsPerByte = 0.07;
 constexpr double kMinRegionNs = 200;       // below any parallel region measured (about 1 us on 2-16 cores)
 
 // The median time of an empty parallel region of `threads` threads, in nanoseconds, measured
