@@ -65,6 +65,8 @@ void build_with_f32_fallback(Primitive& p, const Spec& spec) {
 class TeamSize {
  public:
   explicit TeamSize(int threads) {
+    // A profiled run (NAME_profile) lists the team of each call, also one chosen when it was built.
+    if (step_profile && threads > step_profile->team) step_profile->team = threads;
 #ifdef _OPENMP
     saved_ = omp_get_max_threads();
     if (threads != saved_) omp_set_num_threads(threads);
