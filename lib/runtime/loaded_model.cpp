@@ -178,10 +178,17 @@ std::vector<NpyArray> LoadedModel::allocate_outputs(const std::vector<NpyArray>&
   return outs;
 }
 
+namespace {
+// The arrays as foundry_tensors, for the C API.
+std::vector<foundry_tensor> describe_arrays(const std::vector<NpyArray>& arrays) {
+  std::vector<foundry_tensor> tensors;
+  for (const NpyArray& a : arrays) tensors.push_back(describe_array(a));
+  return tensors;
+}
+}  // namespace
+
 void LoadedModel::run_into(const std::vector<NpyArray>& inputs, std::vector<NpyArray>& outputs) const {
-  std::vector<foundry_tensor> in, out;
-  for (const auto& a : inputs) in.push_back(describe_array(a));
-  for (auto& a : outputs) out.push_back(describe_array(a));
+  std::vector<foundry_tensor> in = describe_arrays(inputs), out = describe_arrays(outputs);
   if (api_->run(model_, in.data(), in.size(), out.data(), out.size()) != FOUNDRY_OK)
     throw UserError(std::string("the model failed: ") + api_->last_error());
 }
@@ -211,9 +218,7 @@ std::vector<LoadedModel::StepTime> LoadedModel::profile(const std::vector<NpyArr
   if (!api_->profile || !api_->num_steps)
     throw UserError("model " + name_ + " has no " + name_ + "_profile: --profile times the steps of a CPU model " +
                     "compiled by this foundryc");
-  std::vector<foundry_tensor> in, out;
-  for (const NpyArray& a : inputs) in.push_back(describe_array(a));
-  for (NpyArray& a : outputs) out.push_back(describe_array(a));
+  std::vector<foundry_tensor> in = describe_arrays(inputs), out = describe_arrays(outputs);
   std::vector<double> ms(api_->num_steps());
   std::vector<int> threads(ms.size());
   if (api_->profile(model_, in.data(), in.size(), out.data(), out.size(), ms.data(), threads.data(), ms.size()) !=
