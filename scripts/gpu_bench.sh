@@ -67,7 +67,8 @@ if [[ $mode == --build ]]; then
   { ldd "$build/foundry-run" "$stage"/compiled/*/model.so | awk '/=> \// {print $3}' | sort -u |
       grep -v -E '/(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s)\.so' || true; } | xargs -r -I{} cp -L {} "$stage/lib/"
   mkdir -p "$pack"
-  tar -C "$stage" -cJf "$pack/gpu_bench.tar.xz" .
+  # xz -9 (a 64 MiB window): the pack and the project must fit the device's 64 MiB per call.
+  tar -C "$stage" -cf - . | xz -9 -T2 >"$pack/gpu_bench.tar.xz"
   echo "packed $(ls "$stage/compiled" | wc -l) models, $(du -h "$pack/gpu_bench.tar.xz" | cut -f1), into $pack/gpu_bench.tar.xz"
 elif [[ $mode == --run ]]; then
   dest=/tmp/foundry-gpu-bench
