@@ -96,6 +96,15 @@ int main() {
   const int64_t n = 1536;
   std::vector<float> a(n * n, 1.0f), b(n * n, 0.5f), y(n * n);
   for (int run = 0; run < 20; ++run) small.run(a.data(), b.data(), nullptr, y.data());
+  MatmulSpec d;  // [rows, 64] x [64, 64], the rows known per run: two here
+  d.a_sizes = d.output_sizes = {DNNL_RUNTIME_DIM_VAL, 64};
+  d.a_strides = d.b_strides = {64, 1};
+  d.b_sizes = {64, 64};
+  d.team_cap = 4;
+  Matmul dynamic;
+  build(dynamic, d, "teams", "call2");
+  std::vector<float> y2(2 * 64);
+  dynamic.run(a.data(), b.data(), nullptr, y2.data(), 2);
   int after_small = threads_now();
   MatmulSpec m;
   m.a_sizes = m.b_sizes = m.output_sizes = {n, n};
@@ -104,9 +113,9 @@ int main() {
   Matmul large;
   build(large, m, "teams", "call1");
   large.run(a.data(), b.data(), nullptr, y.data());
-  std::printf("teams %d %d, threads %d then %d, kernels %d %d %d, caller %d, y %g\n", small.team, large.team,
+  std::printf("teams %d %d, threads %d then %d, kernels %d %d %d, caller %d, y %g %g\n", small.team, large.team,
               after_small, threads_now(), foundry_rt::kernel_team(100, 4), foundry_rt::kernel_team(int64_t(1) << 32, 4),
-              foundry_rt::kernel_team(int64_t(1) << 32, 1), omp_get_max_threads(), y[0]);
+              foundry_rt::kernel_team(int64_t(1) << 32, 1), omp_get_max_threads(), y[0], y2[127]);
 }
 )cpp");
   ProcResult cc = run_process({"c++", "-std=c++17", "-fopenmp", "-I", test_source_dir() + "/../include/foundry/runtime",
@@ -116,11 +125,12 @@ int main() {
   ProcResult r = run_process({"/usr/bin/env", "-u", "FOUNDRY_NO_DNNL", "-u", "FOUNDRY_NUM_THREADS", tmp / "teams"});
   INFO(r.err);
   CHECK(r.exit_code == 0);
-  // 768 = 1536 * 1 * 0.5: the large product ran and is right.
-  CHECK(r.out == "teams 1 4, threads 1 then 4, kernels 1 4 1, caller 3, y 768\n");
+  // 768 = 1536 * 1 * 0.5: the large product ran and is right; 32 = 64 * 1 * 0.5, the product of
+  // two rows, computed by the primitive built for one thread (the team's would start the pool).
+  CHECK(r.out == "teams 1 4, threads 1 then 4, kernels 1 4 1, caller 3, y 768 32\n");
   ProcResult all = run_process({"/usr/bin/env", "-u", "FOUNDRY_NO_DNNL", "-u", "FOUNDRY_NUM_THREADS",
                                 "FOUNDRY_PARALLEL_PAYBACK=0", tmp / "teams"});
-  CHECK(all.out == "teams 4 4, threads 4 then 4, kernels 4 4 1, caller 3, y 768\n");
+  CHECK(all.out == "teams 4 4, threads 4 then 4, kernels 4 4 1, caller 3, y 768 32\n");
 }
 
 TEST_CASE("threads: parallel models match PyTorch at 1, 2 and 3 threads", "[threads][corpus]") {

@@ -302,7 +302,7 @@ std::string spec_statements(const ir::LoopNode& node, const WeightsLayout& weigh
     b << "    spec.activation = " << activation_enum(node.call.activation) << ";\n";
   if (node.output->dtype != DType::Float32)
     b << "    spec.data_type = foundry_rt::dnnl_glue::dt::" << dnnl_type(node.output->dtype) << ";\n";
-  b << "    spec.team_cap = foundry_rt::num_threads(kThreads);\n";
+  b << "    spec.team_cap = foundry_rt::num_threads(kThreads);\n    spec.weight_bytes = kWeightBytes;\n";
   return b.str();
 }
 
@@ -468,7 +468,9 @@ ExternsSource generate_externs(const ir::LoopProgram& program, const sched::Sche
       << "\n"
       << "namespace " << n << "_externs {\n\nconstexpr const char* kModel = " << c_string_literal(n)
       << ";  // names the model in warnings\n"
-      << "constexpr int kThreads = " << threads << ";  // foundryc --threads (0: decided at run time)\n\nstruct State {\n"
+      << "constexpr int kThreads = " << threads << ";  // foundryc --threads (0: decided at run time)\n"
+      << "constexpr double kWeightBytes = " << weights.total_bytes << ";  // the model's constant weights (team choice)\n\n"
+      << "struct State {\n"
       << state.str() << "  // The model's weights, for primitives built per shape.\n  const uint8_t* weights = nullptr;\n"
       << "  // A run fell back from oneDNN to the portable loops: warned once per model.\n"
       << "  mutable std::atomic<bool> fallback_warned{false};\n};\n\n"

@@ -100,6 +100,11 @@ constexpr double kNsPerMac = 0.04;         // a multiply-add of a oneDNN convolu
 // multiply-adds: mobilenet_v3_small's 1024x1000 classifier took 0.30 ms on one thread, eight
 // times its multiply-adds' estimate, and stayed there.
 constexpr double kNsPerByte = 0.07;
+// What a oneDNN call loses on a team of 16 beyond an empty region: its time there less its
+// one-thread time / 16, from profiles on the 16-core Xeon: 11-55 us over six convolutions and
+// products of 9-270 us (mobilenet_v3_small's depthwise and 1x1 convolutions of 18 us took 26 us
+// on the team). The threads start their kernels and fetch operands that another core wrote.
+constexpr double kDnnlTeamNs = 25000;
 constexpr double kMinRegionNs = 200;       // below any parallel region measured (about 1 us on 2-16 cores)
 
 // The median time of an empty parallel region of `threads` threads, in nanoseconds, measured
@@ -188,18 +193,20 @@ inline void step_done(size_t step) {
   if (step_profile) step_profile->mark(step);
 }
 
-// `cap` when a step of about `serial_ns` on one thread gains enough on `cap` threads, else 1.
-inline int choose_team(double serial_ns, int cap) {
+// `cap` when a step of about `serial_ns` on one thread gains enough on `cap` threads, else 1: the
+// time saved must pay region_payback() parallel regions and `team_ns`, what the step itself loses
+// on a team beyond the region (a oneDNN call's, kDnnlTeamNs).
+inline int choose_team(double serial_ns, int cap, double team_ns = 0) {
   if (cap <= 1) return 1;
   if (region_payback() == 0) return cap;
-  double saved = serial_ns * (1.0 - 1.0 / cap);
+  double saved = serial_ns * (1.0 - 1.0 / cap) - team_ns;
   // No region costs less than kMinRegionNs: a smaller step needs no measurement (which starts
   // the pool's threads).
   if (saved < region_payback() * kMinRegionNs) return 1;
   return saved >= region_payback() * parallel_region_ns(cap) ? cap : 1;
 }
-inline int team_for(double serial_ns, int cap) {
-  int team = choose_team(serial_ns, cap);
+inline int team_for(double serial_ns, int cap, double team_ns = 0) {
+  int team = choose_team(serial_ns, cap, team_ns);
   if (step_profile && team > step_profile->team) step_profile->team = team;
   return team;
 }
