@@ -57,4 +57,6 @@ std::string cpp_index(const ir::Expr& e, const ir::SymbolExtents& extents,
   return Printer{extents, name_of}.print(e);
 }
 
+std::string cpp_size(const ir::Expr& e) { return cpp_index(e, {}); }
+
 }  // namespace foundry::codegen

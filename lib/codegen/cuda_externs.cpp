@@ -14,7 +14,6 @@
 namespace foundry::codegen {
 namespace {
 
-std::string num(const ir::Expr& e) { return cpp_index(e, {}); }
 
 [[noreturn]] void unsupported(const ir::LoopNode& node, const std::string& what) {
   throw UserError(node_label(node) + ": " + what + " is not supported with --device cuda yet");
@@ -28,22 +27,22 @@ void check_layout(const ir::LoopNode& node, const ir::Operand& op) {
   const ir::Expr &rows = op.sizes[r - 2], &cols = op.sizes[r - 1];
   auto unit = [](const ir::Expr& stride, const ir::Expr& size) { return !stride.is_const() || stride.is_const(1) || size.is_const(1); };
   if (!unit(rs, rows) && !unit(cs, cols))
-    unsupported(node, "a matrix product of an operand with strides [" + num(rs) + ", " + num(cs) + "]");
+    unsupported(node, "a matrix product of an operand with strides [" + cpp_size(rs) + ", " + cpp_size(cs) + "]");
 }
 
 // The first element of an operand: its buffer's pointer plus the view's offset.
 std::string first_element(const ir::Operand& op, const std::map<const ir::Buffer*, std::string>& ptrs) {
-  return ptrs.at(op.buffer) + " + " + num(op.offset);
+  return ptrs.at(op.buffer) + " + " + cpp_size(op.offset);
 }
 
 // `foundry_cuda::Matrix<T> name{first element, rows, cols, row stride, col stride, batch stride};`
 std::string matrix_decl(const std::string& name, const ir::Operand& op, const std::map<const ir::Buffer*, std::string>& ptrs,
                         const std::string& type) {
   size_t r = op.sizes.size();
-  std::string batch_stride = r == 3 ? num(op.strides[0]) : "0";
+  std::string batch_stride = r == 3 ? cpp_size(op.strides[0]) : "0";
   return "    const foundry_cuda::Matrix<" + type + "> " + name + "{" + first_element(op, ptrs) + ", " +
-         num(op.sizes[r - 2]) + ", " + num(op.sizes[r - 1]) + ", " + num(op.strides[r - 2]) + ", " +
-         num(op.strides[r - 1]) + ", " + batch_stride + "};\n";
+         cpp_size(op.sizes[r - 2]) + ", " + cpp_size(op.sizes[r - 1]) + ", " + cpp_size(op.strides[r - 2]) + ", " +
+         cpp_size(op.strides[r - 1]) + ", " + batch_stride + "};\n";
 }
 
 // The element type of a library call's operands (`accepted`: whether the call takes the output's
@@ -87,7 +86,7 @@ std::string matmul_call(const ir::LoopNode& node, const ir::Matmul& call,
   std::string tail = node.output->dtype == DType::BFloat16 ? ", CUDA_R_16BF" : "";
   if (std::string flag = tf32_argument(node, tf32); !flag.empty()) tail = ", CUDA_R_32F" + flag;
   c << "foundry_cuda::matmul<" << type << ">(slot.cublas, stream, /*batch=*/"
-    << (call.batched ? num(out[0]) : "1") << ", a, b, " << (call.bias ? "&bias" : "/*bias=*/nullptr") << ", /*alpha=*/"
+    << (call.batched ? cpp_size(out[0]) : "1") << ", a, b, " << (call.bias ? "&bias" : "/*bias=*/nullptr") << ", /*alpha=*/"
     << ir::shortest_number(call.alpha) << ", /*beta=*/" << ir::shortest_number(call.beta) << ", "
     << ptrs.at(node.output) << tail << ")";
   return call_block(node, "cuBLAS", decls, c.str());
@@ -98,9 +97,9 @@ std::string tensor_decl(const std::string& name, const std::string& first, const
                         const std::vector<ir::Expr>& strides, const std::string& type) {
   std::string s = "    const foundry_cudnn::Tensor<" + type + "> " + name + "{" + first + ", " +
                   std::to_string(sizes.size()) + ", {";
-  for (size_t d = 0; d < sizes.size(); ++d) s += (d ? ", " : "") + num(sizes[d]);
+  for (size_t d = 0; d < sizes.size(); ++d) s += (d ? ", " : "") + cpp_size(sizes[d]);
   s += "}, {";
-  for (size_t d = 0; d < strides.size(); ++d) s += (d ? ", " : "") + num(strides[d]);
+  for (size_t d = 0; d < strides.size(); ++d) s += (d ? ", " : "") + cpp_size(strides[d]);
   return s + "}};\n";
 }
 
@@ -141,7 +140,7 @@ void check_weight_layout(const ir::LoopNode& node, const ir::Operand& w) {
   };
   if (!packed(nchw) && !packed(nhwc)) {
     std::string strides;
-    for (size_t d = 0; d < r; ++d) strides += (d ? ", " : "") + num(w.strides[d]);
+    for (size_t d = 0; d < r; ++d) strides += (d ? ", " : "") + cpp_size(w.strides[d]);
     unsupported(node, "a convolution weight with strides [" + strides + "] (cuDNN takes it packed as NCHW or NHWC)");
   }
 }

@@ -46,7 +46,6 @@ bool all_const(const std::vector<ir::Expr>& v) {
   return std::all_of(v.begin(), v.end(), [](const ir::Expr& e) { return e.is_const(); });
 }
 
-std::string num(const ir::Expr& e) { return cpp_index(e, {}); }
 
 // --- the portable loops (foundry_externs.h) ----------------------------------------------------
 
@@ -63,7 +62,7 @@ void strided_decl(const std::string& name, const ir::Operand& op, const std::str
                   std::ostringstream& decls) {
   array_decl(name + "_strides", op.strides, decls);
   decls << "  const foundry_rt::Strided<" << type << "> " << name << "{" << ptr << ", " << name << "_strides, "
-        << num(op.offset) << "};\n";
+        << cpp_size(op.offset) << "};\n";
 }
 
 using Pointers = std::map<const ir::Buffer*, std::string>;
@@ -77,8 +76,8 @@ std::string matmul_loops(const ir::LoopNode& node, const ir::Matmul& call, const
   strided_decl("a", call.a, ptrs.at(call.a.buffer), type, decls);
   strided_decl("b", call.b, ptrs.at(call.b.buffer), type, decls);
   if (call.bias) strided_decl("bias", *call.bias, ptrs.at(call.bias->buffer), type, decls);
-  decls << "  foundry_rt::matmul<" << type << ">(/*batch=*/" << num(batch) << ", /*M=*/" << num(M) << ", /*N=*/"
-        << num(N) << ", /*K=*/" << num(call.a.sizes.back()) << ", a, b, " << (call.bias ? "&bias" : "/*bias=*/nullptr")
+  decls << "  foundry_rt::matmul<" << type << ">(/*batch=*/" << cpp_size(batch) << ", /*M=*/" << cpp_size(M) << ", /*N=*/"
+        << cpp_size(N) << ", /*K=*/" << cpp_size(call.a.sizes.back()) << ", a, b, " << (call.bias ? "&bias" : "/*bias=*/nullptr")
         << ", /*alpha=*/" << ir::shortest_number(call.alpha) << ", /*beta=*/" << ir::shortest_number(call.beta)
         << ", /*batched=*/" << (batched ? "true" : "false") << ", " << ptrs.at(node.output) << ");\n";
   return decls.str();
@@ -111,10 +110,10 @@ std::string convolution_loops(const ir::LoopNode& node, const ir::Convolution& c
   const ir::Operand* bias = call.bias ? &*call.bias : nullptr;
   decls << "  foundry_rt::" << (call.transposed ? "conv_transpose3d<" : "conv3d<") << type
         << ">(input_sizes, weight_sizes, output_sizes, " << ptrs.at(x.buffer)
-        << ", input_strides, /*input_offset=*/" << num(x.offset) << ", " << ptrs.at(w.buffer)
-        << ", weight_strides, /*weight_offset=*/" << num(w.offset) << ", "
+        << ", input_strides, /*input_offset=*/" << cpp_size(x.offset) << ", " << ptrs.at(w.buffer)
+        << ", weight_strides, /*weight_offset=*/" << cpp_size(w.offset) << ", "
         << (bias ? ptrs.at(bias->buffer) : "/*bias=*/nullptr") << ", /*bias_stride=*/"
-        << (bias ? num(bias->strides[0]) : "0") << ", /*bias_offset=*/" << (bias ? num(bias->offset) : "0")
+        << (bias ? cpp_size(bias->strides[0]) : "0") << ", /*bias_offset=*/" << (bias ? cpp_size(bias->offset) : "0")
         << ", conv_stride, conv_padding, conv_dilation, /*groups=*/" << call.groups << ", " << ptrs.at(node.output)
         << ");\n";
   return decls.str();
@@ -156,7 +155,7 @@ std::string portable_call(const ir::LoopNode& node, const Pointers& stored) {
       node.call.op);
   if (node.call.activation != ir::Activation::None)
     out += "  foundry_rt::apply_activation(" + activation_enum(node.call.activation) + ", " + ptrs.at(node.output) +
-           ", " + num(node.output->numel()) + ");\n";
+           ", " + cpp_size(node.output->numel()) + ");\n";
   return out;
 }
 
@@ -176,7 +175,7 @@ std::optional<ir::Expr> dynamic_rows(const ir::LoopNode& node) {
 std::string dnnl_dims(const std::vector<ir::Expr>& v, const std::optional<ir::Expr>& rows) {
   std::string s = "{";
   for (size_t i = 0; i < v.size(); ++i)
-    s += (i ? ", " : "") + (rows && v[i] == *rows ? std::string("DNNL_RUNTIME_DIM_VAL") : num(v[i]));
+    s += (i ? ", " : "") + (rows && v[i] == *rows ? std::string("DNNL_RUNTIME_DIM_VAL") : cpp_size(v[i]));
   return s + "}";
 }
 
@@ -235,7 +234,7 @@ std::string dnnl_obstacle(const ir::LoopNode& node) {
 std::string constant_data(const std::string& field, const ir::Operand& op, const WeightsLayout& weights) {
   if (op.buffer->kind != ir::BufferKind::Constant) return "";
   return "    spec." + field + " = reinterpret_cast<const " + storage_type(op.buffer->dtype) + "*>(weights + " +
-         std::to_string(weights.offset_of.at(op.buffer)) + ")" + (op.offset.is_const(0) ? "" : " + " + num(op.offset)) +
+         std::to_string(weights.offset_of.at(op.buffer)) + ")" + (op.offset.is_const(0) ? "" : " + " + cpp_size(op.offset)) +
          ";\n";
 }
 
@@ -247,7 +246,7 @@ std::string convolution_spec(const ir::LoopNode& node, const ir::Convolution& ca
        << ";\n    spec.weight_sizes = " << expr_list(w.sizes) << ";\n    spec.weight_strides = " << expr_list(w.strides)
        << ";\n    spec.output_sizes = " << expr_list(node.output->sizes) << ";\n";
   if (call.groups != 1) spec << "    spec.groups = " << call.groups << ";\n";
-  if (call.bias) spec << "    spec.has_bias = true;\n    spec.bias_stride = " << num(call.bias->strides[0]) << ";\n";
+  if (call.bias) spec << "    spec.has_bias = true;\n    spec.bias_stride = " << cpp_size(call.bias->strides[0]) << ";\n";
   spec << "    spec.stride = " << int_list(call.stride) << ";\n    spec.padding = " << int_list(call.padding)
        << ";\n    spec.dilation = " << int_list(call.dilation) << ";\n";
   if (call.transposed) spec << "    spec.transposed = true;\n";
@@ -323,7 +322,7 @@ std::string dnnl_primitive(const ir::ExternCall& call, DnnlMode mode) {
 
 // `op`'s first element in the function of a call.
 std::string operand_pointer(const ir::Operand& op, const Pointers& local) {
-  return op.offset.is_const(0) ? local.at(op.buffer) : local.at(op.buffer) + " + " + num(op.offset);
+  return op.offset.is_const(0) ? local.at(op.buffer) : local.at(op.buffer) + " + " + cpp_size(op.offset);
 }
 
 // The arguments of a primitive's run(): the operands' first elements and the output.
@@ -355,7 +354,7 @@ std::string guarded_run(const std::string& run, const std::string& label, const 
 std::string dnnl_run(const ir::LoopNode& node, const std::string& member, const std::string& label,
                      const Pointers& local) {
   std::optional<ir::Expr> rows = dynamic_rows(node);
-  std::string args = run_arguments(node, local) + (rows ? ", /*rows=*/" + num(*rows) : "");
+  std::string args = run_arguments(node, local) + (rows ? ", /*rows=*/" + cpp_size(*rows) : "");
   return "  if (s->" + member + ".ok) {\n" + guarded_run("s->" + member + ".run(" + args + ")", label, "    ") + "  }\n";
 }
 

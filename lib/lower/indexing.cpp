@@ -10,6 +10,7 @@
 #include <limits>
 #include <optional>
 
+#include "foundry/ops/registry.h"
 #include "lower/lowerings.h"
 #include "lower/util.h"
 
@@ -19,6 +20,8 @@ using ir::BinaryOp;
 using ir::StoreMode;
 
 namespace {
+
+using shape::product;
 
 bool is_mask_dtype(DType t) { return t == DType::Bool || t == DType::UInt8; }
 
@@ -34,12 +37,6 @@ Index fit(const Index& idx, size_t rank) {
 const ir::Buffer* fresh_copy(LoweringContext& ctx, const TensorRef& self, DType dtype) {
   TensorRef src = cast(self, dtype);
   return ctx.realize(LoweringContext::pointwise(dtype, self.sizes, src.load)).buffer;
-}
-
-int64_t product(const std::vector<int64_t>& v) {
-  int64_t p = 1;
-  for (int64_t x : v) p *= x;
-  return p;
 }
 
 // The smallest / largest value of a dtype as a constant (infinities for floating types).

@@ -4,12 +4,15 @@
 #include <functional>
 
 #include "foundry/lower/lowering.h"
+#include "foundry/ops/registry.h"
 #include "lower/lowerings.h"
 #include "lower/util.h"
 
 namespace foundry::lower {
 
 namespace {
+
+using shape::product;
 
 using ir::LinalgOp;
 
@@ -37,12 +40,6 @@ std::vector<int64_t> broadcast(const std::vector<int64_t>& a, const std::vector<
 std::vector<int64_t> with(std::vector<int64_t> batch, std::initializer_list<int64_t> tail) {
   batch.insert(batch.end(), tail);
   return batch;
-}
-
-int64_t product(const std::vector<int64_t>& v) {
-  int64_t p = 1;
-  for (int64_t x : v) p *= x;
-  return p;
 }
 
 // The last two dims swapped, as a view.

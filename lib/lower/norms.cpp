@@ -17,11 +17,6 @@ namespace {
 
 using InputIndex = std::function<Index(const Index& idx, const Index& ridx)>;
 
-Val count_value(Ops& ops, const Expr& count, DType t) {
-  if (count.is_const()) return ops.constant(static_cast<double>(count.const_value()), t);
-  return ops.index_expr(count, t);
-}
-
 struct Moments {
   TensorRef mean;  // sum / count
   TensorRef rstd;  // 1 / sqrt(sum((x - mean)^2) / count + eps)

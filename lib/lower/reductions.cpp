@@ -106,11 +106,6 @@ TensorRef reduce(LoweringContext& ctx, const TensorRef& x, const ReducePlan& pla
   });
 }
 
-Val count_value(Ops& ops, const Expr& count, DType t) {
-  if (count.is_const()) return ops.constant(static_cast<double>(count.const_value()), t);
-  return ops.index_expr(count, t);
-}
-
 // sum(x) / count in dtype t, lazily over the realized sum.
 TensorRef mean_of(LoweringContext& ctx, const TensorRef& x, const ReducePlan& p, DType t) {
   TensorRef sum = reduce(ctx, x, p, ReduceOp::Sum, t, t);

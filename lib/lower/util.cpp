@@ -135,4 +135,9 @@ Expr indirect_at(Ops& ops, const Loader& load, const Index& idx, const Expr& siz
 
 Expr clamp_index(const Expr& index, const Expr& size) { return ir::min(ir::max(index, 0), size - 1); }
 
+Val count_value(Ops& ops, const Expr& count, DType t) {
+  if (count.is_const()) return ops.constant(static_cast<double>(count.const_value()), t);
+  return ops.index_expr(count, t);
+}
+
 }  // namespace foundry::lower

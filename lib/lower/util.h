@@ -36,6 +36,9 @@ TensorRef map1(const TensorRef& a, DType compute, DType result, std::function<Va
 TensorRef map2(const TensorRef& a, const TensorRef& b, DType compute, DType result,
                std::function<Val(Ops&, Val, Val)> fn);
 
+// An element count (a reduction's length) as a value of type t: a constant when it is known.
+Val count_value(Ops& ops, const Expr& count, DType t);
+
 // An integer index value loaded by `load` at `idx`, as an index symbol into a dim of `size`.
 Expr indirect_at(Ops& ops, const Loader& load, const Index& idx, const Expr& size);
 

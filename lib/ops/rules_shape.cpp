@@ -9,13 +9,11 @@
 namespace foundry::rules {
 namespace {
 
+using shape::product;
+
 using shape::format_sizes;
 using shape::make_type;
 using shape::normalize_dim;
-
-int64_t product(const std::vector<int64_t>& sizes) {
-  return std::accumulate(sizes.begin(), sizes.end(), int64_t{1}, std::multiplies<>());
-}
 
 // Replaces a single -1 in `sizes` so that the product equals `numel` (view, unflatten).
 std::vector<int64_t> infer_size(std::vector<int64_t> sizes, int64_t numel) {

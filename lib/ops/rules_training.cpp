@@ -10,9 +10,7 @@ namespace foundry::rules {
 
 namespace {
 
-int64_t product(const std::vector<int64_t>& sizes) {
-  return std::accumulate(sizes.begin(), sizes.end(), int64_t{1}, std::multiplies<>());
-}
+using shape::product;
 
 // Replaces a single -1 so that the product equals `numel`, as view does.
 std::vector<int64_t> infer_view_size(std::vector<int64_t> sizes, int64_t numel) {

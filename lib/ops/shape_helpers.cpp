@@ -1,4 +1,5 @@
 // Helpers shared by the shape rules: argument access, dims, broadcasting, type promotion.
+#include <numeric>
 #include <algorithm>
 
 #include "foundry/ops/registry.h"
@@ -85,6 +86,10 @@ TensorType make_type(DType dtype, std::vector<int64_t> sizes) {
   t.dtype = dtype;
   t.sizes = std::move(sizes);
   return t;
+}
+
+int64_t product(const std::vector<int64_t>& sizes) {
+  return std::accumulate(sizes.begin(), sizes.end(), int64_t{1}, std::multiplies<>());
 }
 
 std::string format_sizes(const std::vector<int64_t>& sizes) {

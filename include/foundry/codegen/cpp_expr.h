@@ -12,5 +12,7 @@ namespace foundry::codegen {
 // indirect indices may be renamed).
 std::string cpp_index(const ir::Expr& e, const ir::SymbolExtents& extents,
                       const std::function<std::string(const std::string&)>& name_of = {});
+// A size, stride or offset of a library call: cpp_index with no loop extents.
+std::string cpp_size(const ir::Expr& e);
 
 }  // namespace foundry::codegen

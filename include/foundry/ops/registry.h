@@ -60,6 +60,7 @@ std::optional<DType> dtype_arg(const Node& node, std::string_view name);  // nul
 // A contiguous tensor type (strides left empty, meaning contiguous).
 TensorType make_type(DType dtype, std::vector<int64_t> sizes);
 std::string format_sizes(const std::vector<int64_t>& sizes);  // "[2, 3]"
+int64_t product(const std::vector<int64_t>& sizes);           // the element count (1 for none)
 
 // Wraps a possibly negative dim into [0, rank); a 0-d tensor accepts dims -1 and 0.
 int64_t normalize_dim(int64_t dim, int64_t rank);
