@@ -9,6 +9,7 @@
 #   FUZZ_TARGETS      targets to run (default "fuzz_frontend fuzz_pipeline")
 #   FUZZ_KEEP_GOING=1 keep fuzzing after a crash (libFuzzer -fork=1 -ignore_crashes=1 ...)
 #   FUZZ_JOBS         build parallelism (default 2)
+#   FOUNDRY_UNITY_BUILD=OFF  the library a file at a time (default ON: a batch of files per compile)
 #
 # Each target's working corpus lives in $FUZZ_BUILD_DIR/corpus/<target> (kept between runs, so
 # coverage accumulates) and is seeded from fuzz/seeds/, the samples' archives and model.json files,
@@ -36,7 +37,7 @@ echo "fuzz.sh: configuring $BUILD"
 log="$(mktemp "${TMPDIR:-/tmp}/foundry-fuzz.XXXXXX")"
 trap 'rm -f "$log"' EXIT
 if ! cmake -S . -B "$BUILD" -G Ninja -DCMAKE_CXX_COMPILER="$CXX_FUZZ" -DFOUNDRY_FUZZ=ON \
-     -DFOUNDRY_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+     -DFOUNDRY_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_UNITY_BUILD="${FOUNDRY_UNITY_BUILD:-ON}" \
      "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" >"$log" 2>&1; then
   cat "$log" >&2
   exit 1

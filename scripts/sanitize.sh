@@ -6,7 +6,8 @@
 #
 # Environment: ASAN_BUILD_DIR (default build-asan), SAN_JOBS (build parallelism, default 2),
 # SAN_MODELS=0 to compile the generated models without sanitizers, SAN_SHARDS (test processes
-# run side by side, default 2; 1 runs the tests in one process).
+# run side by side, default 2; 1 runs the tests in one process), FOUNDRY_UNITY_BUILD=OFF to build
+# the library a file at a time (default ON: a unity build, a batch of files per compile).
 #
 # Generated models are compiled with the sanitizers too (SAN_MODELS=1, the default): the g++ and
 # c++ that foundryc and CMake find first on PATH add -fsanitize=address,undefined
@@ -22,7 +23,7 @@ log="$(mktemp "${TMPDIR:-/tmp}/foundry-asan.XXXXXX")"
 trap 'rm -f "$log"' EXIT
 echo "sanitize.sh: configuring $BUILD (FOUNDRY_SANITIZE=ON, $SAN_CXX)"
 if ! env -u CXX cmake -S . -B "$BUILD" -G Ninja -DCMAKE_CXX_COMPILER="$SAN_CXX" -DFOUNDRY_SANITIZE=ON \
-     -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_UNITY_BUILD="${FOUNDRY_UNITY_BUILD:-ON}" \
      "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" >"$log" 2>&1; then
   cat "$log" >&2
   exit 1

@@ -78,7 +78,10 @@ if [ "$build" -eq 0 ]; then
 fi
 
 echo "setup.sh: configuring $BUILD_DIR"
-quietly cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release
+# A unity build (each library's files compiled a batch at a time, their headers parsed once per
+# batch) in CI, whose build is made once; a developer's incremental build recompiles one file.
+unity="${FOUNDRY_UNITY_BUILD:-$([ "${CI:-}" = true ] && echo ON || echo OFF)}"
+quietly cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_UNITY_BUILD="$unity"
 echo "setup.sh: building $BUILD_DIR${targets[*]:+ (${targets[*]})}"
 # Compiler errors go straight to the terminal; ninja prints little else.
 cmake --build "$BUILD_DIR" ${targets[@]:+--target "${targets[@]}"}
