@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -103,11 +104,42 @@ inline double core_cache_bytes() {
 // when the model's weights and the call's operands fit one core's cache they stay there from run
 // to run, and the multiply-adds alone count (encoder_layer's [16,2,64]x[16,64,192] product: 11 us,
 // not the 57 us of its bytes from memory).
-inline int call_team(double macs, double elements, double weight_bytes, int cap) {
+inline double call_serial_ns(double macs, double elements, double weight_bytes) {
   double bytes = 4 * elements;
   bool cached = weight_bytes + bytes <= core_cache_bytes();
-  return team_for(std::max(macs * kNsPerMac, cached ? 0.0 : bytes * kNsPerByte), cap, kDnnlTeamNs);
+  return std::max(macs * kNsPerMac, cached ? 0.0 : bytes * kNsPerByte);
 }
+inline int call_team(double macs, double elements, double weight_bytes, int cap) {
+  return team_for(call_serial_ns(macs, elements, weight_bytes), cap, kDnnlTeamNs);
+}
+
+// Whether a call's estimate is too close to trust: what the team would save on it is within a
+// factor of kCloseCall of what the team costs. Such a call is built for both teams at creation and
+// timed (keep_faster_team). The estimates miss by 2-3x either way: squeezenet1_1's 1x1
+// convolutions, estimated at 21 us, took 45-68 us on one thread.
+constexpr double kCloseCall = 4;
+inline bool close_call(double serial_ns, int cap) {
+  if (cap <= 1 || region_payback() == 0) return false;
+  const double saved = serial_ns * (1.0 - 1.0 / cap);
+  // Far below the cost with the cheapest region: clear, without measuring regions (which starts
+  // the pool's threads).
+  if (saved < (kDnnlTeamNs + region_payback() * kMinRegionNs) / kCloseCall) return false;
+  const double cost = kDnnlTeamNs + region_payback() * parallel_region_ns(cap);
+  return saved >= cost / kCloseCall && saved <= cost * kCloseCall;
+}
+
+// Zero-filled bytes: a call's operands when it is timed at creation.
+class ZeroedBytes {
+ public:
+  ZeroedBytes() = default;
+  explicit ZeroedBytes(size_t bytes) : data_(bytes ? std::calloc(1, bytes) : nullptr, &std::free) {
+    if (bytes && !data_) throw std::bad_alloc();
+  }
+  void* get() const { return data_.get(); }
+
+ private:
+  std::unique_ptr<void, decltype(&std::free)> data_{nullptr, &std::free};
+};
 
 // The product of `d`'s entries from `first` on.
 inline double product(const dims& d, size_t first = 0) {
@@ -242,6 +274,7 @@ struct ConvSpec {
   dt data_type = dt::f32;  // of every operand and the output (16-bit ones accumulate in float32)
   int team_cap = 1;        // the model's threads (foundry_rt::num_threads)
   double weight_bytes = 0;  // the model's constant weights, all of them (call_team)
+  int team = 0;             // the threads to build for; 0: from the estimate (call_team)
 };
 
 // What a matrix product primitive is built for. The row count of a and of the output may be
@@ -257,6 +290,7 @@ struct MatmulSpec {
   dt data_type = dt::f32;  // of every operand and the output (16-bit ones accumulate in float32)
   int team_cap = 1;        // the model's threads (foundry_rt::num_threads)
   double weight_bytes = 0;  // the model's constant weights, all of them (call_team)
+  int team = 0;             // the threads to build for; 0: from the estimate (call_team)
 };
 
 // A convolution over strided NC(D)(H)W input/output and (G)OI(D)(H)W weights, or a transposed
@@ -277,8 +311,18 @@ struct Conv {
   Conversion src_in, w_in, bias_in, dst_out;     // float16 operands of a float32 primitive
   dnnl::memory weights;  // reordered constant weights, when packed
   int team = 1;          // threads it is built for and runs on
+  double serial_ns = 0;  // the estimate of its time on one thread (call_serial_ns)
 
   void build(const ConvSpec& spec) { build_with_f32_fallback(*this, spec); }
+  // Zeroed operands for run(): x, w (none when packed), bias (none without), y.
+  std::vector<ZeroedBytes> zeroed_operands() const {
+    std::vector<ZeroedBytes> o;
+    o.emplace_back(src_md.get_size());
+    o.emplace_back(packed_weights ? 0 : user_w_md.get_size());
+    o.emplace_back(bias_md.get_size() ? bias_in.from.get_size() : 0);
+    o.emplace_back(dst_md.get_size());
+    return o;
+  }
 
   // Multiply-adds: each output element (each input element, transposed) meets a kernel's window
   // of the weights' second dim.
@@ -291,7 +335,8 @@ struct Conv {
 
   // Builds the primitive computing in `compute` (the operands' type, or float32 for float16).
   void build_as(const ConvSpec& spec, dt compute) {
-    team = call_team(macs(spec), elements(spec), spec.weight_bytes, spec.team_cap);
+    serial_ns = call_serial_ns(macs(spec), elements(spec), spec.weight_bytes);
+    team = spec.team > 0 ? spec.team : team_for(serial_ns, spec.team_cap, kDnnlTeamNs);
     TeamSize team_size(team);
     const dims &in = spec.input_sizes, &w = spec.weight_sizes, &w_strides = spec.weight_strides,
                &out = spec.output_sizes, &stride = spec.stride, &padding = spec.padding, &dilation = spec.dilation;
@@ -421,8 +466,18 @@ struct Matmul {
   int team = 1;  // threads it is built for and runs on; with a dynamic row count decided per run
   double b_elements = 0;
   double weight_bytes = 0;  // the model's (call_team)
+  double serial_ns = 0;     // the estimate of its time on one thread; 0 with a dynamic row count
 
   void build(const MatmulSpec& spec) { build_with_f32_fallback(*this, spec); }
+  // Zeroed operands for run(): a, b, bias (none without), y.
+  std::vector<ZeroedBytes> zeroed_operands() const {
+    std::vector<ZeroedBytes> o;
+    o.emplace_back(a_md.get_size());
+    o.emplace_back(b_md.get_size());
+    o.emplace_back(bias_md.get_size());
+    o.emplace_back(dst_md.get_size());
+    return o;
+  }
 
   // Multiply-adds for `rows` rows: every output element sums over K.
   double macs(int64_t rows) const {
@@ -451,7 +506,8 @@ struct Matmul {
     b_elements = product(spec.b_sizes);
     weight_bytes = spec.weight_bytes;
     const bool dynamic_rows = a_dims[0] == DNNL_RUNTIME_DIM_VAL;
-    team = dynamic_rows ? team_cap : team_for_rows(0);
+    serial_ns = dynamic_rows ? 0 : call_serial_ns(macs(0), product(a_dims) + b_elements + product(dst_dims), weight_bytes);
+    team = dynamic_rows ? team_cap : spec.team > 0 ? spec.team : team_for(serial_ns, team_cap, kDnnlTeamNs);
     bias_md = spec.has_bias ? strided(spec.bias_sizes, spec.bias_strides, type) : dnnl::memory::desc();
     b_in.build(b_md, retyped(b_md, compute));
     if (spec.has_bias) bias_in.build(bias_md, retyped(bias_md, compute));
@@ -496,6 +552,50 @@ struct Matmul {
   }
 };
 
+// The nanoseconds of one run of `p` on `operands` (zeroed_operands()).
+template <typename Primitive>
+double run_ns(const Primitive& p, const std::vector<ZeroedBytes>& operands) {
+  const auto start = std::chrono::steady_clock::now();
+  p.run(operands[0].get(), operands[1].get(), operands[2].get(), operands[3].get());
+  return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+}
+
+// FOUNDRY_LOG_TEAMS=1: each call timed at creation says both times and its choice on stderr.
+inline bool log_teams() {
+  static const bool on = [] {
+    const char* e = std::getenv("FOUNDRY_LOG_TEAMS");
+    return e && std::string(e) == "1";
+  }();
+  return on;
+}
+
+// `built`, or the same call built for the other team when that one is faster: decided by timing
+// both, five runs each in turn on zeroed operands (the best of each), when the estimate is a close
+// call. A call with a dynamic row count (serial_ns 0) keeps its choice per run.
+template <typename Primitive, typename Spec>
+void keep_faster_team(Primitive& built, Spec spec, const char* model, const char* call) {
+  if (built.serial_ns <= 0 || !close_call(built.serial_ns, spec.team_cap)) return;
+  spec.team = built.team > 1 ? 1 : spec.team_cap;
+  Primitive other;
+  other.build(spec);
+  if (!other.ok) return;
+  try {
+    const std::vector<ZeroedBytes> operands = built.zeroed_operands();
+    double mine = 1e300, theirs = 1e300;
+    for (int k = 0; k < 5; ++k) {
+      mine = std::min(mine, run_ns(built, operands));
+      theirs = std::min(theirs, run_ns(other, operands));
+    }
+    if (log_teams())
+      std::fprintf(stderr, "%s: %s timed at creation: %d thread(s) %.1f us, %d %.1f us (estimate %.1f us on one): runs on %d\n",
+                   model, call, built.team, mine / 1e3, other.team, theirs / 1e3, built.serial_ns / 1e3,
+                   theirs < mine ? other.team : built.team);
+    if (theirs < mine) built = std::move(other);
+  } catch (const std::exception&) {
+    // A run that fails here fails again in the model's runs, which fall back and say why.
+  }
+}
+
 // Builds the primitive of one library call at model creation. When oneDNN cannot build it, or
 // FOUNDRY_NO_DNNL=1 is set (to rule oneDNN out, or to test the fallback), the call runs on the
 // portable loops on every run: correct, but far slower, so it is said on stderr, once.
@@ -510,6 +610,8 @@ void build(Primitive& primitive, const Spec& spec, const char* model, const char
   if (!primitive.ok)
     std::fprintf(stderr, "%s: warning: %s runs on the portable loops: oneDNN could not build it: %s\n", model, call,
                  primitive.error.c_str());
+  else
+    keep_faster_team(primitive, spec, model, call);
 }
 
 // A built primitive failed in a run, and the portable loops computed the result instead. Said
