@@ -15,6 +15,12 @@ Each model gets OUT_DIR/NAME/ with
     meta.json       family, source, input shapes, dynamic or not, parameter count
 A model that fails to construct or export prints one line (its name and the reason) and is
 skipped; the others are still exported. The exit status is 1 when any model failed.
+
+--image-size N exports the torchvision and timm CNN classifiers at NxN images (default 64; 224 is
+ImageNet's). --weight-levels N rounds every floating-point parameter and buffer to N evenly spaced
+values of its own range before the references are computed: archives that xz packs about 5x
+smaller (random float32 weights do not compress), for the device host's 64 MiB per call
+(scripts/gpu_bench.sh). Dense convolutions and products run as fast whatever the values.
 """
 import argparse
 import inspect
@@ -31,6 +37,7 @@ import torch.nn as nn
 import torch.utils._pytree as pytree
 
 SEED = 0
+CNN_IMAGE_SIZE = 64  # --image-size
 DYNAMIC_BATCHES = (1, 3, 17, 64)
 DYNAMIC_EXPORT_BATCH = 4
 
@@ -78,12 +85,13 @@ class HFWrapper(nn.Module):
 
 # --- torchvision classification -------------------------------------------------------------
 
-def tv(name, size=64, **kwargs):
+def tv(name, size=None, **kwargs):
     import torchvision
-    return torchvision.models.get_model(name, weights=None, num_classes=10, **kwargs), image(size)
+    model = torchvision.models.get_model(name, weights=None, num_classes=10, **kwargs)
+    return model, image(size or CNN_IMAGE_SIZE)
 
 
-for _name in ("resnet18", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "regnet_x_400mf",
+for _name in ("resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "regnet_x_400mf",
               "shufflenet_v2_x0_5", "squeezenet1_1", "densenet121", "mnasnet0_5"):
     model("tv_" + _name, "torchvision-classification", "torchvision.models." + _name)(
         lambda _n=_name: tv(_n))
@@ -152,11 +160,12 @@ def _():
 
 def timm_model(name, size, **kwargs):
     import timm
-    return timm.create_model(name, pretrained=False, num_classes=10, **kwargs), image(size)
+    return timm.create_model(name, pretrained=False, num_classes=10, **kwargs), image(size or CNN_IMAGE_SIZE)
 
 
-for _name, _size, _kw in (("resnet18", 64, {}), ("efficientnet_b0", 64, {}), ("mobilenetv3_small_050", 64, {}),
-                          ("convnext_atto", 64, {}), ("vit_tiny_patch16_224", 32, {"img_size": 32}),
+# Size None: --image-size.
+for _name, _size, _kw in (("resnet18", None, {}), ("efficientnet_b0", None, {}), ("mobilenetv3_small_050", None, {}),
+                          ("convnext_atto", None, {}), ("vit_tiny_patch16_224", 32, {"img_size": 32}),
                           ("deit_tiny_patch16_224", 32, {"img_size": 32}), ("regnetx_002", 64, {}),
                           ("ghostnet_050", 64, {}), ("mobilevit_xxs", 64, {}), ("levit_128s", 64, {"img_size": 64}),
                           ("resnext26ts", 64, {}), ("mixer_s32_224", 64, {"img_size": 64})):
@@ -354,10 +363,25 @@ def dynamic_shapes(module, inputs):
     return (specs,) if any(p.kind == p.VAR_POSITIONAL for p in params) else specs
 
 
-def export_one(name, entry, out_dir):
+def round_to_levels(module, levels):
+    """Each floating-point parameter and buffer rounded to `levels` evenly spaced values between
+    its minimum and maximum (so a positive variance stays positive)."""
+    with torch.no_grad():
+        for t in list(module.parameters()) + list(module.buffers()):
+            if not t.is_floating_point() or t.numel() < 2:
+                continue
+            lo, hi = t.min(), t.max()
+            if hi > lo:
+                step = (hi - lo) / (levels - 1)
+                t.copy_(lo + torch.round((t - lo) / step) * step)
+
+
+def export_one(name, entry, out_dir, weight_levels=0):
     torch.manual_seed(SEED)
     module, inputs = entry["builder"]()
     module.eval()
+    if weight_levels:
+        round_to_levels(module, weight_levels)
     with torch.no_grad():
         expected = tensors(module(*inputs))
         ep = torch.export.export(module, inputs, dynamic_shapes=dynamic_shapes(module, inputs) if entry["dynamic"] else None)
@@ -374,7 +398,7 @@ def export_one(name, entry, out_dir):
                 inputs=[dict(shape=list(t.shape), dtype=str(t.dtype).replace("torch.", "")) for t in inputs],
                 outputs=[dict(shape=list(t.shape), dtype=str(t.dtype).replace("torch.", "")) for t in expected],
                 params=sum(p.numel() for p in module.parameters()), cases=cases,
-                torch=torch.__version__)
+                weight_levels=weight_levels, torch=torch.__version__)
     with open(os.path.join(folder, "meta.json"), "w") as f:
         json.dump(meta, f, indent=1)
     return meta
@@ -407,7 +431,12 @@ def main():
     parser.add_argument("--only", help="comma-separated model names")
     parser.add_argument("--list", action="store_true", help="print the model names and exit")
     parser.add_argument("--traceback", action="store_true", help="print the whole traceback of a failure")
+    parser.add_argument("--image-size", type=int, default=64, help="the CNN classifiers' image size")
+    parser.add_argument("--weight-levels", type=int, default=0,
+                        help="round the weights to this many values each (archives that compress)")
     args = parser.parse_args()
+    global CNN_IMAGE_SIZE
+    CNN_IMAGE_SIZE = args.image_size
     if args.list:
         print("\n".join(REGISTRY))
         return 0
@@ -423,7 +452,7 @@ def main():
     for name in names:
         start = time.time()
         try:
-            meta = export_one(name, REGISTRY[name], args.out_dir)
+            meta = export_one(name, REGISTRY[name], args.out_dir, args.weight_levels)
             print("exported %-40s %9d params  %5.1f s" % (name, meta["params"], time.time() - start), flush=True)
         except Exception as exc:  # one model's failure must not stop the sweep
             failed.append(name)
