@@ -12,6 +12,7 @@
 #include "foundry/codegen/loop_nest.h"
 #include "foundry/ir/record.h"
 #include "foundry/sched/kernel_walk.h"
+#include "foundry/sched/merge_loops.h"
 #include "foundry/support/error.h"
 
 namespace foundry::codegen {
@@ -390,7 +391,8 @@ int vector_lanes(const std::string& target) {
   throw UserError("unknown target '" + target + "': use native, avx2, avx512 or generic");
 }
 
-EmittedKernel emit_kernel(const sched::Kernel& kernel, const sched::Schedule& schedule, const KernelOptions& options) {
+EmittedKernel emit_kernel(const sched::Kernel& unmerged, const sched::Schedule& schedule, const KernelOptions& options) {
+  const sched::Kernel kernel = sched::merge_loops(unmerged, schedule);
   EmittedKernel k;
   k.name = kernel.name;
   ir::Accesses accesses = kernel_accesses(kernel, schedule);

@@ -171,12 +171,14 @@ class FusedOps final : public ir::Ops {
   }
 };
 
-ir::Index member_index(const Member& m, const std::vector<std::string>& outer, const std::vector<std::string>& inner) {
+ir::Index member_index(const Kernel& kernel, const Member& m, const std::vector<std::string>& outer,
+                       const std::vector<std::string>& inner) {
   ir::Index idx;
   for (int d : m.dim_map) {
     if (d < 0) idx.push_back(Expr(0));
+    else if (d >= Member::kInnerDim && !m.own_index.empty()) idx.push_back(m.own_index[d - Member::kInnerDim]);
     else if (d >= Member::kInnerDim) idx.push_back(Expr::sym(inner[d - Member::kInnerDim]));
-    else idx.push_back(Expr::sym(outer[d]));
+    else idx.push_back(kernel.dim_index.empty() ? Expr::sym(outer[d]) : kernel.dim_index[d]);
   }
   return idx;
 }
@@ -199,29 +201,30 @@ WalkReport walk_kernel(const Kernel& kernel, const Schedule& schedule, KernelVis
     switch (m.role) {
       case MemberRole::Outer:
         ops.set_member(member);
-        m.node->body(ops, member_index(m, outer, {}), {});
+        m.node->body(ops, member_index(kernel, m, outer, {}), {});
         break;
       case MemberRole::Reduction: {
+        const ir::Index& ranges = m.own_ranges.empty() ? m.node->reduction_ranges : m.own_ranges;
         std::vector<std::string> rvars;
-        ir::Index ridx;
-        for (size_t d = 0; d < m.node->reduction_ranges.size(); ++d) {
+        ir::Index ridx = m.own_index;
+        for (size_t d = 0; d < ranges.size(); ++d) {
           rvars.push_back(ir::reduction_var(static_cast<int>(d)));
-          ridx.push_back(Expr::sym(rvars.back()));
+          if (m.own_index.empty()) ridx.push_back(Expr::sym(rvars.back()));
         }
-        visitor.begin_reduction(m, m.node->reduction_ranges);
-        ops.enter(member, rvars, m.node->reduction_ranges);
-        m.node->body(ops, member_index(m, outer, {}), ridx);
+        visitor.begin_reduction(m, ranges);
+        ops.enter(member, rvars, ranges);
+        m.node->body(ops, member_index(kernel, m, outer, {}), ridx);
         ops.leave();
         visitor.end_reduction(m);
         break;
       }
       case MemberRole::Inner: {
+        const ir::Index& ranges = m.own_ranges.empty() ? m.inner_ranges : m.own_ranges;
         std::vector<std::string> vars;
-        for (size_t d = 0; d < m.inner_ranges.size(); ++d)
-          vars.push_back(ir::loop_var(static_cast<int>(outer.size() + d)));
-        visitor.begin_inner(m, m.inner_ranges, vars);
-        ops.enter(member, vars, m.inner_ranges);
-        m.node->body(ops, member_index(m, outer, vars), {});
+        for (size_t d = 0; d < ranges.size(); ++d) vars.push_back(ir::loop_var(static_cast<int>(outer.size() + d)));
+        visitor.begin_inner(m, ranges, vars);
+        ops.enter(member, vars, ranges);
+        m.node->body(ops, member_index(kernel, m, outer, vars), {});
         ops.leave();
         visitor.end_inner(m);
         break;

@@ -28,6 +28,10 @@ struct Member {
   // or kInnerDim + k for the k-th inner dim of an Inner member.
   std::vector<int> dim_map;
   ir::Index inner_ranges;  // Inner members only
+  // When codegen merged the member's own loops (its reduction or inner loops; merge_loops.h):
+  // their ranges, and the index of each of its own dims as an expression of their variables.
+  ir::Index own_ranges;
+  std::vector<ir::Expr> own_index;
   static constexpr int kInnerDim = 1000;
 };
 
@@ -37,6 +41,9 @@ struct Kernel {
   std::vector<Member> members;                   // in program order
   std::vector<const ir::LoopNode*> inlined;      // producers computed inside, for names/comments
   std::set<const ir::Buffer*, ir::ByBufferId> internal_buffers;  // produced and consumed inside: never stored
+  // When codegen merged outer loops (merge_loops.h): the index of each dim that the members'
+  // dim_map names, as an expression of the merged loops' variables. Empty: dim d is loop d.
+  std::vector<ir::Expr> dim_index;
 };
 
 struct Step {
