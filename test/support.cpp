@@ -80,6 +80,12 @@ std::string samples_dir() {
   return (fs::path(FOUNDRY_TEST_DIR).parent_path() / "samples").lexically_normal().string();
 }
 
+std::string sample_file(const std::string& name, const std::string& file) {
+  std::string local = samples_dir() + "/" + name + "/" + file;
+  if (fs::exists(local)) return local;
+  return corpus_dir() + "/models/" + name + "/" + file;
+}
+
 void check_matches_pytorch(const std::string& sample, const std::string& out) {
   LoadedModel m(out);
   std::vector<NpyArray> got = m.run(read_npy_sequence(samples_dir() + "/" + sample + "/inputs"));
@@ -254,6 +260,15 @@ ProcResult run_foundryc(std::vector<std::string> args, int timeout_seconds) {
   return run_process(args, timeout_seconds);
 }
 
+ProcResult run_foundryc_ok(std::vector<std::string> args, int timeout_seconds) {
+  ProcResult r = run_foundryc(args, timeout_seconds);
+  std::string command = "foundryc";
+  for (const std::string& a : args) command += " " + a;
+  INFO(command << "\nstderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  return r;
+}
+
 std::string make_temp_dir(const std::string& prefix) {
   std::string base = env_or_empty("TMPDIR");
   if (base.empty()) base = "/tmp";
@@ -303,6 +318,13 @@ void write_file(const std::string& path, const std::string& contents) {
   out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
   out.close();
   if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+void extract_archive(const std::string& archive, const std::string& dir) {
+  ProcResult r = run_process(
+      {python3(), "-c", "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])", archive, dir});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
 }
 
 size_t count_occurrences(const std::string& text, const std::string& what) {

@@ -2,6 +2,7 @@
 // processes, temporary folders, and checks of generated text.
 #pragma once
 #include <cstddef>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,9 @@ bool require_corpus();
 // The project's test/ folder and samples/ folder (from the source tree, not the corpus).
 std::string test_source_dir();
 std::string samples_dir();
+// A sample's file (by default its model.pt2): samples/NAME/FILE when the project has that sample,
+// else the corpus's models/NAME/FILE.
+std::string sample_file(const std::string& name, const std::string& file = "model.pt2");
 // The model compiled into OUT computes the bundled sample's expected outputs (PyTorch's),
 // within the corpus tolerance (CHECKs, one per output).
 void check_matches_pytorch(const std::string& sample, const std::string& out);
@@ -43,6 +47,8 @@ ProcResult run_process(const std::vector<std::string>& argv, int timeout_seconds
 // run_process({FOUNDRYC_EXE, args...}).
 // Without --cache-dir or --no-cache among args, a fresh per-process cache folder is passed.
 ProcResult run_foundryc(std::vector<std::string> args, int timeout_seconds = 300);
+// run_foundryc, REQUIRing that foundryc succeeds (the command and its stderr shown when not).
+ProcResult run_foundryc_ok(std::vector<std::string> args, int timeout_seconds = 300);
 std::string foundryc_exe();
 std::string foundry_run_exe();
 
@@ -76,6 +82,9 @@ std::string run_sample_both_ways(const std::string& dir, const std::string& arch
 std::string read_file(const std::string& path);
 // Creates or replaces the file; throws std::runtime_error on failure.
 void write_file(const std::string& path, const std::string& contents);
+// Extracts a .pt2 (a ZIP) into `dir` with Python's zipfile (an implementation independent of
+// ours); REQUIREs that it succeeds.
+void extract_archive(const std::string& archive, const std::string& dir);
 
 // How many times `what` occurs in `text` (overlapping occurrences counted).
 size_t count_occurrences(const std::string& text, const std::string& what);
@@ -92,6 +101,10 @@ size_t count_occurrences(const std::string& text, const std::string& what);
 // line where its search started and the text around it (or, for CHECK-NOT, where it occurred).
 // Use as CHECK(file_check(text, checks) == "") so that Catch prints the message.
 std::string file_check(const std::string& text, const std::string& checks);
+
+// NaN and infinity, for expected values written by hand.
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
 }  // namespace foundry::test
 

@@ -22,12 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string sample(const std::string& name, const std::string& file = "model.pt2") {
-  std::string local = samples_dir() + "/" + name + "/" + file;
-  if (fs::exists(local)) return local;
-  return corpus_dir() + "/models/" + name + "/" + file;
-}
-
 // stderr is one line "foundryc: error: ..." (and, for usage errors, the --help hint).
 void check_error_line(const ProcResult& r) {
   INFO("stderr: " << r.err);
@@ -105,7 +99,7 @@ TEST_CASE("cli: --version, --help, --list-ops", "[cli][fast]") {
 }
 
 TEST_CASE("cli: usage errors exit 2", "[cli][fast]") {
-  const std::string model = sample("pointwise");
+  const std::string model = sample_file("pointwise");
   for (const auto& args : std::vector<std::vector<std::string>>{
            {},
            {"--no-such-option", model},
@@ -126,7 +120,7 @@ TEST_CASE("cli: usage errors exit 2", "[cli][fast]") {
 
 TEST_CASE("cli: default output folder and --dump-ir", "[cli][fast]") {
   TempDir tmp("foundry_cli_");
-  fs::copy_file(sample("pointwise"), tmp / "pointwise.pt2");
+  fs::copy_file(sample_file("pointwise"), tmp / "pointwise.pt2");
   ProcResult r = run_foundryc({tmp / "pointwise.pt2", "--stop-after=frontend"});
   INFO(r.err);
   CHECK(r.exit_code == 0);
@@ -155,10 +149,7 @@ TEST_CASE("cli: default output folder and --dump-ir", "[cli][fast]") {
     CHECK(q.err.empty());
   }
   SECTION("-o names the folder; folders and model.json are inputs too") {
-    ProcResult e = run_process({python3(), "-c",
-                                "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])",
-                                tmp / "pointwise.pt2", tmp / "x"});
-    REQUIRE(e.exit_code == 0);
+    extract_archive(tmp / "pointwise.pt2", tmp / "x");
     for (const std::string& in : {tmp / "x", tmp / "x/model", tmp / "x/model/models/model.json"}) {
       INFO(in);
       ProcResult f = run_foundryc({in, "-o", tmp / "o", "--stop-after=frontend", "--dump-ir"});
@@ -170,7 +161,7 @@ TEST_CASE("cli: default output folder and --dump-ir", "[cli][fast]") {
 
 TEST_CASE("cli: the stages past the frontend", "[cli][fast]") {
   TempDir tmp("foundry_cli_");
-  ProcResult r = run_foundryc({sample("pointwise"), "-o", tmp / "out"});
+  ProcResult r = run_foundryc({sample_file("pointwise"), "-o", tmp / "out"});
   if (r.exit_code == 1) {  // until every stage is implemented
     check_error_line(r);
     CHECK_THAT(r.err, Catch::Contains("is not implemented yet"));
@@ -183,12 +174,12 @@ TEST_CASE("cli: the stages past the frontend", "[cli][fast]") {
 TEST_CASE("cli: stage progress only on a terminal", "[cli][fast]") {
   TempDir tmp("foundry_cli_");
   SECTION("stderr is a pipe: nothing but what was asked for") {
-    ProcResult r = run_foundryc({sample("pointwise"), "-o", tmp / "out"});
+    ProcResult r = run_foundryc({sample_file("pointwise"), "-o", tmp / "out"});
     CHECK(r.exit_code == 0);
     INFO("stderr: " << r.err);
     CHECK(r.err.empty());
     // (--no-cache: the stages run again instead of the output cache's hit.)
-    ProcResult v = run_foundryc({sample("pointwise"), "-o", tmp / "out", "-v", "--no-cache"});
+    ProcResult v = run_foundryc({sample_file("pointwise"), "-o", tmp / "out", "-v", "--no-cache"});
     CHECK(v.exit_code == 0);
     CHECK_THAT(v.err, Catch::Contains("running stage build"));
     CHECK(v.err.find('\r') == std::string::npos);
@@ -200,7 +191,7 @@ TEST_CASE("cli: stage progress only on a terminal", "[cli][fast]") {
         "import os, pty, sys\n"
         "try:\n    m, s = os.openpty(); os.close(m); os.close(s)\nexcept OSError:\n    sys.exit(77)\n"
         "sys.exit(os.waitstatus_to_exitcode(pty.spawn(sys.argv[1:])))\n";
-    ProcResult r = run_process({python3(), "-c", spawn, foundryc_exe(), sample("pointwise"), "-o", tmp / "out",
+    ProcResult r = run_process({python3(), "-c", spawn, foundryc_exe(), sample_file("pointwise"), "-o", tmp / "out",
                                 "--cache-dir", tmp / "cache"});
     if (r.exit_code == 77) {
       WARN("no pseudo-terminal here: the terminal side is not checked");
@@ -213,7 +204,7 @@ TEST_CASE("cli: stage progress only on a terminal", "[cli][fast]") {
     const std::regex activity(R"(\[6/6\] build: compiling (kernels|wrapper)\.cpp[^\r]* \([0-9]+\.[0-9] s\)\r)");
     CHECK(std::regex_search(r.out, activity));
     CHECK_THAT(r.out, Catch::Contains("foundryc: wrote " + (tmp / "out") + " in "));
-    ProcResult q = run_process({python3(), "-c", spawn, foundryc_exe(), sample("pointwise"), "-o", tmp / "out",
+    ProcResult q = run_process({python3(), "-c", spawn, foundryc_exe(), sample_file("pointwise"), "-o", tmp / "out",
                                 "--cache-dir", tmp / "cache", "-q"});
     CHECK(q.exit_code == 0);
     CHECK(q.out.empty());
@@ -222,7 +213,7 @@ TEST_CASE("cli: stage progress only on a terminal", "[cli][fast]") {
 
 TEST_CASE("cli: -v logs fusion decisions with reasons", "[cli][fast]") {
   TempDir tmp("foundry_cli_");
-  ProcResult r = run_foundryc({sample("norm_softmax"), "-o", tmp / "out", "--stop-after=schedule", "-v"});
+  ProcResult r = run_foundryc({sample_file("norm_softmax"), "-o", tmp / "out", "--stop-after=schedule", "-v"});
   CHECK(r.exit_code == 0);
   INFO("stderr: " << r.err);
   // "fused node5, node6 (inlined: node4) into cpp_fused_..._1", "node3 not fused into cpp_fused_..._0: why"
@@ -237,22 +228,24 @@ TEST_CASE("cli: -v logs fusion decisions with reasons", "[cli][fast]") {
   CHECK(n_fused >= 1);
   CHECK(n_not_fused >= 1);
   // Without -v, none of it.
-  ProcResult quiet = run_foundryc({sample("norm_softmax"), "-o", tmp / "out", "--stop-after=schedule", "--dump-ir"});
+  ProcResult quiet =
+      run_foundryc({sample_file("norm_softmax"), "-o", tmp / "out", "--stop-after=schedule", "--dump-ir"});
   CHECK(quiet.exit_code == 0);
   CHECK(quiet.err.empty());
 }
 
 TEST_CASE("cli: --stop-after before codegen without --dump-ir warns that it writes nothing", "[cli][fast]") {
   TempDir tmp("foundry_cli_");
-  ProcResult r = run_foundryc({sample("norm_softmax"), "-o", tmp / "out", "--stop-after=schedule"});
+  ProcResult r = run_foundryc({sample_file("norm_softmax"), "-o", tmp / "out", "--stop-after=schedule"});
   CHECK(r.exit_code == 0);
   CHECK(r.err == "foundryc: warning: --stop-after=schedule without --dump-ir writes nothing to look at (it only "
                  "checks that the stages up to schedule succeed); add --dump-ir for debug/ir_post_fusion.txt\n");
-  ProcResult lower = run_foundryc({sample("norm_softmax"), "-o", tmp / "out", "--stop-after=lower"});
+  ProcResult lower = run_foundryc({sample_file("norm_softmax"), "-o", tmp / "out", "--stop-after=lower"});
   CHECK_THAT(lower.err, Catch::Contains("add --dump-ir for debug/ir_pre_fusion.txt"));
   // With the dumps, or stopping where sources are written, or a failure: no warning.
-  CHECK(run_foundryc({sample("norm_softmax"), "-o", tmp / "out", "--stop-after=schedule", "--dump-ir"}).err.empty());
-  CHECK(run_foundryc({sample("norm_softmax"), "-o", tmp / "out", "--stop-after=codegen"}).err.empty());
+  CHECK(run_foundryc({sample_file("norm_softmax"), "-o", tmp / "out", "--stop-after=schedule",
+                      "--dump-ir"}).err.empty());
+  CHECK(run_foundryc({sample_file("norm_softmax"), "-o", tmp / "out", "--stop-after=codegen"}).err.empty());
   ProcResult failed = run_foundryc({tmp / "missing.pt2", "-o", tmp / "out", "--stop-after=frontend"});
   CHECK(failed.exit_code == 1);
   CHECK(failed.err.find("warning") == std::string::npos);
@@ -261,15 +254,12 @@ TEST_CASE("cli: --stop-after before codegen without --dump-ir warns that it writ
 TEST_CASE("cli: failures leave the previous output folder as it was", "[cli][fast]") {
   TempDir tmp("foundry_cli_");
   const std::string out = tmp / "out";
-  ProcResult ok = run_foundryc({sample("pointwise"), "-o", out, "--stop-after=frontend", "--dump-ir"});
+  ProcResult ok = run_foundryc({sample_file("pointwise"), "-o", out, "--stop-after=frontend", "--dump-ir"});
   REQUIRE(ok.exit_code == 0);
   const std::string before = read_file(out + "/debug/graph.txt");
 
   // A model whose recorded type contradicts its op: the frontend dumps graph.txt, then fails.
-  ProcResult x = run_process({python3(), "-c",
-                              "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])",
-                              sample("pointwise"), tmp / "bad"});
-  REQUIRE(x.exit_code == 0);
+  extract_archive(sample_file("pointwise"), tmp / "bad");
   const std::string json_path = tmp / "bad/model/models/model.json";
   std::string json = read_file(json_path);
   const std::string from = "\"relu\": {\"dtype\": 7, \"sizes\": [{\"as_int\": 1024}]";
@@ -298,7 +288,7 @@ TEST_CASE("cli: failures leave the previous output folder as it was", "[cli][fas
     fs::create_directories(tmp / "precious");
     write_file(tmp / "precious/file", "keep");
     fs::create_directory_symlink(tmp / "precious", out + "/link");
-    ProcResult r = run_foundryc({sample("mlp"), "-o", out, "--stop-after=frontend", "--dump-ir"});
+    ProcResult r = run_foundryc({sample_file("mlp"), "-o", out, "--stop-after=frontend", "--dump-ir"});
     CHECK(r.exit_code == 0);
     CHECK_THAT(read_file(out + "/debug/graph.txt"), Catch::Contains("p_0_weight"));
     CHECK_FALSE(fs::exists(fs::symlink_status(out + "/link")));
@@ -307,7 +297,7 @@ TEST_CASE("cli: failures leave the previous output folder as it was", "[cli][fas
   SECTION("a folder foundryc did not write is not replaced") {
     fs::create_directories(tmp / "mine");
     write_file(tmp / "mine/notes.txt", "mine");
-    ProcResult r = run_foundryc({sample("pointwise"), "-o", tmp / "mine", "--stop-after=frontend"});
+    ProcResult r = run_foundryc({sample_file("pointwise"), "-o", tmp / "mine", "--stop-after=frontend"});
     CHECK(r.exit_code == 1);
     check_error_line(r);
     CHECK_THAT(r.err, Catch::Contains("refusing to replace"));
@@ -323,9 +313,9 @@ TEST_CASE("cli: golden graph.txt dumps", "[cli][fast]") {
   struct Golden {
     std::string model, golden;
   };
-  for (const Golden& g : {Golden{sample("pointwise"), "pointwise.graph.txt"},
-                          Golden{sample("mlp"), "mlp.graph.txt"},
-                          Golden{sample("small_cnn", "model.raw.pt2"), "small_cnn_raw.graph.txt"}}) {
+  for (const Golden& g : {Golden{sample_file("pointwise"), "pointwise.graph.txt"},
+                          Golden{sample_file("mlp"), "mlp.graph.txt"},
+                          Golden{sample_file("small_cnn", "model.raw.pt2"), "small_cnn_raw.graph.txt"}}) {
     INFO(g.model);
     TempDir tmp("foundry_cli_");
     ProcResult r = run_foundryc({g.model, "-o", tmp / "out", "--stop-after=frontend", "--dump-ir"});
@@ -347,10 +337,10 @@ TEST_CASE("cli: golden graph.txt dumps", "[cli][fast]") {
 TEST_CASE("cli: weights keep their archive names in the IR dumps and wrapper.cpp and manifest.json", "[cli][fast]") {
   TempDir tmp("foundry_cli_");
   const std::string out = tmp / "out";
-  ProcResult r = run_foundryc({sample("mlp"), "-o", out, "--dump-ir", "--emit=source"});
+  ProcResult r = run_foundryc({sample_file("mlp"), "-o", out, "--dump-ir", "--emit=source"});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
-  const std::vector<ArchiveWeight> weights = archive_weights(sample("mlp"));
+  const std::vector<ArchiveWeight> weights = archive_weights(sample_file("mlp"));
   REQUIRE(weights.size() == 4);
   const std::string pre = read_file(out + "/debug/ir_pre_fusion.txt");
   const std::string post = read_file(out + "/debug/ir_post_fusion.txt");
@@ -475,7 +465,7 @@ TEST_CASE("cli: an op whose output shape depends on the data is named as such", 
 
 TEST_CASE("cli: --name refuses names whose symbols belong to a library, and says why", "[cli][fast]") {
   TempDir tmp("foundry_cli_");
-  const std::string mlp = sample("mlp");
+  const std::string mlp = sample_file("mlp");
   struct Refused {
     std::string name, says;
   };
@@ -509,7 +499,8 @@ TEST_CASE("cli: --name refuses names whose symbols belong to a library, and says
 TEST_CASE("cli: model.so exports the model's API and nothing else", "[cli][fast]") {
   TempDir tmp("foundry_cli_");
   // mlp calls oneDNN (extern kernels, C++ templates) and runs OpenMP loops: the most to leak.
-  ProcResult c = run_foundryc({sample("mlp"), "-o", tmp / "out", "--name", "mlp_sym", "--cache-dir", tmp / "cache"});
+  ProcResult c =
+      run_foundryc({sample_file("mlp"), "-o", tmp / "out", "--name", "mlp_sym", "--cache-dir", tmp / "cache"});
   INFO(c.err);
   REQUIRE(c.exit_code == 0);
   ProcResult nm = run_process({"nm", "-D", "--defined-only", tmp / "out/model.so"});
@@ -654,7 +645,7 @@ TEST_CASE("cli: empty files, text, other binaries and cut-short archives say wha
   write_file(tmp / "program.pt2", std::string("\x7f" "ELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00", 16));
   check_refused(tmp / "program.pt2", {"it starts with bytes 7f 45 4c 46 02 01 01 00", kExportHint});
   // A .pt2 cut short (an interrupted copy) is a damaged ZIP file, not another kind.
-  const std::string bytes = read_file(sample("pointwise"));
+  const std::string bytes = read_file(sample_file("pointwise"));
   write_file(tmp / "half.pt2", bytes.substr(0, bytes.size() / 2));
   check_refused(tmp / "half.pt2", {"not a ZIP archive (no end of central directory record)"});
 }
@@ -674,7 +665,7 @@ with zipfile.ZipFile(out + 'program_and_aoti.pt2', 'w') as z:
 with zipfile.ZipFile(out + 'no_root.pt2', 'w') as z:
     for i in src.infolist():
         z.writestr(i.filename.split('/', 1)[1], src.read(i))
-)", sample("pointwise"), tmp.path()});
+)", sample_file("pointwise"), tmp.path()});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   ProcResult both = run_foundryc({tmp / "program_and_aoti.pt2", "-o", tmp / "out", "--stop-after=frontend"});
@@ -685,7 +676,7 @@ with zipfile.ZipFile(out + 'no_root.pt2', 'w') as z:
 
 TEST_CASE("cli: --interpret --expected says PASS with the worst element, or what differs", "[cli][interpret][fast]") {
   TempDir tmp("foundry_cli_");
-  const std::string mlp = sample("mlp", "");
+  const std::string mlp = sample_file("mlp", "");
   ProcResult pass = run_foundryc({mlp + "model.pt2", "--interpret", "--inputs", mlp + "inputs", "--expected", mlp + "expected"});
   INFO(pass.out << pass.err);
   CHECK(pass.exit_code == 0);

@@ -23,7 +23,7 @@ struct Sources {
 };
 
 // The sample compiled to sources only (no C++ compiler run), its symbols prefixed with `sample`.
-Sources generate(const std::string& sample) {
+Sources emit_sources(const std::string& sample) {
   TempDir tmp;
   ProcResult r = run_foundryc({samples_dir() + "/" + sample + "/model.pt2", "-o", tmp / sample, "--name", sample,
                                "--emit=source", "--target=avx2"});
@@ -35,7 +35,7 @@ Sources generate(const std::string& sample) {
 }  // namespace
 
 TEST_CASE("codegen checks: pointwise, one vector loop and one call", "[codegen][fast]") {
-  Sources s = generate("pointwise");
+  Sources s = emit_sources("pointwise");
   CHECK(file_check(s.kernels, R"(
     CHECK: static_assert(foundry_vec::kLanes == 8,
     CHECK: namespace pointwise_kernels {
@@ -70,7 +70,7 @@ TEST_CASE("codegen checks: pointwise, one vector loop and one call", "[codegen][
 
 TEST_CASE("codegen checks: mlp, library calls only, weights and arena buffers described, dynamic sizes as symbols",
           "[codegen][fast]") {
-  Sources s = generate("mlp");
+  Sources s = emit_sources("mlp");
   // Both Linear layers are library calls (the ReLU folded into the first): no kernel at all.
   CHECK(file_check(s.kernels, "CHECK: namespace mlp_kernels {\nCHECK-NOT: void\nCHECK: }  // namespace mlp_kernels") == "");
   CHECK(file_check(s.wrapper, R"(
@@ -93,7 +93,7 @@ TEST_CASE("codegen checks: mlp, library calls only, weights and arena buffers de
     CHECK-NEXT: }
   )") == "");
   // With a dynamic batch, the sizes are the symbol's.
-  CHECK(file_check(generate("mlp_dynamic").wrapper, R"(
+  CHECK(file_check(emit_sources("mlp_dynamic").wrapper, R"(
     CHECK: static constexpr size_t kNumSizes = 1;
     CHECK: void Model::run(
     CHECK: const int64_t s0 = sizes[0];
@@ -106,7 +106,7 @@ TEST_CASE("codegen checks: mlp, library calls only, weights and arena buffers de
 }
 
 TEST_CASE("codegen checks: norm_softmax, a layer norm kernel, a library call, a fused softmax", "[codegen][fast]") {
-  Sources s = generate("norm_softmax");
+  Sources s = emit_sources("norm_softmax");
   CHECK(file_check(s.kernels, R"(
     CHECK-NOT: #pragma omp parallel
     CHECK: // cpp_fused_native_layer_norm_0: native_layer_norm (aten.native_layer_norm)
@@ -135,7 +135,7 @@ TEST_CASE("codegen checks: norm_softmax, a layer norm kernel, a library call, a 
 }
 
 TEST_CASE("codegen checks: small_cnn, convolutions as library calls between pooling kernels", "[codegen][fast]") {
-  Sources s = generate("small_cnn");
+  Sources s = emit_sources("small_cnn");
   CHECK(file_check(s.kernels, R"(
     CHECK: // cpp_fused_max_pool2d_with_indices_0: max_pool2d_with_indices (aten.max_pool2d_with_indices)
     CHECK-NEXT: void cpp_fused_max_pool2d_with_indices_0(const float* __restrict__ in_ptr0, float* __restrict__ out_ptr0) {

@@ -27,7 +27,7 @@ const std::string kModel = "norm_softmax";  // LayerNorm, Linear, GELU, residual
 std::string model_dir() { return corpus_dir() + "/models/" + kModel; }
 
 // Compiles the corpus model into `out` with `options` after the archive and -o.
-void compile(const std::string& out, std::vector<std::string> options) {
+void compile_corpus_model(const std::string& out, std::vector<std::string> options) {
   options.insert(options.begin(), {model_dir() + "/model.pt2", "-o", out});
   ProcResult r = run_foundryc(options);
   INFO(r.err);
@@ -88,7 +88,7 @@ void perturb_kernel(const std::string& dir, const std::string& op) {
 TEST_CASE("compare: a debug build's outputs match PyTorch and every buffer the evaluator", "[compare][corpus]") {
   if (!require_corpus()) return;
   TempDir tmp("foundry_compare_");
-  compile(tmp / "out", {"--debug-buffers"});
+  compile_corpus_model(tmp / "out", {"--debug-buffers"});
   DebugManifest manifest = read_debug_manifest(tmp / "out");
   std::vector<NpyArray> expected = read_npy_sequence(model_dir() + "/expected");
   REQUIRE(manifest.model_outputs == expected.size());
@@ -113,7 +113,7 @@ TEST_CASE("compare: a wrong kernel is the first differing buffer, not the ones a
   if (!require_corpus()) return;
   TempDir tmp("foundry_compare_");
   // One kernel per node, scalar stores: GELU's kernel writes GELU's buffer alone.
-  compile(tmp / "out", {"--debug-buffers", "--no-fusion", "--no-simd"});
+  compile_corpus_model(tmp / "out", {"--debug-buffers", "--no-fusion", "--no-simd"});
   perturb_kernel(tmp / "out", "gelu");
   build::CompileOptions options;
   options.use_cache = false;
@@ -134,7 +134,7 @@ TEST_CASE("compare: a wrong kernel is the first differing buffer, not the ones a
 TEST_CASE("compare: the first differing buffer, element and values", "[compare][corpus]") {
   if (!require_corpus()) return;
   TempDir tmp("foundry_compare_");
-  compile(tmp / "out", {"--debug-buffers"});  // fused: GELU, the add and the softmax in one kernel
+  compile_corpus_model(tmp / "out", {"--debug-buffers"});  // fused: GELU, the add and the softmax in one kernel
   DebugManifest manifest = read_debug_manifest(tmp / "out");
   std::vector<NpyArray> inputs = read_npy_sequence(model_dir() + "/inputs");
   std::vector<NpyArray> outputs = LoadedModel(tmp / "out").run(inputs);
@@ -171,12 +171,12 @@ TEST_CASE("compare: command line errors", "[compare][cli][corpus]") {
     CHECK(r.err.find("internal error") == std::string::npos);
   };
   SECTION("a folder that is not a debug build") {
-    compile(tmp / "plain", {"--stop-after=codegen"});
+    compile_corpus_model(tmp / "plain", {"--stop-after=codegen"});
     check_error(compare_cli(tmp / "plain"), 1, "is not a debug build: compile it with foundryc MODEL -o ");
     check_error(compare_cli(tmp / "absent"), 1, "not a foundryc output folder");
   }
   SECTION("inputs missing") {
-    compile(tmp / "out", {"--debug-buffers", "--stop-after=codegen"});
+    compile_corpus_model(tmp / "out", {"--debug-buffers", "--stop-after=codegen"});
     std::string model = model_dir() + "/model.pt2";
     check_error(run_foundryc({model, "--interpret", "--inputs", tmp / "none", "--compare-with", tmp / "out"}), 1,
                 "the inputs folder");

@@ -42,7 +42,7 @@ void require_lowerable(const Graph& g) {
   }
 }
 
-std::vector<float> floats(const NpyArray& a) {
+std::vector<float> float_values(const NpyArray& a) {
   REQUIRE(a.dtype == DType::Float32);
   return std::vector<float>(a.as<float>(), a.as<float>() + a.numel());
 }
@@ -78,7 +78,7 @@ TEST_CASE("decompose: linear on a 3-d input becomes view, addmm, view", "[decomp
   Value* bias = b.weight("b", {5});
   b.output(b.op("linear", {pos(x), pos(w), pos(bias)}));
   auto inputs = make_inputs(b.g);
-  std::vector<float> xs = floats(inputs[0]), ws = weight_data(b.g, w), bs = weight_data(b.g, bias);
+  std::vector<float> xs = float_values(inputs[0]), ws = weight_data(b.g, w), bs = weight_data(b.g, bias);
 
   CHECK(passes::decompose_training_ops(b.g));
   verify_graph(b.g);
@@ -95,7 +95,7 @@ TEST_CASE("decompose: linear on a 3-d input becomes view, addmm, view", "[decomp
       for (int k = 0; k < 4; ++k) s += static_cast<double>(xs[r * 4 + k]) * ws[o * 4 + k];
       want.push_back(s);
     }
-  require_close(floats(out[0]), want);
+  require_close(float_values(out[0]), want);
 }
 
 TEST_CASE("decompose: in-place ops become functional and later readers follow", "[decompose][fast]") {
@@ -111,7 +111,7 @@ TEST_CASE("decompose: in-place ops become functional and later readers follow", 
   b.output(a);
   b.output(hs);
   auto inputs = make_inputs(b.g);
-  std::vector<float> xs = floats(inputs[0]), ys = floats(inputs[1]);
+  std::vector<float> xs = float_values(inputs[0]), ys = float_values(inputs[1]);
 
   CHECK(passes::decompose_training_ops(b.g));
   verify_graph(b.g);
@@ -126,8 +126,8 @@ TEST_CASE("decompose: in-place ops become functional and later readers follow", 
     double v = std::max(0.0, 2.0 * xs[i]) + ys[i];
     want_hs.push_back(v * std::min(std::max(v + 3, 0.0), 6.0) / 6);
   }
-  require_close(floats(out[0]), want_hs);
-  require_close(floats(out[1]), want_hs);
+  require_close(float_values(out[0]), want_hs);
+  require_close(float_values(out[1]), want_hs);
 }
 
 TEST_CASE("decompose: scaled_dot_product_attention, plain, causal and masked", "[decompose][fast]") {
@@ -157,7 +157,7 @@ TEST_CASE("decompose: scaled_dot_product_attention, plain, causal and masked", "
     auto out = evaluate(b.g, inputs);
     REQUIRE(out.size() == 1);
 
-    std::vector<float> qs = floats(inputs[0]), ks = floats(inputs[1]), vs = floats(inputs[2]);
+    std::vector<float> qs = float_values(inputs[0]), ks = float_values(inputs[1]), vs = float_values(inputs[2]);
     const double scale = mode == 3 ? 0.3 : 1.0 / std::sqrt(static_cast<double>(E));
     std::vector<double> want;
     for (int64_t bh = 0; bh < B * H; ++bh) {
@@ -184,7 +184,7 @@ TEST_CASE("decompose: scaled_dot_product_attention, plain, causal and masked", "
         }
       }
     }
-    require_close(floats(out[0]), want, 1e-4);
+    require_close(float_values(out[0]), want, 1e-4);
   }
 }
 
@@ -209,7 +209,7 @@ TEST_CASE("decompose: shape ops, activations and casts", "[decompose][fast]") {
   Value* sq = b.op("squeeze.dim", {pos(rows->outputs[0]), pos(Arg::of_int(0))});            // [2]
   for (Value* o : {sm, hsig, r6, back, sq}) b.output(o);
   auto inputs = make_inputs(b.g);
-  std::vector<float> xs = floats(inputs[0]);
+  std::vector<float> xs = float_values(inputs[0]);
 
   CHECK(passes::decompose_training_ops(b.g));
   verify_graph(b.g);
@@ -240,12 +240,12 @@ TEST_CASE("decompose: shape ops, activations and casts", "[decompose][fast]") {
     want_r6.push_back(std::min(std::max(v, 0.0), 6.0));
     want_back.push_back(std::trunc(static_cast<float>(v / (1 + std::exp(-v)))));
   }
-  require_close(floats(out[0]), want_sm);
-  require_close(floats(out[1]), want_hsig);
-  require_close(floats(out[2]), want_r6);
-  require_close(floats(out[3]), want_back);
+  require_close(float_values(out[0]), want_sm);
+  require_close(float_values(out[1]), want_hsig);
+  require_close(float_values(out[2]), want_r6);
+  require_close(float_values(out[3]), want_back);
   // parts[2] = t[:, 4:6, :]; halves[1] = t[1:2, 4:6, :]; rows[0] = t[1:2, 4, :], squeezed.
-  require_close(floats(out[4]), {tv(1, 4, 0), tv(1, 4, 1)});
+  require_close(float_values(out[4]), {tv(1, 4, 0), tv(1, 4, 1)});
 }
 
 TEST_CASE("decompose: conv2d, batch_norm, pooling and layer_norm match their core forms", "[decompose][fast]") {
@@ -315,7 +315,7 @@ TEST_CASE("decompose: training batch norm gives batch statistics and updates the
                      pos(Arg::of_float(eps))});
   for (Value* o : bn->outputs) b.output(o);
   auto inputs = make_inputs(b.g);
-  std::vector<float> xs = floats(inputs[0]), ws = weight_data(b.g, w), bs = weight_data(b.g, bias);
+  std::vector<float> xs = float_values(inputs[0]), ws = weight_data(b.g, w), bs = weight_data(b.g, bias);
 
   CHECK(passes::decompose_training_ops(b.g));
   verify_graph(b.g);
@@ -337,11 +337,11 @@ TEST_CASE("decompose: training batch norm gives batch statistics and updates the
       for (int k = 0; k < 2; ++k)
         want_y[(n * 3 + c) * 2 + k] = (xs[(n * 3 + c) * 2 + k] - m) * rstd[c] * ws[c] + bs[c];
   }
-  require_close(floats(out[0]), want_y);
-  require_close(floats(out[1]), mean);
-  require_close(floats(out[2]), rstd);
-  require_close(floats(out[3]), new_rm);
-  require_close(floats(out[4]), new_rv);
+  require_close(float_values(out[0]), want_y);
+  require_close(float_values(out[1]), mean);
+  require_close(float_values(out[2]), rstd);
+  require_close(float_values(out[3]), new_rm);
+  require_close(float_values(out[4]), new_rv);
 }
 
 TEST_CASE("decompose: what cannot be decomposed is an error naming the node", "[decompose][fast]") {
@@ -425,12 +425,12 @@ TEST_CASE("decompose: what cannot be decomposed is an error naming the node", "[
     Value* v = b.op("view", {pos(a), pos(Arg::of_ints({6}))});
     b.output(b.op("relu_", {pos(v)}));
     auto inputs = make_inputs(b.g);
-    std::vector<float> xs = floats(inputs[0]);
+    std::vector<float> xs = float_values(inputs[0]);
     CHECK(passes::decompose_training_ops(b.g));
     verify_graph(b.g);
     std::vector<double> want;
     for (float f : xs) want.push_back(std::max(0.0, 2.0 * f));
-    require_close(floats(evaluate(b.g, inputs)[0]), want);
+    require_close(float_values(evaluate(b.g, inputs)[0]), want);
   }
 }
 

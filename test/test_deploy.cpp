@@ -34,13 +34,6 @@ std::string joined(const std::vector<std::string>& args) {
   return s;
 }
 
-// Runs foundryc; REQUIREs success.
-void compile(const std::vector<std::string>& args) {
-  ProcResult r = run_foundryc(args);
-  INFO("foundryc " << joined(args) << "\nstderr: " << r.err);
-  REQUIRE(r.exit_code == 0);
-}
-
 // The depfile's words (targets end with ':'), with line continuations and escapes undone.
 std::vector<std::string> depfile_words(const std::string& text) {
   std::vector<std::string> words;
@@ -115,7 +108,8 @@ TEST_CASE("deploy: --depfile names the output and the input files", "[deploy][fa
   fs::copy_file(sample + "/model.pt2", tmp / "my model.pt2");
 
   SECTION("an archive: OUTDIR/model.so depends on the archive; spaces are escaped") {
-    compile({tmp / "my model.pt2", "-o", tmp / "out dir/", "--depfile", tmp / "model.d", "--cache-dir", tmp / "cache"});
+    run_foundryc_ok(
+        {tmp / "my model.pt2", "-o", tmp / "out dir/", "--depfile", tmp / "model.d", "--cache-dir", tmp / "cache"});
     std::string text = read_file(tmp / "model.d");
     INFO(text);
     CHECK(text.find("out\\ dir/model.so:") != std::string::npos);
@@ -127,15 +121,13 @@ TEST_CASE("deploy: --depfile names the output and the input files", "[deploy][fa
   }
 
   SECTION("--emit=source: the target is the manifest") {
-    compile({tmp / "my model.pt2", "-o", tmp / "src", "--emit=source", "--depfile", tmp / "src.d"});
+    run_foundryc_ok({tmp / "my model.pt2", "-o", tmp / "src", "--emit=source", "--depfile", tmp / "src.d"});
     CHECK(depfile_words(read_file(tmp / "src.d")) == std::vector<std::string>{tmp / "src/manifest.json:", tmp / "my model.pt2"});
   }
 
   SECTION("an extracted archive folder: every file in it") {
-    ProcResult x = run_process({python3(), "-c", "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])",
-                                sample + "/model.pt2", tmp / "extracted"});
-    REQUIRE(x.exit_code == 0);
-    compile({tmp / "extracted", "-o", tmp / "out", "--depfile", tmp / "dir.d", "--emit=source"});
+    extract_archive(sample + "/model.pt2", tmp / "extracted");
+    run_foundryc_ok({tmp / "extracted", "-o", tmp / "out", "--depfile", tmp / "dir.d", "--emit=source"});
     std::vector<std::string> words = depfile_words(read_file(tmp / "dir.d"));
     REQUIRE(!words.empty());
     CHECK(words[0] == tmp / "out/manifest.json:");
@@ -148,12 +140,10 @@ TEST_CASE("deploy: --depfile names the output and the input files", "[deploy][fa
   }
 
   SECTION("a bare models/model.json: it and the archive folder around it, not the output inside it") {
-    ProcResult x = run_process({python3(), "-c", "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])",
-                                sample + "/model.pt2", tmp / "extracted"});
-    REQUIRE(x.exit_code == 0);
+    extract_archive(sample + "/model.pt2", tmp / "extracted");
     const std::string root = tmp / "extracted/model";
     for (int pass = 0; pass < 2; ++pass)  // the second time, the output folder exists inside the archive folder
-      compile({root + "/models/model.json", "-o", root + "/out", "--depfile", tmp / "json.d", "--emit=source"});
+      run_foundryc_ok({root + "/models/model.json", "-o", root + "/out", "--depfile", tmp / "json.d", "--emit=source"});
     std::vector<std::string> words = depfile_words(read_file(tmp / "json.d"));
     INFO(read_file(tmp / "json.d"));
     REQUIRE(words.size() > 2);
@@ -288,8 +278,8 @@ TEST_CASE("deploy: find_package(foundry) and foundry_add_model from an installed
 TEST_CASE("deploy: --emit=static gives libmodel.a, which a program links statically", "[deploy]") {
   TempDir tmp("foundry_static_");
   const std::string mlp = samples_dir() + "/mlp";
-  compile({mlp + "/model.pt2", "-o", tmp / "out", "--name", "mlp", "--emit=static", "--cache-dir", tmp / "cache",
-           "--depfile", tmp / "model.d"});
+  run_foundryc_ok({mlp + "/model.pt2", "-o", tmp / "out", "--name", "mlp", "--emit=static", "--cache-dir", tmp / "cache",
+                   "--depfile", tmp / "model.d"});
   REQUIRE(fs::is_regular_file(tmp / "out/libmodel.a"));
   CHECK_FALSE(fs::exists(tmp / "out/model.so"));
   CHECK_FALSE(fs::exists(tmp / "out/kernels.cpp"));  // no "source" in --emit
@@ -312,7 +302,8 @@ TEST_CASE("deploy: --emit=static gives libmodel.a, which a program links statica
   CHECK(run.out.find("PASS") != std::string::npos);
 
   // Asking for both gives both, and the same archive (ar runs in deterministic mode).
-  compile({mlp + "/model.pt2", "-o", tmp / "again", "--name", "mlp", "--emit=static,so", "--cache-dir", tmp / "cache"});
+  run_foundryc_ok(
+      {mlp + "/model.pt2", "-o", tmp / "again", "--name", "mlp", "--emit=static,so", "--cache-dir", tmp / "cache"});
   CHECK(read_file(tmp / "again/libmodel.a") == read_file(tmp / "out/libmodel.a"));
   CHECK(fs::is_regular_file(tmp / "again/model.so"));
 }
@@ -344,7 +335,7 @@ TEST_CASE("deploy: --emit=source writes a CMakeLists.txt that builds the model e
 
 TEST_CASE("deploy: model.so needs only the C++ runtime, libgomp, oneDNN and the vector math libraries", "[deploy][fast]") {
   TempDir tmp("foundry_needed_");
-  compile({samples_dir() + "/small_cnn/model.pt2", "-o", tmp / "out", "--cache-dir", tmp / "cache"});
+  run_foundryc_ok({samples_dir() + "/small_cnn/model.pt2", "-o", tmp / "out", "--cache-dir", tmp / "cache"});
   ProcResult r = run_process({"readelf", "-d", tmp / "out/model.so"});
   INFO("readelf: " << r.out << r.err);
   REQUIRE(r.exit_code == 0);

@@ -76,7 +76,8 @@ std::vector<float> random_floats(size_t n, unsigned seed) {
 }
 
 // Compiles samples/<name> into tmp/out, checking that it stays dynamic; returns the folder.
-std::string compile_sample(const TempDir& tmp, const std::string& name, const std::vector<std::string>& extra = {}) {
+std::string compile_dynamic_sample(const TempDir& tmp, const std::string& name,
+                                   const std::vector<std::string>& extra = {}) {
   std::vector<std::string> args = {samples_dir() + "/" + name + "/model.pt2", "-o", tmp / "out"};
   args.insert(args.end(), extra.begin(), extra.end());
   ProcResult r = run_foundryc(args);
@@ -91,7 +92,7 @@ std::string compile_sample(const TempDir& tmp, const std::string& name, const st
 TEST_CASE("dynamic: mlp_dynamic compiles once and runs at batch 1, 8, 100 and 4096", "[dynamic][fast]") {
   TempDir tmp;
   std::string archive = samples_dir() + "/mlp_dynamic/model.pt2";
-  const foundry::LoadedModel model(compile_sample(tmp, "mlp_dynamic"));
+  const foundry::LoadedModel model(compile_dynamic_sample(tmp, "mlp_dynamic"));
 
   foundry_tensor_info info = model.input_info(0);
   CHECK(info.shape[0] == -1);
@@ -120,7 +121,7 @@ TEST_CASE("dynamic: mlp_dynamic compiles once and runs at batch 1, 8, 100 and 40
 
 TEST_CASE("dynamic: sizes outside the exported range or of the wrong rank are clear errors", "[dynamic][fast]") {
   TempDir tmp;
-  const foundry::LoadedModel model(compile_sample(tmp, "mlp_dynamic"));
+  const foundry::LoadedModel model(compile_dynamic_sample(tmp, "mlp_dynamic"));
   for (int64_t batch : {0, 4097}) {
     INFO("batch " << batch);
     std::vector<float> x(static_cast<size_t>(batch) * 64, 1.0f);
@@ -144,7 +145,7 @@ TEST_CASE("dynamic: sizes outside the exported range or of the wrong rank are cl
 
 TEST_CASE("dynamic: foundry-run takes any batch size and reports the error for a bad one", "[dynamic][fast]") {
   TempDir tmp;
-  compile_sample(tmp, "mlp_dynamic");
+  compile_dynamic_sample(tmp, "mlp_dynamic");
   std::filesystem::create_directories(tmp / "in");
   foundry::write_npy(tmp / "in/0.npy", float_array({5000, 64}, std::vector<float>(5000 * 64, 0.5f)));
   ProcResult run = run_process({foundry_run_exe(), tmp / "out", "--inputs", tmp / "in"});
@@ -158,7 +159,7 @@ TEST_CASE("dynamic: a graph that reads its own size (sym_size into a view) stays
   // PyTorch's outputs at batch 6 (the export size), 1, 100 and 1024.
   TempDir tmp;
   std::string sample = samples_dir() + "/flatten_dynamic";
-  compile_sample(tmp, "flatten_dynamic", {"--dump-ir"});
+  compile_dynamic_sample(tmp, "flatten_dynamic", {"--dump-ir"});
   CHECK(read_file(tmp / "out/debug/graph.txt").find("aten.sym_size") != std::string::npos);
   CHECK(read_file(tmp / "out/debug/ir_pre_fusion.txt").find("ranges: [3*s0, 4]") != std::string::npos);
   const foundry::LoadedModel model(tmp / "out");
@@ -178,7 +179,7 @@ TEST_CASE("dynamic: a graph that reads its own size (sym_size into a view) stays
 TEST_CASE("dynamic: inputs that share a dynamic size must agree", "[dynamic][fast]") {
   // samples/pair_dynamic: x + y, both [B, 4] with one dynamic B (scripts/export_dynamic_sample.py).
   TempDir tmp;
-  const foundry::LoadedModel model(compile_sample(tmp, "pair_dynamic"));
+  const foundry::LoadedModel model(compile_dynamic_sample(tmp, "pair_dynamic"));
   std::vector<float> x = random_floats(7 * 4, 1), y = random_floats(7 * 4, 2), sum(7 * 4);
   for (size_t i = 0; i < sum.size(); ++i) sum[i] = x[i] + y[i];
   std::vector<NpyArray> outs = model.run({float_array({7, 4}, x), float_array({7, 4}, y)});

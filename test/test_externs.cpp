@@ -15,8 +15,8 @@ namespace {
 std::string sample_dir(const std::string& name) { return samples_dir() + "/" + name; }
 
 // Compiles samples/NAME into `out` (with `extra` options); returns foundryc's stderr.
-std::string compile_sample(const std::string& name, const std::string& out, const std::string& cache,
-                           std::vector<std::string> extra = {}) {
+std::string compile_named_sample(const std::string& name, const std::string& out, const std::string& cache,
+                                 std::vector<std::string> extra = {}) {
   std::vector<std::string> args = {sample_dir(name) + "/model.pt2", "-o", out, "--cache-dir", cache, "--name", name};
   args.insert(args.end(), extra.begin(), extra.end());
   ProcResult r = run_foundryc(args);
@@ -53,7 +53,7 @@ ProcResult run_sample(const std::string& name, const std::string& out, const std
 TEST_CASE("externs: each library call's wrapper line and function name its op, shapes and ATen origins",
           "[externs]") {
   TempDir tmp("foundry_externs_");
-  compile_sample("mlp", tmp / "mlp", tmp / "cache");
+  compile_named_sample("mlp", tmp / "mlp", tmp / "cache");
   // mlp: x [8, 64] -> linear 64->128, relu -> linear 128->10 (meta.json), as two addmm calls.
   const std::string first = "// addmm: float32[8, 64] x float32[64, 128] + bias -> float32[8, 128], relu folded; "
                             "from addmm (aten.addmm), relu (aten.relu)";
@@ -66,7 +66,7 @@ TEST_CASE("externs: each library call's wrapper line and function name its op, s
   CHECK_THAT(externs, Catch::Contains("    spec.a_sizes = {8, 64};\n") && Catch::Contains("    spec.has_bias = true;\n") &&
                           Catch::Contains("    spec.activation = foundry_rt::Activation::Relu;\n"));
 
-  compile_sample("small_cnn", tmp / "small_cnn", tmp / "cache");
+  compile_named_sample("small_cnn", tmp / "small_cnn", tmp / "cache");
   const std::string cnn = read_file(tmp / "small_cnn/externs.cpp");
   CHECK_THAT(cnn, Catch::Contains("// convolution: float32[2, 3, 32, 32] * float32[16, 3, 3, 3] + bias -> "));
   CHECK_THAT(cnn, Catch::Contains("    spec.stride = {1, 1};\n") && Catch::Contains("    spec.padding = {1, 1};\n"));
@@ -75,13 +75,13 @@ TEST_CASE("externs: each library call's wrapper line and function name its op, s
 TEST_CASE("externs: -v says per library call whether it runs on oneDNN or the portable loops, and why",
           "[externs][fast]") {
   TempDir tmp("foundry_externs_");
-  std::string log = compile_sample("small_cnn", tmp / "out", tmp / "cache", {"-v", "--stop-after=codegen"});
+  std::string log = compile_named_sample("small_cnn", tmp / "out", tmp / "cache", {"-v", "--stop-after=codegen"});
   INFO(log);
   const std::regex on_dnnl(R"(foundryc: info: call\d+ \((convolution|addmm): .*\) runs on oneDNN)");
   const int calls = recorded_ops("small_cnn", "aten.convolution.default") + recorded_ops("small_cnn", "aten.addmm.default");
   CHECK(count_matches(log, on_dnnl) == static_cast<size_t>(calls));
   // mlp_dynamic's batch is dynamic: its matrix products still go to oneDNN (a runtime row count).
-  log = compile_sample("mlp_dynamic", tmp / "dyn", tmp / "cache", {"-v", "--stop-after=codegen"});
+  log = compile_named_sample("mlp_dynamic", tmp / "dyn", tmp / "cache", {"-v", "--stop-after=codegen"});
   CHECK(count_matches(log, on_dnnl) == static_cast<size_t>(recorded_ops("mlp_dynamic", "aten.addmm.default")));
 }
 
@@ -111,7 +111,7 @@ TEST_CASE("externs: calls oneDNN does not take say why in -v, and their portable
 TEST_CASE("externs: with oneDNN off, the model warns once per call at creation and still matches PyTorch",
           "[externs][fast]") {
   TempDir tmp("foundry_externs_");
-  compile_sample("mlp", tmp / "out", tmp / "cache");
+  compile_named_sample("mlp", tmp / "out", tmp / "cache");
   ProcResult off = run_sample("mlp", tmp / "out", "FOUNDRY_NO_DNNL=1");
   INFO("stdout: " << off.out << "\nstderr: " << off.err);
   CHECK(off.exit_code == 0);  // the portable loops' results pass the comparison with PyTorch's
@@ -177,7 +177,7 @@ TEST_CASE("externs: a U-Net's transposed convolutions are oneDNN deconvolutions 
   // samples/unet (scripts/export_unet_sample.py): ConvTranspose2d with stride 2, then relu; with
   // padding, output_padding and groups 2, then tanh; with dilation 2 and no bias.
   TempDir tmp("foundry_externs_");
-  std::string log = compile_sample("unet", tmp / "out", tmp / "cache", {"-v"});
+  std::string log = compile_named_sample("unet", tmp / "out", tmp / "cache", {"-v"});
   INFO(log);
   const std::regex deconv(R"(foundryc: info: call\d+ \(convolution: .*, transposed, output padding \[\d, \d\].*\) runs on oneDNN)");
   CHECK(count_matches(log, deconv) == 3);

@@ -20,20 +20,6 @@ using foundry::UserError;
 
 namespace {
 
-std::string sample(const std::string& name, const std::string& file = "model.pt2") {
-  std::string local = samples_dir() + "/" + name + "/" + file;
-  if (fs::exists(local)) return local;
-  return corpus_dir() + "/models/" + name + "/" + file;
-}
-
-// Extracts a .pt2 (a ZIP) into `dir` with Python's zipfile (an implementation independent of ours).
-void extract(const std::string& archive, const std::string& dir) {
-  ProcResult r = run_process(
-      {python3(), "-c", "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])", archive, dir});
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
-}
-
 // The message of the UserError that `f` throws ("" if it throws none).
 template <typename F>
 std::string user_error(F&& f) {
@@ -59,7 +45,7 @@ struct EditableModel {
   nlohmann::json program;
 
   explicit EditableModel(const std::string& name) {
-    extract(sample(name), dir.path());
+    extract_archive(sample_file(name), dir.path());
     root = dir / "model";
     program = nlohmann::json::parse(read_file(root + "/models/model.json"));
   }
@@ -88,7 +74,7 @@ struct EditableModel {
 }  // namespace
 
 TEST_CASE("frontend: pointwise archive", "[frontend][fast]") {
-  Graph g = foundry::load_model(sample("pointwise"));
+  Graph g = foundry::load_model(sample_file("pointwise"));
   foundry::verify_graph(g);
   REQUIRE(g.inputs.size() == 2);
   REQUIRE(g.nodes.size() == 3);
@@ -128,7 +114,7 @@ TEST_CASE("frontend: pointwise archive", "[frontend][fast]") {
 }
 
 TEST_CASE("frontend: mlp weights point into the archive", "[frontend][fast]") {
-  Graph g = foundry::load_model(sample("mlp"));
+  Graph g = foundry::load_model(sample_file("mlp"));
   foundry::verify_graph(g);
   REQUIRE(g.inputs.size() == 5);
   REQUIRE(g.nodes.size() == 5);
@@ -149,7 +135,7 @@ TEST_CASE("frontend: mlp weights point into the archive", "[frontend][fast]") {
   CHECK(input_named(g, "p_2_bias").storage.owner.get() == w.storage.owner.get());
 
   TempDir tmp("foundry_frontend_");
-  extract(sample("mlp"), tmp.path());
+  extract_archive(sample_file("mlp"), tmp.path());
   std::string raw = read_file(tmp / "model/data/weights/weight_0");
   REQUIRE(raw.size() == w.storage.size);
   CHECK(std::memcmp(raw.data(), w.storage.data, raw.size()) == 0);
@@ -166,10 +152,10 @@ TEST_CASE("frontend: mlp weights point into the archive", "[frontend][fast]") {
 }
 
 TEST_CASE("frontend: folder and bare model.json inputs read the same graph", "[frontend][fast]") {
-  Graph zipped = foundry::load_model(sample("mlp"));
+  Graph zipped = foundry::load_model(sample_file("mlp"));
   const std::string expected = foundry::print_graph(zipped);
   TempDir tmp("foundry_frontend_");
-  extract(sample("mlp"), tmp.path());
+  extract_archive(sample_file("mlp"), tmp.path());
   for (const std::string& path :
        {tmp.path(), tmp / "model", tmp / "model/", tmp / "model/models/model.json"}) {
     INFO(path);
@@ -208,10 +194,10 @@ zipfile.ZIP64_LIMIT = 100
 zipfile.ZIP_FILECOUNT_LIMIT = 2
 with zipfile.ZipFile(sys.argv[3], 'w', zipfile.ZIP_STORED) as z:
     for i in src.infolist(): z.writestr(i.filename, src.read(i))
-)", sample("mlp"), tmp / "deflated.pt2", tmp / "zip64.pt2"});
+)", sample_file("mlp"), tmp / "deflated.pt2", tmp / "zip64.pt2"});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
-  Graph reference = foundry::load_model(sample("mlp"));
+  Graph reference = foundry::load_model(sample_file("mlp"));
   for (const std::string& path : {tmp / "deflated.pt2", tmp / "zip64.pt2"}) {
     INFO(path);
     Graph g = foundry::load_model(path);
@@ -231,7 +217,7 @@ TEST_CASE("frontend: inputs that are not models", "[frontend][fast]") {
   CHECK_THAT(user_error([&] { foundry::load_model(tmp / "nope.pt2"); }), Catch::Contains("no such file"));
   write_file(tmp / "text.pt2", "hello");
   CHECK_THAT(user_error([&] { foundry::load_model(tmp / "text.pt2"); }), Catch::Contains("ZIP"));
-  std::string bytes = read_file(sample("pointwise"));
+  std::string bytes = read_file(sample_file("pointwise"));
   write_file(tmp / "half.pt2", bytes.substr(0, bytes.size() / 2));
   CHECK_THAT(user_error([&] { foundry::load_model(tmp / "half.pt2"); }), Catch::Contains("ZIP"));
   fs::create_directories(tmp / "empty_dir");
@@ -446,35 +432,35 @@ TEST_CASE("graph: numbers and untrusted text in dumps", "[frontend][fast]") {
 
 TEST_CASE("verify: broken graphs name the node and op", "[frontend][fast]") {
   SECTION("a use before the definition") {
-    Graph g = foundry::load_model(sample("pointwise"));
+    Graph g = foundry::load_model(sample_file("pointwise"));
     std::swap(g.nodes[0], g.nodes[1]);
     CHECK_THAT(user_error([&] { foundry::verify_graph(g); }),
                Catch::Contains("node %relu (aten.relu)") && Catch::Contains("%add before it is defined"));
   }
   SECTION("a value defined twice") {
-    Graph g = foundry::load_model(sample("pointwise"));
+    Graph g = foundry::load_model(sample_file("pointwise"));
     g.nodes[1]->outputs[0] = g.nodes[0]->outputs[0];
     CHECK_THAT(user_error([&] { foundry::verify_graph(g); }), Catch::Contains("defined more than once"));
   }
   SECTION("a recorded type the rule disagrees with") {
-    Graph g = foundry::load_model(sample("pointwise"));
+    Graph g = foundry::load_model(sample_file("pointwise"));
     g.nodes[2]->outputs[0]->type.dtype = foundry::DType::Int64;
     CHECK_THAT(user_error([&] { foundry::verify_graph(g); }),
                Catch::Contains("node %mul (aten.mul.Tensor)") && Catch::Contains("i64[1024]") &&
                    Catch::Contains("f32[1024]"));
   }
   SECTION("an arity that does not match the schema") {
-    Graph g = foundry::load_model(sample("pointwise"));
+    Graph g = foundry::load_model(sample_file("pointwise"));
     g.nodes[1]->args.push_back(foundry::Arg::of_int(1));
     CHECK_THAT(user_error([&] { foundry::verify_graph(g); }), Catch::Contains("arguments"));
   }
   SECTION("an output that is not defined") {
-    Graph g = foundry::load_model(sample("pointwise"));
+    Graph g = foundry::load_model(sample_file("pointwise"));
     g.nodes.pop_back();
     CHECK_THAT(user_error([&] { foundry::verify_graph(g); }), Catch::Contains("graph output"));
   }
   SECTION("replace_all_uses") {
-    Graph g = foundry::load_model(sample("pointwise"));
+    Graph g = foundry::load_model(sample_file("pointwise"));
     g.replace_all_uses(g.nodes[1]->outputs[0], g.nodes[0]->outputs[0]);  // mul(add, 2)
     CHECK(g.nodes[2]->args[0].tensor == g.nodes[0]->outputs[0]);
     CHECK(g.users(g.nodes[1]->outputs[0]).empty());

@@ -18,7 +18,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int kTimeoutSeconds = 120;
+constexpr int kRegressionTimeoutSeconds = 120;
 
 std::vector<fs::path> regression_files() {
   std::vector<fs::path> files;
@@ -68,7 +68,7 @@ TEST_CASE("fuzz regressions: every kept input is a success or a clean user error
     const std::string out = tmp / ("out_" + std::to_string(n++));
     INFO("regression input: " << file.string());
     INFO("command: foundryc " << input << " --stop-after=codegen --emit=source -o " << out);
-    ProcResult r = run_foundryc({input, "--stop-after=codegen", "--emit=source", "-o", out}, kTimeoutSeconds);
+    ProcResult r = run_foundryc({input, "--stop-after=codegen", "--emit=source", "-o", out}, kRegressionTimeoutSeconds);
     INFO("stdout: " << r.out);
     INFO("stderr: " << r.err);
     CHECK_FALSE(r.timed_out);

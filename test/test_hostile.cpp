@@ -34,7 +34,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int kTimeoutSeconds = 60;
+constexpr int kHostileTimeoutSeconds = 60;
 
 struct HostileCase {
   std::string file;  // full path
@@ -44,13 +44,13 @@ struct HostileCase {
   bool full_pipeline = false;  // refused by every stage, --interpret included (inputs in <stem>.inputs/)
 };
 
-std::string lower(std::string s) {
+std::string lowercase(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
 }
 
 // Runs the generator into dir and returns its cases.
-std::vector<HostileCase> generate(const std::string& dir) {
+std::vector<HostileCase> generate_hostile_cases(const std::string& dir) {
   const std::string script = test_source_dir() + "/../scripts/make_hostile_inputs.py";
   ProcResult gen = run_process({python3(), script, dir, "--samples", samples_dir()}, 120);
   INFO("generator stdout: " << gen.out << "\ngenerator stderr: " << gen.err);
@@ -60,7 +60,7 @@ std::vector<HostileCase> generate(const std::string& dir) {
   std::vector<HostileCase> cases;
   for (const auto& c : listing)
     cases.push_back({dir + "/" + c.at("file").get<std::string>(), c.at("expect_exit").get<int>(),
-                     lower(c.at("expect_message_substring").get<std::string>()),
+                     lowercase(c.at("expect_message_substring").get<std::string>()),
                      c.value("description", ""), c.value("full_pipeline", false)});
   return cases;
 }
@@ -86,7 +86,7 @@ void check_clean_user_error(const ProcResult& r, const HostileCase& c) {
   CHECK(body.find('\n') == std::string::npos);
   CHECK(body.find('\r') == std::string::npos);
   CHECK_FALSE(body.empty());
-  const std::string msg = lower(body);
+  const std::string msg = lowercase(body);
   if (!c.substring.empty()) CHECK(msg.find(c.substring) != std::string::npos);
   CHECK(msg.find("internal") == std::string::npos);
 }
@@ -95,14 +95,14 @@ void check_clean_user_error(const ProcResult& r, const HostileCase& c) {
 
 TEST_CASE("hostile: the generator builds every case", "[hostile][fast]") {
   TempDir tmp("foundry_hostile_");
-  auto cases = generate(tmp.path());
+  auto cases = generate_hostile_cases(tmp.path());
   CHECK(cases.size() >= 20);
   int valid = 0;
   for (const auto& c : cases) {
     INFO(c.file);
     CHECK(fs::is_regular_file(c.file));
     CHECK((c.expect_exit == 0 || c.expect_exit == 1));
-    CHECK(c.substring == lower(c.substring));
+    CHECK(c.substring == lowercase(c.substring));
     if (c.expect_exit == 0) ++valid;
   }
   CHECK(valid == 6);
@@ -110,7 +110,7 @@ TEST_CASE("hostile: the generator builds every case", "[hostile][fast]") {
 
 TEST_CASE("hostile: bad archives are clean one-line user errors", "[hostile][fast]") {
   TempDir tmp("foundry_hostile_");
-  auto cases = generate(tmp / "in");
+  auto cases = generate_hostile_cases(tmp / "in");
   int n = 0;
   for (const auto& c : cases) {
     const std::string out = tmp / std::string("out_").append(std::to_string(n++));
@@ -119,7 +119,7 @@ TEST_CASE("hostile: bad archives are clean one-line user errors", "[hostile][fas
     // Paths a name like "../../out" would reach if used as a file name without care.
     const std::string escape1 = tmp / "out", escape2 = tmp.path() + "/../out";
     const bool existed1 = fs::exists(escape1), existed2 = fs::exists(escape2);
-    ProcResult r = run_foundryc({c.file, "--stop-after=frontend", "-o", out}, kTimeoutSeconds);
+    ProcResult r = run_foundryc({c.file, "--stop-after=frontend", "-o", out}, kHostileTimeoutSeconds);
     if (c.expect_exit == 0) {
       INFO("stdout: " << r.out);
       INFO("stderr: " << r.err);
@@ -138,7 +138,7 @@ TEST_CASE("hostile: bad archives are clean one-line user errors", "[hostile][fas
 
 TEST_CASE("hostile: a failed compile leaves an existing output folder untouched", "[hostile][fast]") {
   TempDir tmp("foundry_hostile_");
-  auto cases = generate(tmp / "in");
+  auto cases = generate_hostile_cases(tmp / "in");
   int n = 0;
   for (const auto& c : cases) {
     if (c.expect_exit == 0) continue;
@@ -148,7 +148,7 @@ TEST_CASE("hostile: a failed compile leaves an existing output folder untouched"
     write_file(out + "/sub/model.h", "// an earlier build's output\n");
     const auto before = listing_of(out);
     INFO("case " << fs::path(c.file).filename().string() << ": " << c.description);
-    ProcResult r = run_foundryc({c.file, "--stop-after=frontend", "-o", out}, kTimeoutSeconds);
+    ProcResult r = run_foundryc({c.file, "--stop-after=frontend", "-o", out}, kHostileTimeoutSeconds);
     check_clean_user_error(r, c);
     REQUIRE(fs::is_directory(out));
     CHECK(listing_of(out) == before);
@@ -216,7 +216,7 @@ std::vector<float> expected_outputs(const std::string& case_name, const std::vec
 
 TEST_CASE("hostile: the valid cases compile, run right, and keep their names out of the code", "[hostile]") {
   TempDir tmp("foundry_hostile_");
-  auto cases = generate(tmp / "in");
+  auto cases = generate_hostile_cases(tmp / "in");
   // Hostile names taken from valid_hostile_names.pt2 (make_hostile_inputs.py): none may reach the
   // generated code outside comments and string literals.
   const std::vector<std::string> hostile = {"in\"put", "perm\nute", "#include <stdlib.h>", "back\\slash",
@@ -287,7 +287,7 @@ TEST_CASE("hostile: the valid cases compile, run right, and keep their names out
 TEST_CASE("hostile: ops reaching outside a buffer are refused by the compiler and by --interpret",
           "[hostile][bounds][fast]") {
   TempDir tmp("foundry_hostile_");
-  auto cases = generate(tmp / "in");
+  auto cases = generate_hostile_cases(tmp / "in");
   int checked = 0;
   for (const auto& c : cases) {
     if (!c.full_pipeline) continue;
@@ -382,7 +382,7 @@ std::string control_bytes_in(const std::string& text) {
 
 TEST_CASE("hostile: messages carry no terminal control bytes and stay short", "[hostile][fast]") {
   TempDir tmp("foundry_hostile_");
-  auto cases = generate(tmp / "in");
+  auto cases = generate_hostile_cases(tmp / "in");
   int n = 0, msg_cases = 0;
   for (const auto& c : cases) {
     if (c.expect_exit == 0) continue;
@@ -390,7 +390,7 @@ TEST_CASE("hostile: messages carry no terminal control bytes and stay short", "[
     msg_cases += name.rfind("msg_", 0) == 0;
     INFO("case " << name << ": " << c.description);
     ProcResult r = run_foundryc({c.file, "--stop-after=frontend", "-o", tmp / ("out_" + std::to_string(n++))},
-                                kTimeoutSeconds);
+                                kHostileTimeoutSeconds);
     INFO("stderr (first 300 bytes): " << r.err.substr(0, 300));
     CHECK(r.exit_code == 1);
     CHECK(control_bytes_in(r.err).empty());
@@ -401,7 +401,7 @@ TEST_CASE("hostile: messages carry no terminal control bytes and stay short", "[
 
 TEST_CASE("hostile: an empty dynamic range is refused when compiling", "[hostile][fast]") {
   TempDir tmp("foundry_hostile_");
-  auto cases = generate(tmp / "in");
+  auto cases = generate_hostile_cases(tmp / "in");
   // [100, 10] is empty as written (the frontend says so: the generator's case); [0, 0] is legal in
   // the archive but holds no size >= 1, the sizes the model accepts.
   for (auto [lo, hi, word] : {std::tuple{100, 10, "empty"}, std::tuple{0, 0, "no size"}}) {
@@ -415,7 +415,7 @@ TEST_CASE("hostile: an empty dynamic range is refused when compiling", "[hostile
     nlohmann::json program = nlohmann::json::parse(read_file(json_path));
     for (auto& range : program["range_constraints"]) range = {{"min_val", lo}, {"max_val", hi}};
     write_file(json_path, program.dump());
-    ProcResult r = run_foundryc({dir, "-o", tmp / "out", "--cache-dir", tmp / "cache"}, kTimeoutSeconds);
+    ProcResult r = run_foundryc({dir, "-o", tmp / "out", "--cache-dir", tmp / "cache"}, kHostileTimeoutSeconds);
     INFO("range [" << lo << ", " << hi << "]: " << r.err);
     CHECK(r.exit_code == 1);
     CHECK(r.err.rfind("foundryc: error: ", 0) == 0);
@@ -438,13 +438,13 @@ TEST_CASE("hostile: a symbolic link out of an extracted archive folder is refuse
     write_file(tmp / "outside_weight", saved);  // the right bytes, but outside: still refused
     fs::remove(weight);
     fs::create_symlink(tmp / "outside_weight", weight);
-    ProcResult r = run_foundryc({dir, "-o", tmp / "out", "--stop-after=frontend"}, kTimeoutSeconds);
+    ProcResult r = run_foundryc({dir, "-o", tmp / "out", "--stop-after=frontend"}, kHostileTimeoutSeconds);
     INFO(r.err);
     CHECK(r.exit_code == 1);
     CHECK(r.err.find("symbolic link") != std::string::npos);
     fs::remove(weight);
     fs::create_symlink("/etc/passwd", weight);
-    r = run_foundryc({dir, "-o", tmp / "out", "--stop-after=frontend"}, kTimeoutSeconds);
+    r = run_foundryc({dir, "-o", tmp / "out", "--stop-after=frontend"}, kHostileTimeoutSeconds);
     INFO(r.err);
     CHECK(r.exit_code == 1);
     CHECK(r.err.find("outside the archive folder") != std::string::npos);
@@ -453,7 +453,7 @@ TEST_CASE("hostile: a symbolic link out of an extracted archive folder is refuse
     write_file(weight.parent_path() / "weight_1_copy", saved);
     fs::remove(weight);
     fs::create_symlink("weight_1_copy", weight);
-    ProcResult r = run_foundryc({dir, "-o", tmp / "out", "--stop-after=frontend"}, kTimeoutSeconds);
+    ProcResult r = run_foundryc({dir, "-o", tmp / "out", "--stop-after=frontend"}, kHostileTimeoutSeconds);
     INFO(r.err);
     CHECK(r.exit_code == 0);
   }

@@ -139,7 +139,8 @@ std::vector<std::string> check_tree(const fs::path& root) {
   return LayeringChecker(root, read_stage_table(root / "cmake" / "stages.txt")).violations();
 }
 
-void write_file(const fs::path& path, const std::string& text) {
+// Writes `text` to `path`, creating its folders.
+void make_file(const fs::path& path, const std::string& text) {
   fs::create_directories(path.parent_path());
   std::ofstream(path) << text;
 }
@@ -156,16 +157,16 @@ TEST_CASE("layering: every stage includes only the stages cmake/stages.txt lets 
 TEST_CASE("layering: the checker names each include against the table", "[layering][fast]") {
   foundry::test::TempDir dir("foundry_layering_");
   const fs::path root = dir.path();
-  write_file(root / "cmake" / "stages.txt", "# comment\nsupport:\ngraph: support  # why\nops: graph\npasses: ops\n");
-  write_file(root / "include" / "foundry" / "support" / "error.h", "#pragma once\n");
-  write_file(root / "include" / "foundry" / "ops" / "registry.h", "#include \"foundry/graph/graph.h\"\n");
-  write_file(root / "lib" / "support" / "error.cpp", "#include \"foundry/support/error.h\"\n");
-  write_file(root / "lib" / "graph" / "verify.cpp",
-             "#include \"foundry/graph/graph.h\"\n#include <vector>\n  #  include \"foundry/ops/registry.h\"\n");
-  write_file(root / "lib" / "ops" / "bind.cpp", "#include \"graph/private.h\"\n#include \"ops/util.h\"\n");
-  write_file(root / "lib" / "passes" / "cse.cpp",
-             "#include \"foundry/support/error.h\"\n#include \"foundry/lower/lowering.h\"\n#include \"../x/y.h\"\n");
-  write_file(root / "lib" / "stray" / "a.cpp", "");
+  make_file(root / "cmake" / "stages.txt", "# comment\nsupport:\ngraph: support  # why\nops: graph\npasses: ops\n");
+  make_file(root / "include" / "foundry" / "support" / "error.h", "#pragma once\n");
+  make_file(root / "include" / "foundry" / "ops" / "registry.h", "#include \"foundry/graph/graph.h\"\n");
+  make_file(root / "lib" / "support" / "error.cpp", "#include \"foundry/support/error.h\"\n");
+  make_file(root / "lib" / "graph" / "verify.cpp",
+            "#include \"foundry/graph/graph.h\"\n#include <vector>\n  #  include \"foundry/ops/registry.h\"\n");
+  make_file(root / "lib" / "ops" / "bind.cpp", "#include \"graph/private.h\"\n#include \"ops/util.h\"\n");
+  make_file(root / "lib" / "passes" / "cse.cpp",
+            "#include \"foundry/support/error.h\"\n#include \"foundry/lower/lowering.h\"\n#include \"../x/y.h\"\n");
+  make_file(root / "lib" / "stray" / "a.cpp", "");
 
   const std::vector<std::string> expected = {
       "lib/stray/: not a stage of cmake/stages.txt",
@@ -185,8 +186,8 @@ TEST_CASE("layering: the checker names each include against the table", "[layeri
 TEST_CASE("layering: the table refuses a stage using a later one (a cycle)", "[layering][fast]") {
   foundry::test::TempDir dir("foundry_layering_");
   const fs::path table = fs::path(dir.path()) / "stages.txt";
-  write_file(table, "graph: ops\nops: graph\n");
+  make_file(table, "graph: ops\nops: graph\n");
   CHECK_THROWS_WITH(read_stage_table(table), "graph uses ops, not a stage on an earlier line");
-  write_file(table, "graph support\n");
+  make_file(table, "graph support\n");
   CHECK_THROWS_WITH(read_stage_table(table), "cannot read the line 'graph support'");
 }

@@ -17,6 +17,7 @@
 #include "foundry/frontend/frontend.h"
 #include "foundry/ir/evaluate.h"
 #include "foundry/lower/lowering.h"
+#include "foundry/runtime/compare.h"
 #include "foundry/runtime/npy.h"
 #include "foundry/support/error.h"
 #include "support.h"
@@ -26,22 +27,9 @@ using foundry::NpyArray;
 
 namespace {
 
-double element(const NpyArray& a, int64_t i) {
-  switch (a.dtype) {
-    case DType::Float32: return a.as<float>()[i];
-    case DType::Float64: return a.as<double>()[i];
-    case DType::Int64: return static_cast<double>(a.as<int64_t>()[i]);
-    case DType::Int32: return a.as<int32_t>()[i];
-    case DType::Int16: return a.as<int16_t>()[i];
-    case DType::Int8: return a.as<int8_t>()[i];
-    case DType::Bool: case DType::UInt8: return a.data[i];
-    default: FAIL("unexpected dtype in a reference"); return 0;
-  }
-}
-
 // "" when the sample's lowered program reproduces expected/ (float: |x-r| <= 1e-4 + 1e-4|r|, NaN
 // where NaN; other types exact), else what differs.
-std::string check_sample(const std::string& name) {
+std::string lowered_sample_mismatch(const std::string& name) {
   std::string dir = corpus_dir() + "/opinfo/" + name;
   foundry::Graph g = foundry::load_model(dir + "/model.pt2");
   foundry::ir::LoopProgram program = foundry::lower::lower_graph(g);
@@ -56,7 +44,7 @@ std::string check_sample(const std::string& name) {
     if (ref.dtype != outs[o].dtype) { err += tag + "dtype differs; "; continue; }
     if (ref.shape != outs[o].shape) { err += tag + "shape differs; "; continue; }
     for (int64_t i = 0; i < ref.numel(); ++i) {
-      double r = element(ref, i), x = element(outs[o], i);
+      double r = element_as_double(ref, i), x = element_as_double(outs[o], i);
       bool ok = foundry::is_floating(ref.dtype)
                     ? (std::isnan(r) ? std::isnan(x) : (x == r || std::fabs(x - r) <= 1e-4 + 1e-4 * std::fabs(r)))
                     : x == r;
@@ -173,9 +161,9 @@ NpyArray run_one(const std::string& target, const json& args, const std::vector<
   return outs[0];
 }
 
-std::vector<double> values_of(const NpyArray& a) {
+std::vector<double> values_as_double(const NpyArray& a) {
   std::vector<double> v;
-  for (int64_t i = 0; i < a.numel(); ++i) v.push_back(element(a, i));
+  for (int64_t i = 0; i < a.numel(); ++i) v.push_back(element_as_double(a, i));
   return v;
 }
 
@@ -185,7 +173,7 @@ void expect(const std::string& target, const json& args, const std::vector<Tenso
   NpyArray out = run_one(target, args, inputs, expected);
   CHECK(out.dtype == expected.dtype);
   CHECK(out.shape == expected.shape);
-  std::vector<double> got = values_of(out);
+  std::vector<double> got = values_as_double(out);
   REQUIRE(got.size() == expected.values.size());
   for (size_t i = 0; i < got.size(); ++i) {
     INFO("element " << i);
@@ -199,13 +187,13 @@ json tagged(const std::string& tag, json value) {
   j[tag] = std::move(value);
   return j;
 }
-json ints(std::vector<int64_t> v) { return tagged("as_ints", v); }
+json json_ints(std::vector<int64_t> v) { return tagged("as_ints", v); }
 json integer(int64_t v) { return tagged("as_int", v); }
 json boolean(bool v) { return tagged("as_bool", v); }
 json text(const std::string& v) { return tagged("as_string", v); }
 json number(double v) { return tagged("as_float", v); }
 // A Tensor[] argument (`optional` false) or a Tensor?[] one; "" is None.
-json tensors(std::vector<std::string> names, bool optional) {
+json json_tensors(std::vector<std::string> names, bool optional) {
   json list = json::array();
   for (const auto& n : names) {
     if (!optional) list.push_back(tagged("name", n));
@@ -213,8 +201,6 @@ json tensors(std::vector<std::string> names, bool optional) {
   }
   return tagged(optional ? "as_optional_tensors" : "as_tensors", list);
 }
-
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // Runs the tier-1 samples <prefix>__<dtype>__<k> of each prefix.
 void check_family(const std::vector<std::string>& prefixes) {
@@ -232,7 +218,7 @@ void check_family(const std::vector<std::string>& prefixes) {
         INFO(name);
         std::string err;
         try {
-          err = check_sample(name);
+          err = lowered_sample_mismatch(name);
         } catch (const std::exception& e) {
           err = e.what();
         }
@@ -245,10 +231,10 @@ void check_family(const std::vector<std::string>& prefixes) {
 TEST_CASE("advanced indexing follows PyTorch's placement rule", "[lower][fast]") {
   Tensor x = f32({2, 3, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
   // Index tensors separated by a kept dim: the broadcast dim goes first. out[k, j] = x[i0[k], j, i2[k]].
-  expect("index.Tensor", {{"self", tref("ts_0")}, {"indices", tensors({"ts_1", "", "ts_2"}, true)}},
+  expect("index.Tensor", {{"self", tref("ts_0")}, {"indices", json_tensors({"ts_1", "", "ts_2"}, true)}},
          {x, i64({2}, {1, -2}), i64({2}, {0, 1})}, f32({2, 3}, {6, 8, 10, 1, 3, 5}));
   // Adjacent index tensors broadcast together ([2,1] with [3]) and stay in place.
-  expect("index.Tensor", {{"self", tref("ts_0")}, {"indices", tensors({"", "ts_1", "ts_2"}, true)}},
+  expect("index.Tensor", {{"self", tref("ts_0")}, {"indices", json_tensors({"", "ts_1", "ts_2"}, true)}},
          {x, i64({2, 1}, {2, 0}), i64({2}, {1, 0})}, f32({2, 2, 2}, {5, 4, 1, 0, 11, 10, 7, 6}));
 }
 
@@ -266,7 +252,7 @@ TEST_CASE("gather, index_select and embedding wrap negative indices and reject o
 }
 
 TEST_CASE("index_put: duplicates, accumulation and boolean masks", "[lower][fast]") {
-  json put = {{"self", tref("ts_0")}, {"indices", tensors({"ts_1"}, false)}, {"values", tref("ts_2")}};
+  json put = {{"self", tref("ts_0")}, {"indices", json_tensors({"ts_1"}, false)}, {"values", tref("ts_2")}};
   json acc = put;
   acc["accumulate"] = boolean(true);
   Tensor zeros3 = f32({3}, {0, 0, 0});
@@ -322,15 +308,15 @@ TEST_CASE("scatter, select_scatter and slice_scatter", "[lower][fast]") {
 
 TEST_CASE("cat, constant_pad_nd and repeat", "[lower][fast]") {
   // Legacy empty 1-d tensors are skipped; ints are promoted to the result type.
-  expect("cat.default", {{"tensors", tensors({"ts_0", "ts_1", "ts_2"}, false)}, {"dim", integer(-1)}},
+  expect("cat.default", {{"tensors", json_tensors({"ts_0", "ts_1", "ts_2"}, false)}, {"dim", integer(-1)}},
          {f32({2, 1}, {1, 2}), f32({0}, {}), i64({2, 2}, {3, 4, 5, 6})}, f32({2, 3}, {1, 3, 4, 2, 5, 6}));
   // Negative pads crop.
   Tensor x = f32({2, 3}, {1, 2, 3, 4, 5, 6});
-  expect("constant_pad_nd.default", {{"self", tref("ts_0")}, {"pad", ints({-1, 1, 1, 0})}, {"value", number(9.0)}},
+  expect("constant_pad_nd.default", {{"self", tref("ts_0")}, {"pad", json_ints({-1, 1, 1, 0})}, {"value", number(9.0)}},
          {x}, f32({3, 3}, {9, 9, 9, 2, 3, 9, 5, 6, 9}));
-  expect("constant_pad_nd.default", {{"self", tref("ts_0")}, {"pad", ints({0, 0, 1, 1})}},
+  expect("constant_pad_nd.default", {{"self", tref("ts_0")}, {"pad", json_ints({0, 0, 1, 1})}},
          {f32({0, 2}, {})}, f32({2, 2}, {0, 0, 0, 0}));
-  expect("repeat.default", {{"self", tref("ts_0")}, {"repeats", ints({2, 1, 2})}},
+  expect("repeat.default", {{"self", tref("ts_0")}, {"repeats", json_ints({2, 1, 2})}},
          {f32({1, 2}, {1, 2})}, f32({2, 1, 4}, {1, 2, 1, 2, 1, 2, 1, 2}));
 }
 

@@ -188,7 +188,7 @@ std::vector<T> values_of(const NpyArray& a) {
   return v;
 }
 
-Arg floats(std::vector<double> v) {
+Arg float_list(std::vector<double> v) {
   Arg a;
   a.kind = Arg::Kind::FloatList;
   a.floats = std::move(v);
@@ -210,7 +210,7 @@ TEST_CASE("upsample_nearest2d.vec follows ATen's nearest_idx", "[lower][fast]") 
   SECTION("scale_factors: doubling maps dst to dst // 2") {
     OneNodeGraph g;
     foundry::Value* x = g.input(DType::Float32, {1, 2, 2});
-    g.node("upsample_nearest2d.vec", {{"input", Arg::of_tensor(x)}, {"output_size", Arg::none()}, {"scale_factors", floats({2.0, 1.5})}},
+    g.node("upsample_nearest2d.vec", {{"input", Arg::of_tensor(x)}, {"output_size", Arg::none()}, {"scale_factors", float_list({2.0, 1.5})}},
            {{DType::Float32, {1, 4, 3}}});
     auto out = g.run({npy_array<float>(DType::Float32, {1, 2, 2}, {1, 2, 3, 4})});
     // columns: scale 1/1.5 -> floor(j / 1.5) = 0, 0, 1.

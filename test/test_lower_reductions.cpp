@@ -19,14 +19,11 @@
 #include "foundry/support/error.h"
 #include "support.h"
 
-using namespace foundry;
+namespace foundry::test {
 
 namespace {
 
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
-const double kInf = std::numeric_limits<double>::infinity();
-
-NpyArray f32(std::vector<int64_t> shape, std::vector<double> values) {
+NpyArray npy_f32(std::vector<int64_t> shape, std::vector<double> values) {
   NpyArray a;
   a.dtype = DType::Float32;
   a.shape = std::move(shape);
@@ -37,7 +34,7 @@ NpyArray f32(std::vector<int64_t> shape, std::vector<double> values) {
 }
 
 template <typename T>
-NpyArray ints(DType dtype, std::vector<int64_t> shape, std::vector<int64_t> values) {
+NpyArray npy_ints(DType dtype, std::vector<int64_t> shape, std::vector<int64_t> values) {
   NpyArray a;
   a.dtype = dtype;
   a.shape = std::move(shape);
@@ -46,14 +43,14 @@ NpyArray ints(DType dtype, std::vector<int64_t> shape, std::vector<int64_t> valu
   REQUIRE(a.numel() == static_cast<int64_t>(values.size()));
   return a;
 }
-NpyArray i64(std::vector<int64_t> shape, std::vector<int64_t> values) {
-  return ints<int64_t>(DType::Int64, std::move(shape), std::move(values));
+NpyArray npy_i64(std::vector<int64_t> shape, std::vector<int64_t> values) {
+  return npy_ints<int64_t>(DType::Int64, std::move(shape), std::move(values));
 }
-NpyArray i32(std::vector<int64_t> shape, std::vector<int64_t> values) {
-  return ints<int32_t>(DType::Int32, std::move(shape), std::move(values));
+NpyArray npy_i32(std::vector<int64_t> shape, std::vector<int64_t> values) {
+  return npy_ints<int32_t>(DType::Int32, std::move(shape), std::move(values));
 }
-NpyArray b8(std::vector<int64_t> shape, std::vector<int64_t> values) {
-  return ints<uint8_t>(DType::Bool, std::move(shape), std::move(values));
+NpyArray npy_b8(std::vector<int64_t> shape, std::vector<int64_t> values) {
+  return npy_ints<uint8_t>(DType::Bool, std::move(shape), std::move(values));
 }
 
 // Named arguments; tensors are given as "$0", "$1" (the graph's inputs).
@@ -147,7 +144,7 @@ void check_bool(const NpyArray& out, std::vector<int64_t> shape, std::vector<int
 }
 
 // [[1, 2, 3], [4, 5, 6]]
-NpyArray make_x23() { return f32({2, 3}, {1, 2, 3, 4, 5, 6}); }
+NpyArray make_x23() { return npy_f32({2, 3}, {1, 2, 3, 4, 5, 6}); }
 
 }  // namespace
 
@@ -168,18 +165,18 @@ TEST_CASE("lower reductions: sum, mean and prod over dims", "[lower][fast]") {
 }
 
 TEST_CASE("lower reductions: integer and bool sums accumulate to int64", "[lower][fast]") {
-  NpyArray x = i32({2, 2}, {2000000000, 2000000000, -3, 4});
+  NpyArray x = npy_i32({2, 2}, {2000000000, 2000000000, -3, 4});
   check_i64(run_op("sum", {x}, {in("self", 0)})[0], {}, {4000000001});
   check_i64(run_op("sum.dim_IntList", {x}, {in("self", 0), is("dim", {0})})[0], {2}, {1999999997, 2000000004});
-  check_i64(run_op("prod", {i32({4}, {2, 3, -4, 5})}, {in("self", 0)})[0], {}, {-120});
-  NpyArray m = b8({2, 3}, {1, 0, 1, 1, 1, 1});
+  check_i64(run_op("prod", {npy_i32({4}, {2, 3, -4, 5})}, {in("self", 0)})[0], {}, {-120});
+  NpyArray m = npy_b8({2, 3}, {1, 0, 1, 1, 1, 1});
   check_i64(run_op("sum.dim_IntList", {m}, {in("self", 0), is("dim", {1})})[0], {2}, {2, 3});
   // dtype= converts the input before accumulating.
   check_f32(run_op("sum", {x}, {in("self", 0), dt("dtype", DType::Float32)})[0], {}, {4000000001.0}, 1e-6);
 }
 
 TEST_CASE("lower reductions: empty reductions give the identity, mean NaN", "[lower][fast]") {
-  NpyArray e = f32({2, 0}, {});
+  NpyArray e = npy_f32({2, 0}, {});
   check_f32(run_op("sum.dim_IntList", {e}, {in("self", 0), is("dim", {1})})[0], {2}, {0, 0});
   check_f32(run_op("prod.dim_int", {e}, {in("self", 0), i("dim", 1)})[0], {2}, {1, 1});
   check_f32(run_op("mean.dim", {e}, {in("self", 0), is("dim", {1})})[0], {2}, {kNaN, kNaN});
@@ -190,7 +187,7 @@ TEST_CASE("lower reductions: empty reductions give the identity, mean NaN", "[lo
 }
 
 TEST_CASE("lower reductions: 0-d inputs", "[lower][fast]") {
-  NpyArray s = f32({}, {-2.5});
+  NpyArray s = npy_f32({}, {-2.5});
   check_f32(run_op("sum.dim_IntList", {s}, {in("self", 0), is("dim", {0})})[0], {}, {-2.5});
   check_f32(run_op("amax", {s}, {in("self", 0), is("dim", {-1}), b("keepdim", true)})[0], {}, {-2.5});
   check_i64(run_op("argmax", {s}, {in("self", 0), i("dim", 0)})[0], {}, {0});
@@ -201,21 +198,21 @@ TEST_CASE("lower reductions: 0-d inputs", "[lower][fast]") {
 
 TEST_CASE("lower reductions: amax, amin, max, min propagate NaN", "[lower][fast]") {
   const NpyArray x23 = make_x23();
-  NpyArray x = f32({2, 3}, {1, kNaN, 3, -4, 5, -kInf});
+  NpyArray x = npy_f32({2, 3}, {1, kNaN, 3, -4, 5, -kInf});
   check_f32(run_op("amax", {x}, {in("self", 0), is("dim", {1})})[0], {2}, {kNaN, 5});
   check_f32(run_op("amin", {x}, {in("self", 0), is("dim", {1}), b("keepdim", true)})[0], {2, 1}, {kNaN, -kInf});
   check_f32(run_op("amax", {x}, {in("self", 0), is("dim", {0})})[0], {3}, {1, kNaN, 3});
   check_f32(run_op("amax", {x23}, {in("self", 0)})[0], {}, {6});
   check_f32(run_op("max", {x}, {in("self", 0)})[0], {}, {kNaN});
   check_f32(run_op("min", {x23}, {in("self", 0)})[0], {}, {1});
-  NpyArray n = i64({3}, {7, -9, 2});
+  NpyArray n = npy_i64({3}, {7, -9, 2});
   check_i64(run_op("amax", {n}, {in("self", 0), is("dim", {0})})[0], {}, {7});
   check_i64(run_op("min", {n}, {in("self", 0)})[0], {}, {-9});
 }
 
 TEST_CASE("lower reductions: argmax and argmin", "[lower][fast]") {
   const NpyArray x23 = make_x23();
-  NpyArray x = f32({2, 4}, {3, 7, 7, 1, 2, kNaN, 9, kNaN});
+  NpyArray x = npy_f32({2, 4}, {3, 7, 7, 1, 2, kNaN, 9, kNaN});
   check_i64(run_op("argmax", {x}, {in("self", 0), i("dim", 1)})[0], {2}, {1, 1});
   check_i64(run_op("argmin", {x}, {in("self", 0), i("dim", 1)})[0], {2}, {3, 1});
   check_i64(run_op("argmax", {x}, {in("self", 0), i("dim", 0), b("keepdim", true)})[0], {1, 4}, {0, 1, 1, 1});
@@ -223,13 +220,13 @@ TEST_CASE("lower reductions: argmax and argmin", "[lower][fast]") {
   check_i64(run_op("argmax", {x23}, {in("self", 0)})[0], {}, {5});
   check_i64(run_op("argmin", {x23}, {in("self", 0), none("dim"), b("keepdim", true)})[0], {1, 1}, {0});
   check_i64(run_op("argmax", {x}, {in("self", 0)})[0], {}, {5});
-  NpyArray n = i64({5}, {4, 9, 1, 9, 1});
+  NpyArray n = npy_i64({5}, {4, 9, 1, 9, 1});
   check_i64(run_op("argmax", {n}, {in("self", 0), i("dim", -1)})[0], {}, {1});
   check_i64(run_op("argmin", {n}, {in("self", 0)})[0], {}, {2});
 }
 
 TEST_CASE("lower reductions: max.dim and min.dim give values and first indices", "[lower][fast]") {
-  NpyArray x = f32({2, 3}, {5, 1, 5, 0, kNaN, -1});
+  NpyArray x = npy_f32({2, 3}, {5, 1, 5, 0, kNaN, -1});
   auto mx = run_op("max.dim", {x}, {in("self", 0), i("dim", 1)});
   check_f32(mx[0], {2}, {5, kNaN});
   check_i64(mx[1], {2}, {0, 1});
@@ -239,16 +236,16 @@ TEST_CASE("lower reductions: max.dim and min.dim give values and first indices",
 }
 
 TEST_CASE("lower reductions: any", "[lower][fast]") {
-  NpyArray m = b8({2, 3}, {0, 0, 0, 0, 1, 0});
+  NpyArray m = npy_b8({2, 3}, {0, 0, 0, 0, 1, 0});
   check_bool(run_op("any", {m}, {in("self", 0)})[0], {}, {1});
   check_bool(run_op("any.dim", {m}, {in("self", 0), i("dim", 1)})[0], {2}, {0, 1});
   check_bool(run_op("any.dims", {m}, {in("self", 0), is("dim", {0}), b("keepdim", true)})[0], {1, 3}, {0, 1, 0});
-  NpyArray x = f32({3}, {0, kNaN, 0});
+  NpyArray x = npy_f32({3}, {0, kNaN, 0});
   check_bool(run_op("any.dim", {x}, {in("self", 0), i("dim", 0)})[0], {}, {1});
 }
 
 TEST_CASE("lower reductions: var and var_mean", "[lower][fast]") {
-  NpyArray x = f32({2, 4}, {1, 2, 3, 4, 2, 2, 2, 10});
+  NpyArray x = npy_f32({2, 4}, {1, 2, 3, 4, 2, 2, 2, 10});
   check_f32(run_op("var.correction", {x}, {in("self", 0), is("dim", {1})})[0], {2}, {5.0 / 3, 16});
   check_f32(run_op("var.correction", {x}, {in("self", 0), is("dim", {1}), A{"correction", Arg::of_int(0), -1, true}})[0],
             {2}, {1.25, 12});
@@ -258,7 +255,7 @@ TEST_CASE("lower reductions: var and var_mean", "[lower][fast]") {
   check_f32(vm[0], {4}, {0.5, 0, 0.5, 18});
   check_f32(vm[1], {4}, {1.5, 2, 2.5, 7});
   // One element with correction 1: 0/0.
-  check_f32(run_op("var.correction", {f32({1}, {3})}, {in("self", 0)})[0], {}, {kNaN});
+  check_f32(run_op("var.correction", {npy_f32({1}, {3})}, {in("self", 0)})[0], {}, {kNaN});
 }
 
 TEST_CASE("lower reductions: cumsum and cumprod", "[lower][fast]") {
@@ -267,9 +264,10 @@ TEST_CASE("lower reductions: cumsum and cumprod", "[lower][fast]") {
   check_f32(run_op("cumsum", {x23}, {in("self", 0), i("dim", -2)})[0], {2, 3}, {1, 2, 3, 5, 7, 9});
   check_f32(run_op("cumprod", {x23}, {in("self", 0), i("dim", 1)})[0], {2, 3}, {1, 2, 6, 4, 20, 120});
   // NaN only spreads forward.
-  check_f32(run_op("cumsum", {f32({4}, {1, 2, kNaN, 4})}, {in("self", 0), i("dim", 0)})[0], {4}, {1, 3, kNaN, kNaN});
-  check_i64(run_op("cumsum", {b8({4}, {1, 0, 1, 1})}, {in("self", 0), i("dim", 0)})[0], {4}, {1, 1, 2, 3});
-  check_i64(run_op("cumprod", {i32({3}, {-2, 3, 4})}, {in("self", 0), i("dim", 0)})[0], {3}, {-2, -6, -24});
+  check_f32(run_op("cumsum", {npy_f32({4}, {1, 2, kNaN, 4})}, {in("self", 0), i("dim", 0)})[0], {4}, {1, 3, kNaN,
+            kNaN});
+  check_i64(run_op("cumsum", {npy_b8({4}, {1, 0, 1, 1})}, {in("self", 0), i("dim", 0)})[0], {4}, {1, 1, 2, 3});
+  check_i64(run_op("cumprod", {npy_i32({3}, {-2, 3, 4})}, {in("self", 0), i("dim", 0)})[0], {3}, {-2, -6, -24});
 }
 
 TEST_CASE("lower reductions: logcumsumexp is stable and keeps infinities", "[lower][fast]") {
@@ -282,15 +280,16 @@ TEST_CASE("lower reductions: logcumsumexp is stable and keeps infinities", "[low
   check_f32(run_op("logcumsumexp", {x23}, {in("self", 0), i("dim", 1)})[0], {2, 3},
             {1, lse({1, 2}), lse({1, 2, 3}), 4, lse({4, 5}), lse({4, 5, 6})});
   // No overflow at 1000; a leading -inf adds nothing; +inf stays +inf; NaN spreads forward.
-  check_f32(run_op("logcumsumexp", {f32({3}, {1000, 1000, 1000})}, {in("self", 0), i("dim", 0)})[0], {3},
+  check_f32(run_op("logcumsumexp", {npy_f32({3}, {1000, 1000, 1000})}, {in("self", 0), i("dim", 0)})[0], {3},
             {1000, 1000 + std::log(2.0), 1000 + std::log(3.0)});
-  check_f32(run_op("logcumsumexp", {f32({4}, {-kInf, -kInf, 0, kInf})}, {in("self", 0), i("dim", 0)})[0], {4},
+  check_f32(run_op("logcumsumexp", {npy_f32({4}, {-kInf, -kInf, 0, kInf})}, {in("self", 0), i("dim", 0)})[0], {4},
             {-kInf, -kInf, 0, kInf});
-  check_f32(run_op("logcumsumexp", {f32({3}, {0, kNaN, 0})}, {in("self", 0), i("dim", 0)})[0], {3}, {0, kNaN, kNaN});
+  check_f32(run_op("logcumsumexp", {npy_f32({3}, {0, kNaN, 0})}, {in("self", 0), i("dim", 0)})[0], {3}, {0, kNaN,
+            kNaN});
 }
 
 TEST_CASE("lower reductions: searchsorted and bucketize count the elements below each value", "[lower][fast]") {
-  const NpyArray seq = f32({5}, {1, 3, 5, 7, 9}), values = f32({2, 3}, {0, 3, 6, 9, 10, 5});
+  const NpyArray seq = npy_f32({5}, {1, 3, 5, 7, 9}), values = npy_f32({2, 3}, {0, 3, 6, 9, 10, 5});
   auto sorted_search = [&](std::vector<A> extra, const std::vector<NpyArray>& inputs) {
     std::vector<A> args = {in("sorted_sequence", 0), in("self", 1)};
     args.insert(args.end(), extra.begin(), extra.end());
@@ -300,38 +299,39 @@ TEST_CASE("lower reductions: searchsorted and bucketize count the elements below
   check_i64(sorted_search({A{"right", Arg::of_bool(true), -1, true}}, {seq, values}), {2, 3}, {0, 2, 3, 5, 5, 3});
   check_i64(sorted_search({A{"side", Arg::of_string("right"), -1, true}}, {seq, values}), {2, 3}, {0, 2, 3, 5, 5, 3});
   // One sorted row per row of values; `sorter` gives the order of an unsorted sequence.
-  const NpyArray rows = f32({2, 2}, {1, 2, 10, 20});
-  check_i64(sorted_search({}, {rows, f32({2, 2}, {1.5, 3, 5, 15})}), {2, 2}, {1, 2, 0, 1});
-  const NpyArray unsorted = f32({3}, {5, 1, 3});
-  check_i64(sorted_search({A{"sorter", Arg{}, 2, true}}, {unsorted, f32({2}, {2, 4}), i64({3}, {1, 2, 0})}), {2}, {1, 2});
-  auto buckets = run_op("bucketize.Tensor", {f32({3}, {1, 4, 9}), seq}, {in("self", 0), in("boundaries", 1),
-                                                                       A{"out_int32", Arg::of_bool(true), -1, true}});
+  const NpyArray rows = npy_f32({2, 2}, {1, 2, 10, 20});
+  check_i64(sorted_search({}, {rows, npy_f32({2, 2}, {1.5, 3, 5, 15})}), {2, 2}, {1, 2, 0, 1});
+  const NpyArray unsorted = npy_f32({3}, {5, 1, 3});
+  check_i64(sorted_search({A{"sorter", Arg{}, 2, true}}, {unsorted, npy_f32({2}, {2, 4}), npy_i64({3}, {1, 2, 0})}),
+            {2}, {1, 2});
+  auto buckets = run_op("bucketize.Tensor", {npy_f32({3}, {1, 4, 9}), seq},
+                        {in("self", 0), in("boundaries", 1), A{"out_int32", Arg::of_bool(true), -1, true}});
   REQUIRE(buckets[0].dtype == DType::Int32);
   CHECK(std::vector<int32_t>(buckets[0].as<int32_t>(), buckets[0].as<int32_t>() + 3) == std::vector<int32_t>{0, 2, 4});
 }
 
 TEST_CASE("lower reductions: median is the lower median and nanmedian leaves NaN out", "[lower][fast]") {
   // Rows: an even count (the lower of the middle two), a NaN, a tie, all NaN.
-  const NpyArray x = f32({4, 4}, {4, 1, 3, 2, 5, kNaN, 1, 3, 2, 7, 2, 9, kNaN, kNaN, kNaN, kNaN});
+  const NpyArray x = npy_f32({4, 4}, {4, 1, 3, 2, 5, kNaN, 1, 3, 2, 7, 2, 9, kNaN, kNaN, kNaN, kNaN});
   auto rows = run_op("nanmedian.dim", {x}, {in("self", 0), i("dim", 1)});
   check_f32(rows[0], {4}, {2, 3, 2, kNaN});
   const std::vector<int64_t> positions(rows[1].as<int64_t>(), rows[1].as<int64_t>() + 3);
   CHECK(positions[0] == 3);
   CHECK(positions[1] == 3);
   CHECK((positions[2] == 0 || positions[2] == 2));  // either 2 of the tie
-  check_f32(run_op("median", {f32({2, 2}, {4, 1, 3, 2})}, {in("self", 0)})[0], {}, {2});
-  check_f32(run_op("median", {f32({3}, {1, kNaN, 3})}, {in("self", 0)})[0], {}, {kNaN});
-  check_f32(run_op("nanmedian", {f32({3}, {1, kNaN, 3})}, {in("self", 0)})[0], {}, {1});
-  check_f32(run_op("nanmedian", {f32({}, {5})}, {in("self", 0)})[0], {}, {5});
+  check_f32(run_op("median", {npy_f32({2, 2}, {4, 1, 3, 2})}, {in("self", 0)})[0], {}, {2});
+  check_f32(run_op("median", {npy_f32({3}, {1, kNaN, 3})}, {in("self", 0)})[0], {}, {kNaN});
+  check_f32(run_op("nanmedian", {npy_f32({3}, {1, kNaN, 3})}, {in("self", 0)})[0], {}, {1});
+  check_f32(run_op("nanmedian", {npy_f32({}, {5})}, {in("self", 0)})[0], {}, {5});
 }
 
 TEST_CASE("lower reductions: histc over a given range and over the data's own", "[lower][fast]") {
-  const NpyArray x = f32({8}, {0, 1, 2, 3, 4, 5, kNaN, 10});
+  const NpyArray x = npy_f32({8}, {0, 1, 2, 3, 4, 5, kNaN, 10});
   // [0, 5] in 5 bins: 5 is in the last bin, 10 and NaN are not counted.
   check_f32(run_op("histc", {x}, {in("self", 0), i("bins", 5), f("min", 0), f("max", 5)})[0], {5}, {1, 1, 1, 1, 2});
   // min == max: the data's range [1, 3]; one value: widened to [1, 3] around 2.
-  check_f32(run_op("histc", {f32({3}, {1, 2, 3})}, {in("self", 0), i("bins", 2)})[0], {2}, {1, 2});
-  check_f32(run_op("histc", {f32({2}, {2, 2})}, {in("self", 0), i("bins", 4)})[0], {4}, {0, 0, 2, 0});
+  check_f32(run_op("histc", {npy_f32({3}, {1, 2, 3})}, {in("self", 0), i("bins", 2)})[0], {2}, {1, 2});
+  check_f32(run_op("histc", {npy_f32({2}, {2, 2})}, {in("self", 0), i("bins", 4)})[0], {4}, {0, 0, 2, 0});
 }
 
 TEST_CASE("lower reductions: softmax and log_softmax", "[lower][fast]") {
@@ -343,7 +343,7 @@ TEST_CASE("lower reductions: softmax and log_softmax", "[lower][fast]") {
   double l = std::log(s);
   check_f32(ls[0], {2, 3}, {1 - l, 2 - l, 3 - l, 1 - l, 2 - l, 3 - l});
   // Large values do not overflow; a row of -inf gives NaN.
-  NpyArray big = f32({2, 2}, {1000, 1000, -kInf, -kInf});
+  NpyArray big = npy_f32({2, 2}, {1000, 1000, -kInf, -kInf});
   check_f32(run_op("_softmax", {big}, {in("self", 0), i("dim", 1), b("half_to_float", false)})[0], {2, 2},
             {0.5, 0.5, kNaN, kNaN});
   auto col = run_op("_softmax", {x23}, {in("self", 0), i("dim", 0), b("half_to_float", false)});
@@ -352,8 +352,8 @@ TEST_CASE("lower reductions: softmax and log_softmax", "[lower][fast]") {
 }
 
 TEST_CASE("lower norms: native_layer_norm", "[lower][fast]") {
-  NpyArray x = f32({2, 4}, {1, 2, 3, 4, -1, -1, 1, 1});
-  NpyArray w = f32({4}, {1, 2, 1, 0.5}), bias = f32({4}, {0, 0, 1, -1});
+  NpyArray x = npy_f32({2, 4}, {1, 2, 3, 4, -1, -1, 1, 1});
+  NpyArray w = npy_f32({4}, {1, 2, 1, 0.5}), bias = npy_f32({4}, {0, 0, 1, -1});
   auto out = run_op("native_layer_norm", {x, w, bias},
                     {in("input", 0), is("normalized_shape", {4}), in("weight", 1), in("bias", 2), f("eps", 0.0)});
   double r0 = 1 / std::sqrt(1.25);
@@ -361,7 +361,7 @@ TEST_CASE("lower norms: native_layer_norm", "[lower][fast]") {
   check_f32(out[1], {2, 1}, {2.5, 0});
   check_f32(out[2], {2, 1}, {r0, 1});
   // No affine parameters, two normalized dims, eps.
-  auto plain = run_op("native_layer_norm", {f32({1, 2, 2}, {0, 2, 4, 6})},
+  auto plain = run_op("native_layer_norm", {npy_f32({1, 2, 2}, {0, 2, 4, 6})},
                       {in("input", 0), is("normalized_shape", {2, 2}), none("weight"), none("bias"), f("eps", 1e-5)});
   double r = 1 / std::sqrt(5 + 1e-5);
   check_f32(plain[0], {1, 2, 2}, {-3 * r, -r, r, 3 * r});
@@ -371,8 +371,8 @@ TEST_CASE("lower norms: native_layer_norm", "[lower][fast]") {
 
 TEST_CASE("lower norms: native_group_norm", "[lower][fast]") {
   // N=1, C=4, HxW=2, 2 groups: group 0 = {1,2,3,4}, group 1 = {0,0,0,8}.
-  NpyArray x = f32({1, 4, 2}, {1, 2, 3, 4, 0, 0, 0, 8});
-  NpyArray w = f32({4}, {1, 1, 2, 2}), bias = f32({4}, {0, 1, 0, 1});
+  NpyArray x = npy_f32({1, 4, 2}, {1, 2, 3, 4, 0, 0, 0, 8});
+  NpyArray w = npy_f32({4}, {1, 1, 2, 2}), bias = npy_f32({4}, {0, 1, 0, 1});
   auto out = run_op("native_group_norm", {x, w, bias},
                     {in("input", 0), in("weight", 1), in("bias", 2), i("N", 1), i("C", 4), i("HxW", 2), i("group", 2),
                      f("eps", 0.0)});
@@ -384,8 +384,9 @@ TEST_CASE("lower norms: native_group_norm", "[lower][fast]") {
 }
 
 TEST_CASE("lower norms: _native_batch_norm_legit_no_training", "[lower][fast]") {
-  NpyArray x = f32({1, 2, 2}, {1, 2, 3, 4});
-  NpyArray w = f32({2}, {2, 1}), bias = f32({2}, {0, -1}), rm = f32({2}, {1, 2}), rv = f32({2}, {4, 0.25});
+  NpyArray x = npy_f32({1, 2, 2}, {1, 2, 3, 4});
+  NpyArray w = npy_f32({2}, {2, 1}), bias = npy_f32({2}, {0, -1}), rm = npy_f32({2}, {1, 2}),
+           rv = npy_f32({2}, {4, 0.25});
   auto out = run_op("_native_batch_norm_legit_no_training", {x, w, bias, rm, rv},
                     {in("input", 0), in("weight", 1), in("bias", 2), in("running_mean", 3), in("running_var", 4),
                      f("momentum", 0.1), f("eps", 0.0)});
@@ -472,3 +473,5 @@ TEST_CASE("lower reductions: corpus samples", "[lower][corpus]") {
   if (skipped) WARN(skipped << " samples skipped: they use ops without lowerings yet");
   CHECK(checked > 0);
 }
+
+}  // namespace foundry::test

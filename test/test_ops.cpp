@@ -6,10 +6,11 @@
 #include "foundry/ops/registry.h"
 #include "foundry/support/error.h"
 
-using namespace foundry;
-using Kind = Arg::Kind;
+namespace foundry::test {
 
 namespace {
+
+using Kind = Arg::Kind;
 
 // Owns the values that hand-built nodes point to.
 struct Values {
@@ -406,3 +407,5 @@ TEST_CASE("factories infer their dtype", "[ops][fast]") {
   CHECK(infer1("_to_copy", {{"self", v.f32({2})}, {"dtype", Arg::of_dtype(DType::Float16)}}).dtype == DType::Float16);
   CHECK(infer("_assert_scalar", {{"self", Arg::of_bool(true)}, {"assert_msg", Arg::of_string("x")}}).empty());
 }
+
+}  // namespace foundry::test

@@ -22,15 +22,6 @@ namespace {
 
 constexpr const char* kHit = "no stage ran";  // what -v says on an output-cache hit
 
-std::string sample(const std::string& name) { return samples_dir() + "/" + name + "/model.pt2"; }
-
-ProcResult compile(const std::vector<std::string>& args) {
-  ProcResult r = run_foundryc(args);
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
-  return r;
-}
-
 // Every file of `dir`, by name, with its bytes.
 std::map<std::string, std::string> folder_files(const fs::path& dir) {
   std::map<std::string, std::string> files;
@@ -63,9 +54,11 @@ TEST_CASE("output cache: the same archive and options again is a hit: no stage r
           "[build][cache][fast]") {
   TempDir tmp;
   const std::string cache = tmp / "cache";
-  ProcResult first = compile({sample("small_cnn"), "-o", tmp / "a", "--cache-dir", cache, "--time-passes", "-v"});
+  ProcResult first =
+      run_foundryc_ok({sample_file("small_cnn"), "-o", tmp / "a", "--cache-dir", cache, "--time-passes", "-v"});
   CHECK_THAT(first.err, !Catch::Contains(kHit) && Catch::Contains("time: frontend"));
-  ProcResult second = compile({sample("small_cnn"), "-o", tmp / "b", "--cache-dir", cache, "--time-passes", "-v"});
+  ProcResult second =
+      run_foundryc_ok({sample_file("small_cnn"), "-o", tmp / "b", "--cache-dir", cache, "--time-passes", "-v"});
   CHECK_THAT(second.err, Catch::Contains(kHit) && Catch::Contains("time: cache") && !Catch::Contains("time: frontend"));
   CHECK(folder_files(tmp / "a") == folder_files(tmp / "b"));  // byte for byte
   check_matches_pytorch("small_cnn", tmp / "b");
@@ -84,11 +77,11 @@ TEST_CASE("output cache: other bytes at the same path, other options, another fo
     REQUIRE(r.exit_code == 0);
     return r.err.find(kHit) == std::string::npos;
   };
-  fs::copy_file(sample("mlp"), input);
+  fs::copy_file(sample_file("mlp"), input);
   CHECK(compiles(tmp / "mlp"));
   CHECK_FALSE(compiles(tmp / "mlp_again"));
   // The same path, the same size class and time: another archive.
-  fs::copy_file(sample("pointwise"), input, fs::copy_options::overwrite_existing);
+  fs::copy_file(sample_file("pointwise"), input, fs::copy_options::overwrite_existing);
   CHECK(compiles(tmp / "pointwise"));
   check_matches_pytorch("pointwise", tmp / "pointwise");
   // Options that change the folder.
@@ -113,11 +106,14 @@ TEST_CASE("output cache: a hit prints the warnings its compile printed, also whe
   TempDir tmp;
   const std::string cache = tmp / "cache";
   const std::string warning = "--threads 100000 is more than";
-  ProcResult quiet = compile({sample("pointwise"), "-o", tmp / "a", "--cache-dir", cache, "--threads", "100000", "-q"});
+  ProcResult quiet =
+      run_foundryc_ok({sample_file("pointwise"), "-o", tmp / "a", "--cache-dir", cache, "--threads", "100000", "-q"});
   CHECK_THAT(quiet.err, !Catch::Contains(warning));
-  ProcResult hit = compile({sample("pointwise"), "-o", tmp / "b", "--cache-dir", cache, "--threads", "100000", "-v"});
+  ProcResult hit =
+      run_foundryc_ok({sample_file("pointwise"), "-o", tmp / "b", "--cache-dir", cache, "--threads", "100000", "-v"});
   CHECK_THAT(hit.err, Catch::Contains(kHit) && Catch::Contains(warning));
-  ProcResult plain = compile({sample("pointwise"), "-o", tmp / "c", "--cache-dir", cache, "--threads", "100000"});
+  ProcResult plain =
+      run_foundryc_ok({sample_file("pointwise"), "-o", tmp / "c", "--cache-dir", cache, "--threads", "100000"});
   CHECK_THAT(plain.err, Catch::Contains("foundryc: warning: " + warning));
 }
 
@@ -125,7 +121,7 @@ TEST_CASE("output cache: a damaged entry, or one naming a file outside the folde
           "[build][cache][fast]") {
   TempDir tmp;
   const std::string cache = tmp / "cache";
-  compile({sample("pointwise"), "-o", tmp / "out/a", "--cache-dir", cache});
+  run_foundryc_ok({sample_file("pointwise"), "-o", tmp / "out/a", "--cache-dir", cache});
   // The outputs' entry is the one manifest.json does not name (that one is the build's).
   const std::string manifest = read_file(tmp / "out/a/manifest.json");
   std::string outputs_entry;
@@ -145,13 +141,14 @@ TEST_CASE("output cache: a damaged entry, or one naming a file outside the folde
   SECTION("no manifest.json") {
     write_file(outputs_entry, entry_text(key, {{"file:model.h", "int x;\n"}}));
   }
-  ProcResult again = compile({sample("pointwise"), "-o", tmp / "out/b", "--cache-dir", cache, "-v"});
+  ProcResult again = run_foundryc_ok({sample_file("pointwise"), "-o", tmp / "out/b", "--cache-dir", cache, "-v"});
   CHECK_THAT(again.err, Catch::Contains("ignored") && !Catch::Contains(kHit));
   CHECK_FALSE(fs::exists(tmp / "out/evil"));
   CHECK_FALSE(fs::exists(tmp / "evil"));
   check_matches_pytorch("pointwise", tmp / "out/b");
   // The compile stored a whole entry again.
-  CHECK_THAT(compile({sample("pointwise"), "-o", tmp / "out/c", "--cache-dir", cache, "-v"}).err, Catch::Contains(kHit));
+  CHECK_THAT(run_foundryc_ok({sample_file("pointwise"), "-o", tmp / "out/c", "--cache-dir", cache, "-v"}).err,
+             Catch::Contains(kHit));
   CHECK(folder_files(tmp / "out/a") == folder_files(tmp / "out/c"));
 }
 

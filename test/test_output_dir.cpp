@@ -31,12 +31,6 @@ void check_user_error(const ProcResult& r, const std::string& words) {
   CHECK_THAT(r.err, Catch::Contains(words));
 }
 
-void extract(const std::string& archive, const std::string& to) {
-  ProcResult x = run_process({python3(), "-c", "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])",
-                              archive, to});
-  REQUIRE(x.exit_code == 0);
-}
-
 }  // namespace
 
 TEST_CASE("output: an input inside the output folder is refused and kept", "[output][cli][fast]") {
@@ -54,12 +48,12 @@ TEST_CASE("output: an input inside the output folder is refused and kept", "[out
     CHECK(fs::is_regular_file(out + "/model.pt2"));
   }
   SECTION("an extracted archive folder inside it") {
-    extract(pointwise(), out + "/extracted");
+    extract_archive(pointwise(), out + "/extracted");
     check_user_error(run_foundryc({out + "/extracted", "-o", out, "--stop-after=frontend"}), "inside the output folder");
     CHECK(fs::is_regular_file(out + "/extracted/model/models/model.json"));
   }
   SECTION("a bare model.json whose archive folder is inside it") {
-    extract(pointwise(), out + "/extracted");
+    extract_archive(pointwise(), out + "/extracted");
     check_user_error(run_foundryc({out + "/extracted/model/models/model.json", "-o", out, "--stop-after=frontend"}),
                      "inside the output folder");
     CHECK(fs::is_regular_file(out + "/extracted/model/models/model.json"));
@@ -72,7 +66,7 @@ TEST_CASE("output: an input inside the output folder is refused and kept", "[out
     CHECK(fs::is_regular_file(out + ".failed/model.pt2"));
   }
   SECTION("an output folder inside the input folder is fine") {
-    extract(pointwise(), tmp / "extracted");
+    extract_archive(pointwise(), tmp / "extracted");
     ProcResult r = run_foundryc({tmp / "extracted", "-o", tmp / "extracted/out", "--stop-after=frontend"});
     INFO(r.err);
     CHECK(r.exit_code == 0);

@@ -8,12 +8,12 @@
 #include <limits>
 
 #include "foundry/runtime/foundry_special.h"
+#include "support.h"
 
 namespace sp = foundry_rt::special;
 
 namespace {
 
-const double kInf = std::numeric_limits<double>::infinity();
 const double kPi = 3.14159265358979323846;
 const double kEuler = 0.57721566490153286061;
 
