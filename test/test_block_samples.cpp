@@ -35,7 +35,8 @@ TEST_CASE("samples/vit_block (ViT-Tiny encoder block) compiled matches PyTorch",
 // The loop nests (format only; the test above checks the values). Where every access walks
 // adjacent loops as one contiguous range, they run as one loop (merge_loops.h): the SiLU over
 // [144, 56, 56] in whole vectors with no scalar tail, and the squeeze-excitation's mean over 56x56
-// as one reduction loop of 3136. The channel scale that multiplies [144, 56, 56] keeps the channel
+// as one reduction loop of 3136, on threads by channel (each channel's mean reads back only the
+// activations its own iteration stored: row_local in cpp_kernel.cpp). The channel scale that multiplies [144, 56, 56] keeps the channel
 // loop apart (it is read at i0 alone), merging the two spatial ones.
 TEST_CASE("samples/effnet_block: contiguous loops run as one (format)", "[samples][codegen][fast]") {
   TempDir tmp("foundry_block_");
@@ -50,6 +51,7 @@ TEST_CASE("samples/effnet_block: contiguous loops run as one (format)", "[sample
     CHECK: foundry_vec::sigmoid(
     CHECK-NOT: foundry_rt::sigmoid(
     CHECK: void cpp_fused_mean_mul_sigmoid_1(
+    CHECK-NEXT: #pragma omp parallel for num_threads(foundry_rt::kernel_team(451872, 0))
     CHECK-NEXT: for (int64_t i0 = 0; i0 < 144; ++i0) {
     CHECK-NEXT: for (int64_t i1 = 0; i1 < 3136; i1 += 8) {
     CHECK: for (int64_t r0 = 0; r0 < 3136; r0 += 8) {

@@ -271,13 +271,66 @@ Expr member_work(const sched::Member& m) {
   return n;
 }
 
+// The ranges of every loop variable of the kernel: its outer loops' and its members' own (a name
+// that several members use gets the largest of their ranges).
+ir::SymbolExtents loop_extents(const sched::Kernel& kernel, const std::vector<std::string>& outer) {
+  ir::SymbolExtents extents;
+  std::set<std::string> unknown;  // ranges that differ and do not compare: no bound at all
+  for (size_t d = 0; d < outer.size(); ++d) extents[outer[d]] = kernel.ranges[d];
+  auto widen = [&](const std::string& var, const Expr& range) {
+    auto it = extents.find(var);
+    if (it == extents.end()) extents[var] = range;
+    else if (it->second.is_const() && range.is_const()) it->second = std::max(it->second.const_value(), range.const_value());
+    else if (it->second != range) unknown.insert(var);
+  };
+  for (const auto& m : kernel.members) {
+    const bool reduction = m.role == sched::MemberRole::Reduction;
+    const ir::Index& own = !m.own_ranges.empty() ? m.own_ranges : reduction ? m.node->reduction_ranges : m.inner_ranges;
+    if (m.role == sched::MemberRole::Outer) continue;
+    for (size_t d = 0; d < own.size(); ++d)
+      widen(reduction ? ir::reduction_var(static_cast<int>(d)) : ir::loop_var(static_cast<int>(outer.size() + d)), own[d]);
+  }
+  for (const std::string& var : unknown) extents.erase(var);
+  return extents;
+}
+
+// Whether each iteration of the first `dims` outer loops touches its own part of `buffer` (a
+// buffer the kernel both writes and reads back, e.g. a squeeze-excitation's activations that a
+// member stores and the next one's mean reads): every access has the same constant strides along
+// those loops, strides that keep the loops' rows apart, and stays within one row of the innermost.
+bool row_local(const ir::Buffer* buffer, const ir::Accesses& acc, const std::vector<std::string>& outer, size_t dims,
+               const sched::Kernel& kernel, const ir::SymbolExtents& extents) {
+  std::optional<std::vector<int64_t>> strides;
+  for (const auto* list : {&acc.reads, &acc.writes})
+    for (const auto& a : *list) {
+      if (a.buffer != buffer) continue;
+      std::vector<int64_t> along;
+      Expr rest = a.index;
+      for (size_t d = 0; d < dims; ++d) {
+        auto c = ir::affine_coefficient(a.index, outer[d]);
+        if (!c || !c->is_const() || c->const_value() <= 0) return false;
+        along.push_back(c->const_value());
+        rest = rest - *c * Expr::sym(outer[d]);
+      }
+      if (strides && *strides != along) return false;
+      strides = along;
+      auto lo = ir::lower_bound(rest, extents), hi = ir::upper_bound(rest, extents);
+      if (!lo || !hi || *lo < 0 || *hi >= along.back()) return false;
+    }
+  for (size_t d = 0; strides && d + 1 < dims; ++d)
+    if (!kernel.ranges[d + 1].is_const() || (*strides)[d] < (*strides)[d + 1] * kernel.ranges[d + 1].const_value())
+      return false;
+  return true;
+}
+
 // Iterations of the outer loops may run on different threads and SIMD lanes only when they are
-// independent: plain stores (no scatter-add, no indirect positions), no buffer both read and
-// written. Threads take the leading loops that every store's position depends on.
+// independent: plain stores (no scatter-add, no indirect positions), and a buffer both read and
+// written only by a kernel of nested loops whose parallel iterations each keep to their own part
+// of it (row_local). Threads take the leading loops that every store's position depends on.
 LoopPlan plan_loops(const sched::Kernel& kernel, const ir::Accesses& acc, const std::vector<std::string>& outer,
                     bool nested, const KernelOptions& options) {
   LoopPlan plan;
-  std::set<const ir::Buffer*> written;
+  std::set<const ir::Buffer*> written, read_back;
   for (const auto& w : acc.writes) {
     if (w.mode != ir::StoreMode::Set) return plan;
     for (const std::string& s : ir::free_symbols(w.index))
@@ -285,7 +338,10 @@ LoopPlan plan_loops(const sched::Kernel& kernel, const ir::Accesses& acc, const 
     written.insert(w.buffer);
   }
   for (const auto& r : acc.reads)
-    if (written.count(r.buffer)) return plan;
+    if (written.count(r.buffer)) {
+      if (!nested) return plan;
+      read_back.insert(r.buffer);
+    }
   if (outer.empty()) return plan;
   plan.simd_inner = !nested;
   if (options.threads == 1) return plan;
@@ -297,6 +353,9 @@ LoopPlan plan_loops(const sched::Kernel& kernel, const ir::Accesses& acc, const 
       distinct = distinct && (kernel.ranges[usable].is_const(1) || ir::free_symbols(w.index).count(outer[usable]));
     if (!distinct) break;
   }
+  const ir::SymbolExtents extents = loop_extents(kernel, outer);
+  for (const ir::Buffer* b : read_back)
+    while (usable > 0 && !row_local(b, acc, outer, usable, kernel, extents)) --usable;
   if (usable == 0) return plan;
   // The work of one run: outer iterations times what each member does per iteration.
   Expr per_iteration = 0;
