@@ -284,11 +284,8 @@ ir::SymbolExtents loop_extents(const sched::Kernel& kernel, const std::vector<st
     else if (it->second != range) unknown.insert(var);
   };
   for (const auto& m : kernel.members) {
-    const bool reduction = m.role == sched::MemberRole::Reduction;
-    const ir::Index& own = !m.own_ranges.empty() ? m.own_ranges : reduction ? m.node->reduction_ranges : m.inner_ranges;
-    if (m.role == sched::MemberRole::Outer) continue;
-    for (size_t d = 0; d < own.size(); ++d)
-      widen(reduction ? ir::reduction_var(static_cast<int>(d)) : ir::loop_var(static_cast<int>(outer.size() + d)), own[d]);
+    const ir::Index& own = sched::member_loop_ranges(m);
+    for (size_t d = 0; d < own.size(); ++d) widen(sched::member_loop_var(kernel, m, d), own[d]);
   }
   for (const std::string& var : unknown) extents.erase(var);
   return extents;

@@ -185,6 +185,18 @@ ir::Index member_index(const Kernel& kernel, const Member& m, const std::vector<
 
 }  // namespace
 
+const ir::Index& member_loop_ranges(const Member& m) {
+  static const ir::Index none;
+  if (m.role == MemberRole::Outer) return none;
+  if (!m.own_ranges.empty()) return m.own_ranges;
+  return m.role == MemberRole::Reduction ? m.node->reduction_ranges : m.inner_ranges;
+}
+
+std::string member_loop_var(const Kernel& kernel, const Member& m, size_t d) {
+  if (m.role == MemberRole::Reduction) return ir::reduction_var(static_cast<int>(d));
+  return ir::loop_var(static_cast<int>(kernel.ranges.size() + d));
+}
+
 std::vector<std::string> kernel_loop_vars(const Kernel& kernel) {
   std::vector<std::string> vars;
   for (size_t d = 0; d < kernel.ranges.size(); ++d) vars.push_back(ir::loop_var(static_cast<int>(d)));
@@ -204,11 +216,11 @@ WalkReport walk_kernel(const Kernel& kernel, const Schedule& schedule, KernelVis
         m.node->body(ops, member_index(kernel, m, outer, {}), {});
         break;
       case MemberRole::Reduction: {
-        const ir::Index& ranges = m.own_ranges.empty() ? m.node->reduction_ranges : m.own_ranges;
+        const ir::Index& ranges = member_loop_ranges(m);
         std::vector<std::string> rvars;
         ir::Index ridx = m.own_index;
         for (size_t d = 0; d < ranges.size(); ++d) {
-          rvars.push_back(ir::reduction_var(static_cast<int>(d)));
+          rvars.push_back(member_loop_var(kernel, m, d));
           if (m.own_index.empty()) ridx.push_back(Expr::sym(rvars.back()));
         }
         visitor.begin_reduction(m, ranges);
@@ -219,9 +231,9 @@ WalkReport walk_kernel(const Kernel& kernel, const Schedule& schedule, KernelVis
         break;
       }
       case MemberRole::Inner: {
-        const ir::Index& ranges = m.own_ranges.empty() ? m.inner_ranges : m.own_ranges;
+        const ir::Index& ranges = member_loop_ranges(m);
         std::vector<std::string> vars;
-        for (size_t d = 0; d < ranges.size(); ++d) vars.push_back(ir::loop_var(static_cast<int>(outer.size() + d)));
+        for (size_t d = 0; d < ranges.size(); ++d) vars.push_back(member_loop_var(kernel, m, d));
         visitor.begin_inner(m, ranges, vars);
         ops.enter(member, vars, ranges);
         m.node->body(ops, member_index(kernel, m, outer, vars), {});

@@ -74,15 +74,10 @@ struct LoopSet {
   int member = -1;
 
   const ir::Index& ranges(const Kernel& k) const {
-    if (member < 0) return k.ranges;
-    const Member& m = k.members[static_cast<size_t>(member)];
-    if (!m.own_ranges.empty()) return m.own_ranges;
-    return m.role == MemberRole::Reduction ? m.node->reduction_ranges : m.inner_ranges;
+    return member < 0 ? k.ranges : member_loop_ranges(k.members[static_cast<size_t>(member)]);
   }
   std::string var(const Kernel& k, size_t d) const {
-    if (member >= 0 && k.members[static_cast<size_t>(member)].role == MemberRole::Reduction)
-      return ir::reduction_var(static_cast<int>(d));
-    return ir::loop_var(static_cast<int>((member < 0 ? 0 : k.ranges.size()) + d));
+    return member < 0 ? ir::loop_var(static_cast<int>(d)) : member_loop_var(k, k.members[static_cast<size_t>(member)], d);
   }
   // The indices that use these loops: every one for the outer loops, the member's own otherwise.
   std::vector<Expr> uses(const Indices& all) const {

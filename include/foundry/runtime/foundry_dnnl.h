@@ -132,7 +132,6 @@ inline bool close_call(double serial_ns, int cap) {
 // Zero-filled bytes: a call's operands when it is timed at creation.
 class ZeroedBytes {
  public:
-  ZeroedBytes() = default;
   explicit ZeroedBytes(size_t bytes) : data_(bytes ? std::calloc(1, bytes) : nullptr, &std::free) {
     if (bytes && !data_) throw std::bad_alloc();
   }

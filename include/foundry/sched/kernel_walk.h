@@ -44,5 +44,10 @@ KernelCheck check_kernel(const Kernel& kernel, const Schedule& schedule);
 
 // The symbols of the kernel's outer loops: i0, i1, ...
 std::vector<std::string> kernel_loop_vars(const Kernel& kernel);
+// A member's own loops as the walk runs them: a Reduction member's reduction loops (r0, r1, ...),
+// an Inner member's inner loops (the symbols after the kernel's outer ones), as codegen merged them
+// (own_ranges) or else the node's; none for an Outer member.
+const ir::Index& member_loop_ranges(const Member& m);
+std::string member_loop_var(const Kernel& kernel, const Member& m, size_t d);
 
 }  // namespace foundry::sched
