@@ -250,7 +250,9 @@ TEST_CASE("build: the cache keeps under its size limit by evicting the least rec
   CHECK(tree_bytes(cache) <= std::stoull(limit));
   CHECK_THAT(compile_and_check("pointwise", tmp / "e", cache, cap), Catch::Contains("cache hit"));
   CHECK_THAT(compile_and_check("small_cnn", tmp / "f", cache, cap), Catch::Contains("cache hit"));
-  CHECK_THAT(compile_and_check("mlp", tmp / "g", cache, cap), !Catch::Contains("cache hit"));
+  // mlp's build and outputs entries are the oldest; evicting the older of them is enough to fit.
+  // Either way mlp is no longer a whole-compile hit (stamps of a coarse file system may tie).
+  CHECK_THAT(compile_and_check("mlp", tmp / "g", cache, cap), !Catch::Contains("no stage ran"));
 }
 
 TEST_CASE("build: foundryc --cache-stats and --cache-clear", "[build][cache][cli][fast]") {

@@ -120,6 +120,14 @@ CacheListing list_cache(const fs::path& dir) {
   return listing;
 }
 
+// An entry's last use is its file's modification time, set from the precise clock: the kernel
+// stamps a written file from a coarse one (a few ms), so two entries of one compile, stored
+// moments apart, could otherwise tie and be evicted in key order instead of age order.
+void mark_used(const fs::path& entry) {
+  std::error_code ec;
+  fs::last_write_time(entry, fs::file_time_type::clock::now(), ec);
+}
+
 void remove_files(const std::vector<fs::path>& files) {
   std::error_code ec;
   for (const auto& f : files) fs::remove_all(f, ec);
@@ -232,7 +240,7 @@ std::optional<CacheEntry> CompileCache::load(const std::string& key, std::string
     remove_files(list_cache(dir_).entries[key].files);  // damaged: rebuilt and stored again
     return std::nullopt;
   }
-  fs::last_write_time(path, fs::file_time_type::clock::now(), ec);  // used now
+  mark_used(path);
   return entry;
 }
 
@@ -264,6 +272,7 @@ void CompileCache::store_bytes(const std::string& key, const std::vector<std::pa
   // One file, one rename: a reader on any machine sees the whole entry or none. Concurrent
   // writers of one key each rename a whole entry; the last one stays.
   if (!write_file_atomically(path.string(), entry_bytes(key, payloads))) return;
+  mark_used(path);
   evict_to_limit(key);
 }
 
