@@ -596,11 +596,19 @@ void keep_faster_team(Primitive& built, Spec spec, const char* model, const char
       mine = std::min(mine, run_ns(built, operands, bytes));
       theirs = std::min(theirs, run_ns(other, operands, bytes));
     }
+    // The team must save what any step must to take it: region_payback() parallel regions. Being
+    // faster alone is not enough: after it the pool's threads spin on every core, and the model's
+    // one-thread steps run meanwhile at the clock of a busy chip (encoder_layer on the 16-core
+    // Xeon: its bmm kept the team for 9.9 us against 10.8 on one thread, and the whole run took
+    // 94 us against 69 with every step on one thread).
+    const double team_ns = built.team > 1 ? mine : theirs, one_ns = built.team > 1 ? theirs : mine;
+    const bool team_pays = one_ns - team_ns >= region_payback() * parallel_region_ns(spec.team_cap);
+    const bool switch_team = (built.team > 1) != team_pays;
     if (log_teams())
       std::fprintf(stderr, "%s: %s timed at creation: %d thread(s) %.1f us, %d %.1f us (estimate %.1f us on one): runs on %d\n",
                    model, call, built.team, mine / 1e3, other.team, theirs / 1e3, built.serial_ns / 1e3,
-                   theirs < mine ? other.team : built.team);
-    if (theirs < mine) built = std::move(other);
+                   switch_team ? other.team : built.team);
+    if (switch_team) built = std::move(other);
   } catch (const std::exception&) {
     // A run that fails here fails again in the model's runs, which fall back and say why.
   }
