@@ -41,7 +41,7 @@ TEST_CASE("half floats: products and convolutions run on oneDNN, and on the port
     INFO(name);
     const std::string dir = half_dir(name);
     TempDir tmp("foundry_half_");
-    ProcResult c = run_foundryc({dir + "/model.pt2", "-o", tmp / "out", "-v"});
+    ProcResult c = run_foundryc({dir + "/model.pt2", "-o", tmp / "out", "-v", "--cache-dir", tmp / "cache"});  // its own: no hit
     INFO(c.err);
     REQUIRE(c.exit_code == 0);
     CHECK(count_occurrences(c.err, "runs on oneDNN") == 3);  // the MLP's 3 addmm; 2 convolutions and an addmm
@@ -70,7 +70,8 @@ TEST_CASE("fusion: a producer a reduction would recompute per output column is s
   const std::string dir = half_dir("mlp_float64");
   CHECK(run_sample_both_ways(dir) == "");
   TempDir tmp("foundry_half_");
-  ProcResult c = run_foundryc({dir + "/model.pt2", "-o", tmp / "out", "--dump-ir", "--stop-after=schedule", "-v"});
+  ProcResult c = run_foundryc({dir + "/model.pt2", "-o", tmp / "out", "--dump-ir", "--stop-after=schedule", "-v",
+                                "--cache-dir", tmp / "cache"});
   INFO(c.err);
   REQUIRE(c.exit_code == 0);
   const std::string post = read_file(tmp / "out/debug/ir_post_fusion.txt");
