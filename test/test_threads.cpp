@@ -3,7 +3,9 @@
 // at every thread count.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <filesystem>
+#include <regex>
 #include <string>
 
 #include "foundry/build/compile.h"
@@ -163,6 +165,25 @@ int main(int argc, char**) {
   CHECK((one || four));
   CHECK(close.err.find("teams: call3 timed at creation: ") != std::string::npos);
   CHECK(close.err.find(one ? ": runs on 1\n" : ": runs on 4\n") != std::string::npos);
+  // At the default payback the team must also save two parallel regions, not merely be faster:
+  // the kept team follows from the logged times and the logged saving required (to the 0.05 us
+  // they are printed to). Not timed at all, the call was clearly too small for the team.
+  ProcResult strict = run_process({"/usr/bin/env", "-u", "FOUNDRY_NO_DNNL", "-u", "FOUNDRY_NUM_THREADS", "-u",
+                                   "FOUNDRY_PARALLEL_PAYBACK", "FOUNDRY_LOG_TEAMS=1", tmp / "teams", "close"});
+  INFO(strict.err);
+  CHECK(strict.exit_code == 0);
+  std::smatch m;
+  const std::regex timed(R"(call3 timed at creation: (\d+) thread\(s\) ([\d.]+) us, (\d+) ([\d.]+) us \(estimate [\d.]+ us on one, a team must save ([\d.]+) us\): runs on (\d+)\n)");
+  if (std::regex_search(strict.err, m, timed)) {
+    const bool built_one = m[1] == "1";
+    const double one_us = std::stod(built_one ? m[2].str() : m[4].str()), team_us = std::stod(built_one ? m[4].str() : m[2].str());
+    const double saved = one_us - team_us, must = std::stod(m[5].str());
+    INFO("saved " << saved << " us, must save " << must << " us");
+    if (std::abs(saved - must) > 0.1) CHECK(m[6] == (saved >= must ? "4" : "1"));
+    CHECK(strict.out == "close team " + m[6].str() + " y 64\n");
+  } else {
+    CHECK(strict.out == "close team 1 y 64\n");
+  }
 }
 
 TEST_CASE("threads: parallel models match PyTorch at 1, 2 and 3 threads", "[threads][corpus]") {

@@ -639,11 +639,13 @@ void keep_faster_team(Primitive& built, Spec spec, const char* model, const char
     // Xeon: its bmm kept the team for 9.9 us against 10.8 on one thread, and the whole run took
     // 94 us against 69 with every step on one thread).
     const double team_ns = built.team > 1 ? mine : theirs, one_ns = built.team > 1 ? theirs : mine;
-    const bool team_pays = one_ns - team_ns >= region_payback() * parallel_region_ns(spec.team_cap);
-    const bool switch_team = (built.team > 1) != team_pays;
+    const double must_save = region_payback() * parallel_region_ns(spec.team_cap);
+    const bool switch_team = (built.team > 1) != (one_ns - team_ns >= must_save);
     if (log_teams())
-      std::fprintf(stderr, "%s: %s timed at creation: %d thread(s) %.1f us, %d %.1f us (estimate %.1f us on one): runs on %d\n",
-                   model, call, built.team, mine / 1e3, other.team, theirs / 1e3, built.serial_ns / 1e3,
+      std::fprintf(stderr,
+                   "%s: %s timed at creation: %d thread(s) %.1f us, %d %.1f us (estimate %.1f us on one, a team "
+                   "must save %.1f us): runs on %d\n",
+                   model, call, built.team, mine / 1e3, other.team, theirs / 1e3, built.serial_ns / 1e3, must_save / 1e3,
                    switch_team ? other.team : built.team);
     if (switch_team) built = std::move(other);
   } catch (const std::exception&) {
