@@ -87,8 +87,9 @@ def parse_args():
                         " compiled with it and timed right after this one's, in the same run;"
                         " the table gives baseline / foundryc (above 1: this build is faster)")
     p.add_argument("--rounds", type=int, default=1,
-                   help="with a baseline: alternate this build and the baseline this many times per"
-                        " model and thread count; the ratio is of the medians of the rounds")
+                   help="time each model this many times per thread count, the thread counts (and"
+                        " with a baseline, this build and the baseline) alternating; each figure is"
+                        " the median of its rounds' medians")
     p.add_argument("--baseline-prebuilt", type=Path,
                    help="with --prebuilt: folder of the baseline's compiled models (as --baseline)")
     p.add_argument("--baseline-env", action="append", default=[], metavar="VAR=VALUE",
@@ -422,6 +423,25 @@ def against_baseline(ctx, rec, row, name, out, base, inputs, expected, t):
         row["baseline_ratio"] = statistics.median(medians[1]) / statistics.median(medians[0])
 
 
+def thread_rounds(ctx, rec, out, inputs):
+    """--rounds N without a baseline: N-1 more timings of each thread count, the thread counts
+    alternating (1, 16, 1, 16...), so that a slow moment of the machine, or a slow placement of one
+    process, does not decide which count is faster. Each count's median_ms becomes the median of
+    its rounds' medians (the rounds' medians in round_medians_ms)."""
+    rows = [row for row in rec["threads"].values() if "median_ms" in row["foundry"]]
+    medians = {id(row): [row["foundry"]["median_ms"]] for row in rows}
+    for _ in range(ctx.args.rounds - 1):
+        for t, row in rec["threads"].items():
+            if id(row) in medians:
+                log(f"{rec['model']}: foundry-run, {plural_threads(t)}, another round")
+                res = time_foundry(ctx, rec["model"], out, inputs, None, t, first=False)[0]
+                if "median_ms" in res:
+                    medians[id(row)].append(res["median_ms"])
+    for row in rows:
+        row["foundry"]["round_medians_ms"] = medians[id(row)]
+        row["foundry"]["median_ms"] = statistics.median(medians[id(row)])
+
+
 def bench_model(ctx, name):
     rec = {"model": name}
     out = compiled_folder(ctx, rec, name, ctx.args.prebuilt, ctx.foundryc, ctx.compiled)
@@ -452,12 +472,16 @@ def bench_model(ctx, name):
         row = {"foundry": res}
         if base is not None:
             against_baseline(ctx, rec, row, name, out, base, inputs, expected, t)
+        rec["threads"][t] = row
+    if base is None and ctx.args.rounds > 1:
+        thread_rounds(ctx, rec, out, inputs)
+    for t, row in rec["threads"].items():
+        res = row["foundry"]
         if "median_ms" in res and rec["bytes_moved"]:
             row["gbps"] = rec["bytes_moved"] / (res["median_ms"] * 1e-3) / 1e9
             row["roofline"] = row["gbps"] / ctx.stream[t]
             if "min_ms" in res:  # best run against STREAM's best of 10: the same statistic
                 row["roofline_best"] = rec["bytes_moved"] / (res["min_ms"] * 1e-3) / 1e9 / ctx.stream[t]
-        rec["threads"][t] = row
     if inputs.parent == ctx.work and not ctx.torch_modes:
         shutil.rmtree(inputs, ignore_errors=True)  # 512 MiB for pointwise_64m; else kept for torch
     return rec
@@ -617,6 +641,8 @@ def report(ctx, result):
                     lines.append(f"| **{label}** (n={n}) |" + " |" * (4 + len(modes)) + " "
                                  + " | ".join(fmt(g.get(m, {}).get(key), ".2f", "×") for m in modes) + " | |")
             lines.append("")
+        if len(ctx.threads) > 1 and ctx.args.device == "cpu":
+            lines += scaling_table(ctx, result)
         if ctx.args.baseline or ctx.args.baseline_prebuilt or ctx.args.baseline_env:
             lines += baseline_table(ctx, result)
         lines += ["Ratios above 1 mean foundryc is faster. GB/s = manifest bytes_moved / median;"
@@ -626,6 +652,24 @@ def report(ctx, result):
     if errors:
         lines += ["## Errors", ""] + errors + [""]
     return "\n".join(lines)
+
+
+def scaling_table(ctx, result):
+    """Each model's time at every thread count against its time at the first (above 1: faster
+    with more threads)."""
+    first, rest = ctx.threads[0], ctx.threads[1:]
+    rounds = f", median of {ctx.args.rounds} rounds alternating the thread counts" if ctx.args.rounds > 1 else ""
+    head = ["model", f"foundryc {plural_threads(first)}"]
+    for t in rest:
+        head += [f"foundryc {plural_threads(t)}", f"{first}T / {t}T"]
+    lines = [f"## foundryc's thread scaling{rounds}", "", "| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    for r in result["models"]:
+        ms = {t: r.get("threads", {}).get(t, {}).get("foundry", {}).get("median_ms") for t in ctx.threads}
+        cells = [r["model"], fmt_time(ms[first])]
+        for t in rest:
+            cells += [fmt_time(ms[t]), fmt(ms[first] / ms[t] if ms[first] and ms[t] else None, ".2f", "×")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines + [""]
 
 
 def baseline_table(ctx, result):
@@ -704,7 +748,9 @@ def main():
     ctx.runs_for = lambda per_run_s: max(ctx.min_runs, min(ctx.max_runs,
                                                            int(ctx.target_s / max(per_run_s, 1e-9))))
     ctx.mode_note = (f"{'quick: ' if args.quick else ''}each median over about {ctx.target_s} s of"
-                     f" runs ({ctx.min_runs}..{ctx.max_runs}) after {ctx.warmup} warm-up runs;"
+                     f" runs ({ctx.min_runs}..{ctx.max_runs}) after {ctx.warmup} warm-up runs"
+                     + (f", foundryc's the median of {args.rounds} rounds' medians" if args.rounds > 1 else "")
+                     + ";"
                      " PyTorch in one process per mode and thread count for all models,"
                      " Inductor with "
                      + ("a cache filled beforehand" if args.inductor_cache else "an empty cache"))
