@@ -7,6 +7,8 @@
 #   scripts/bench.sh --no-compile --prebuilt DIR/compiled    (on a host with no foundryc build)
 #   scripts/bench.sh --baseline OLD/foundryc                 (this build against an earlier one, same run)
 #   scripts/bench.sh --models-dir DIR                        (any folder of models, e.g. scripts/zoo's exports)
+#   scripts/bench.sh --threads 1,16 --rounds 5               (foundryc timed 5 times per thread count, the
+#                                                             counts alternating; medians of the rounds)
 #   scripts/bench.sh --device cuda                           (on the GPU: against eager, torch.compile and
 #                                                             its reduce-overhead mode; CUDA add as roofline)
 #   scripts/bench.sh --help                                  (all options)
