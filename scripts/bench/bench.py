@@ -428,18 +428,15 @@ def thread_rounds(ctx, rec, out, inputs):
     alternating (1, 16, 1, 16...), so that a slow moment of the machine, or a slow placement of one
     process, does not decide which count is faster. Each count's median_ms becomes the median of
     its rounds' medians (the rounds' medians in round_medians_ms)."""
-    rows = [row for row in rec["threads"].values() if "median_ms" in row["foundry"]]
-    medians = {id(row): [row["foundry"]["median_ms"]] for row in rows}
+    medians = {t: [row["foundry"]["median_ms"]] for t, row in rec["threads"].items() if "median_ms" in row["foundry"]}
     for _ in range(ctx.args.rounds - 1):
-        for t, row in rec["threads"].items():
-            if id(row) in medians:
-                log(f"{rec['model']}: foundry-run, {plural_threads(t)}, another round")
-                res = time_foundry(ctx, rec["model"], out, inputs, None, t, first=False)[0]
-                if "median_ms" in res:
-                    medians[id(row)].append(res["median_ms"])
-    for row in rows:
-        row["foundry"]["round_medians_ms"] = medians[id(row)]
-        row["foundry"]["median_ms"] = statistics.median(medians[id(row)])
+        for t in medians:
+            log(f"{rec['model']}: foundry-run, {plural_threads(t)}, another round")
+            res = time_foundry(ctx, rec["model"], out, inputs, None, t, first=False)[0]
+            if "median_ms" in res:
+                medians[t].append(res["median_ms"])
+    for t, ms in medians.items():
+        rec["threads"][t]["foundry"].update(round_medians_ms=ms, median_ms=statistics.median(ms))
 
 
 def bench_model(ctx, name):
