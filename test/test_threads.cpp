@@ -181,7 +181,8 @@ int main(int argc, char**) {
     INFO("saved " << saved << " us, must save " << must << " us");
     if (std::abs(saved - must) > 0.1) CHECK(m[6] == (saved >= must ? "4" : "1"));
     CHECK(strict.out == "close team " + m[6].str() + " y 64\n");
-  } else {
+  } else {  // not timed: no log line of any form for it, and the estimate's team
+    CHECK(strict.err.find("call3 timed at creation") == std::string::npos);
     CHECK(strict.out == "close team 1 y 64\n");
   }
 }
