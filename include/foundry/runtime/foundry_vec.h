@@ -53,10 +53,19 @@ using Mask = int32_t __attribute__((vector_size(4 * kLanes)));  // a lane is -1 
 using VecD = double __attribute__((vector_size(8 * kLanes)));    // float sums accumulate in double
 
 // ---- construction, memory --------------------------------------------------------------------
+// One broadcast instruction: GCC turns the lane loop into one masked broadcast per lane.
 inline VecF splat(float x) {
+#if FOUNDRY_VEC_LANES == 16
+  return (VecF)_mm512_set1_ps(x);
+#elif FOUNDRY_VEC_LANES == 8
+  return (VecF)_mm256_set1_ps(x);
+#elif FOUNDRY_VEC_LANES == 4
+  return (VecF)_mm_set1_ps(x);
+#else
   VecF r;
   for (int l = 0; l < kLanes; ++l) r[l] = x;
   return r;
+#endif
 }
 inline Mask splat_mask(bool b) {
   Mask r;
