@@ -260,3 +260,32 @@ TEST_CASE("externs: a U-Net's transposed convolutions are oneDNN deconvolutions 
   CHECK(off.exit_code == 0);
   CHECK_THAT(off.err, Catch::Contains("runs on the portable loops: FOUNDRY_NO_DNNL=1 is set"));
 }
+
+// Depthwise convolutions with output rows of at least 14 run on foundryc's own loops over the
+// activations as stored (foundry_depthwise.h), narrower ones on oneDNN; both match PyTorch. The
+// loops' values at every vector width: test_simd.cpp.
+TEST_CASE("externs: depthwise convolutions of wide rows run on foundryc's loops, narrow ones on oneDNN, and match PyTorch",
+          "[externs]") {
+  TempDir tmp("foundry_externs_");
+  // A weight of one input channel per output channel, as many groups as channels.
+  const std::string depthwise = R"(foundryc: info: call\d+ \(convolution: float32\[1, (\d+), .*\] \* float32\[\1, 1, .*groups \1\b.*\) )";
+  const std::regex on_loops(depthwise + "runs on foundryc's depthwise loops"), depthwise_on_dnnl(depthwise + "runs on oneDNN");
+  // effnet_block: 144 channels 3x3 at 56x56, 5x5 stride 2 to 28x28, 240 channels 5x5 at 28x28.
+  std::string log = compile_named_sample("effnet_block", tmp / "eff", tmp / "cache", {"-v"});
+  CHECK(count_matches(log, on_loops) == 3);
+  CHECK(count_occurrences(read_file(tmp / "eff/externs.cpp"), "  foundry_rt::depthwise_conv2d(shape, ") == 3);
+  ProcResult run = run_sample("effnet_block", tmp / "eff", "");
+  INFO(run.out << run.err);
+  CHECK(run.exit_code == 0);
+  if (!require_corpus()) return;
+  // mobilenet_v3_small at 96x96: one depthwise layer to 24x24, ten at 12x12 and below.
+  const std::string dir = corpus_dir() + "/models/mobilenet_v3_small";
+  ProcResult r = run_foundryc({dir + "/model.pt2", "-o", tmp / "mb", "--cache-dir", tmp / "cache", "-v"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(count_matches(r.err, on_loops) == 1);
+  CHECK(count_matches(r.err, depthwise_on_dnnl) == 10);
+  run = run_process({foundry_run_exe(), tmp / "mb", "--inputs", dir + "/inputs", "--expected", dir + "/expected"});
+  INFO(run.out << run.err);
+  CHECK(run.exit_code == 0);
+}

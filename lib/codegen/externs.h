@@ -28,6 +28,12 @@ std::string linalg_statements(const ir::LoopNode& node, const ir::Linalg& call,
 // `threads` threads (foundryc --threads; 0: the runtime's default); sort_externs.cpp.
 std::string sort_statements(const ir::LoopNode& node, const ir::SortRows& call,
                             const std::map<const ir::Buffer*, std::string>& ptrs, int threads);
+// Whether a library call is a float32 depthwise 2-d convolution that runs on foundryc's own loops
+// (foundry_depthwise.h) instead of oneDNN, and the statements of one; depthwise_externs.cpp.
+bool runs_depthwise(const ir::LoopNode& node);
+std::string depthwise_statements(const ir::LoopNode& node, const std::map<const ir::Buffer*, std::string>& ptrs);
+// The folded activation of a library call as the runtime's enumerator (foundry_rt::Activation).
+std::string activation_enum(ir::Activation activation);
 // The line externs.cpp includes the LAPACK routines with; the build links -llapacke when it is there.
 constexpr const char* kLapackInclude = "#include \"foundry_lapack.h\"";
 

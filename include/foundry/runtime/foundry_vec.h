@@ -117,6 +117,63 @@ inline VecF load_stride2(const float* p) {
   return gather([&](int64_t lane) { return p[2 * lane]; });
 #endif
 }
+// A convolution's window along a row of `n` elements: the lanes l < `lanes` whose position
+// first + step * l lies inside the row, as a bit set (bit l), for load_window.
+inline uint32_t window_lanes(int64_t n, int64_t first, int64_t step, int lanes) {
+  const int64_t a = first >= 0 ? 0 : (-first + step - 1) / step;
+  const int64_t b = first >= n ? 0 : (n - 1 - first) / step + 1;
+  const int64_t hi = b < lanes ? b : lanes;
+  if (a >= hi) return 0;
+  return static_cast<uint32_t>(((uint64_t{1} << hi) - 1) & ~((uint64_t{1} << a) - 1));
+}
+// Lanes in `in` (window_lanes) read row[first + step * l]; the others are 0 (zero padding, or
+// lanes past the output's end). Only those positions are read: the masked lanes of AVX-512's and
+// AVX2's masked loads and gathers touch no memory, so the address of lane 0 may lie before the
+// row (it is computed as an integer, never dereferenced there).
+inline const float* element_address(const float* row, int64_t at) {
+  return reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(row) + static_cast<uintptr_t>(at) * sizeof(float));
+}
+inline VecF load_window(const float* row, int64_t first, int64_t step, uint32_t in) {
+#if FOUNDRY_VEC_LANES == 16
+  if (step == 1) return (VecF)_mm512_maskz_loadu_ps(static_cast<__mmask16>(in), element_address(row, first));
+  if (step == 2) {  // the lanes' elements are every other one of 32: bit l of `in` is element 2l
+#if defined(__BMI2__)
+    const uint32_t elements = _pdep_u32(in, 0x55555555u);
+#else
+    uint32_t elements = 0;
+    for (int l = 0; l < 16; ++l) elements |= ((in >> l) & 1u) << (2 * l);
+#endif
+    const __m512 lo = _mm512_maskz_loadu_ps(static_cast<__mmask16>(elements), element_address(row, first));
+    const __m512 hi = _mm512_maskz_loadu_ps(static_cast<__mmask16>(elements >> 16), element_address(row, first + 16));
+    const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    return (VecF)_mm512_permutex2var_ps(lo, evens, hi);
+  }
+  if (in && first >= INT32_MIN / 2 && first + step * 15 <= INT32_MAX / 2 && first + step * 15 >= INT32_MIN / 2) {
+    const __m512i pos = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(first)),
+                                         _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                                            _mm512_set1_epi32(static_cast<int32_t>(step))));
+    return (VecF)_mm512_mask_i32gather_ps(_mm512_setzero_ps(), static_cast<__mmask16>(in), pos, row, 4);
+  }
+#elif FOUNDRY_VEC_LANES == 8
+  if (step == 1) {
+    const __m256i bits = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    const __m256i lane_in = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(static_cast<int32_t>(in)), bits), bits);
+    return (VecF)_mm256_maskload_ps(element_address(row, first), lane_in);
+  }
+#endif
+  VecF r = splat(0.0f);
+  for (int l = 0; l < kLanes; ++l)
+    if ((in >> l) & 1u) r[l] = row[first + step * l];
+  return r;
+}
+// The first `lanes` lanes of `v` stored at p[0..lanes); nothing past them is written.
+inline void store_first(float* p, VecF v, int lanes) {
+#if FOUNDRY_VEC_LANES == 16
+  _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << lanes) - 1), (__m512)v);
+#else
+  for (int l = 0; l < lanes; ++l) p[l] = v[l];
+#endif
+}
 // Lanes written one at a time, in lane order: `at(lane)` is the element to write.
 template <typename F>
 inline void scatter(VecF v, F&& at) {
