@@ -12,13 +12,6 @@ namespace {
 
 bool float32(const ir::Operand& op) { return op.buffer->dtype == DType::Float32; }
 
-std::string size(const ir::Expr& e) { return cpp_index(e, {}); }
-
-// `op`'s first element in the function of a call.
-std::string first_element(const ir::Operand& op, const std::map<const ir::Buffer*, std::string>& ptrs) {
-  return op.offset.is_const(0) ? ptrs.at(op.buffer) : ptrs.at(op.buffer) + " + " + size(op.offset);
-}
-
 }  // namespace
 
 bool runs_depthwise(const ir::LoopNode& node) {
@@ -56,21 +49,21 @@ std::string depthwise_statements(const ir::LoopNode& node, const std::map<const 
   std::ostringstream s;
   s << "  // A depthwise convolution on the activations as stored (foundry_depthwise.h).\n";
   s << "  foundry_rt::DepthwiseShape shape;\n";
-  s << "  shape.batch = " << size(x.sizes[0]) << ";\n  shape.channels = " << size(x.sizes[1]) << ";\n";
-  s << "  shape.in_h = " << size(x.sizes[2]) << ";\n  shape.in_w = " << size(x.sizes[3]) << ";\n";
-  s << "  shape.out_h = " << size(out[2]) << ";\n  shape.out_w = " << size(out[3]) << ";\n";
-  s << "  shape.kernel_h = " << size(w.sizes[2]) << ";\n  shape.kernel_w = " << size(w.sizes[3]) << ";\n";
+  s << "  shape.batch = " << cpp_size(x.sizes[0]) << ";\n  shape.channels = " << cpp_size(x.sizes[1]) << ";\n";
+  s << "  shape.in_h = " << cpp_size(x.sizes[2]) << ";\n  shape.in_w = " << cpp_size(x.sizes[3]) << ";\n";
+  s << "  shape.out_h = " << cpp_size(out[2]) << ";\n  shape.out_w = " << cpp_size(out[3]) << ";\n";
+  s << "  shape.kernel_h = " << cpp_size(w.sizes[2]) << ";\n  shape.kernel_w = " << cpp_size(w.sizes[3]) << ";\n";
   s << "  shape.stride_h = " << conv.stride[0] << ";\n  shape.stride_w = " << conv.stride[1] << ";\n";
   s << "  shape.pad_h = " << conv.padding[0] << ";\n  shape.pad_w = " << conv.padding[1] << ";\n";
   s << "  shape.dilation_h = " << conv.dilation[0] << ";\n  shape.dilation_w = " << conv.dilation[1] << ";\n";
-  s << "  shape.x_strides[0] = " << size(x.strides[0]) << ";\n  shape.x_strides[1] = " << size(x.strides[1])
-    << ";\n  shape.x_strides[2] = " << size(x.strides[2]) << ";\n";
-  s << "  shape.w_strides[0] = " << size(w.strides[0]) << ";\n  shape.w_strides[1] = " << size(w.strides[2])
-    << ";\n  shape.w_strides[2] = " << size(w.strides[3]) << ";\n";
-  s << "  shape.bias_stride = " << (conv.bias ? size(conv.bias->strides[0]) : "0") << ";\n";
+  s << "  shape.x_strides[0] = " << cpp_size(x.strides[0]) << ";\n  shape.x_strides[1] = " << cpp_size(x.strides[1])
+    << ";\n  shape.x_strides[2] = " << cpp_size(x.strides[2]) << ";\n";
+  s << "  shape.w_strides[0] = " << cpp_size(w.strides[0]) << ";\n  shape.w_strides[1] = " << cpp_size(w.strides[2])
+    << ";\n  shape.w_strides[2] = " << cpp_size(w.strides[3]) << ";\n";
+  s << "  shape.bias_stride = " << (conv.bias ? cpp_size(conv.bias->strides[0]) : "0") << ";\n";
   s << "  const int team = foundry_rt::team_for(foundry_rt::depthwise_serial_ns(shape), foundry_rt::num_threads(kThreads));\n";
-  s << "  foundry_rt::depthwise_conv2d(shape, " << first_element(x, ptrs) << ", " << first_element(w, ptrs) << ", "
-    << (conv.bias ? first_element(*conv.bias, ptrs) : "/*bias=*/nullptr") << ", " << activation_enum(node.call.activation)
+  s << "  foundry_rt::depthwise_conv2d(shape, " << operand_pointer(x, ptrs) << ", " << operand_pointer(w, ptrs) << ", "
+    << (conv.bias ? operand_pointer(*conv.bias, ptrs) : "/*bias=*/nullptr") << ", " << activation_enum(node.call.activation)
     << ", " << ptrs.at(node.output) << ", team);\n";
   return s.str();
 }

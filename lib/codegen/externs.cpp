@@ -309,11 +309,6 @@ std::string dnnl_primitive(const ir::ExternCall& call, DnnlMode mode) {
   return mode == DnnlMode::PerShape ? "PerShape" + kind : kind;
 }
 
-// `op`'s first element in the function of a call.
-std::string operand_pointer(const ir::Operand& op, const Pointers& local) {
-  return op.offset.is_const(0) ? local.at(op.buffer) : local.at(op.buffer) + " + " + cpp_size(op.offset);
-}
-
 // The arguments of a primitive's run(): the operands' first elements and the output.
 std::string run_arguments(const ir::LoopNode& node, const Pointers& local) {
   std::string args = std::visit(
@@ -368,6 +363,10 @@ std::string call_label(const ir::LoopNode& node, const std::string& fn) {
 }
 
 }  // namespace
+
+std::string operand_pointer(const ir::Operand& op, const std::map<const ir::Buffer*, std::string>& local) {
+  return op.offset.is_const(0) ? local.at(op.buffer) : local.at(op.buffer) + " + " + cpp_size(op.offset);
+}
 
 std::string activation_enum(ir::Activation activation) {
   switch (activation) {

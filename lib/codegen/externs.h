@@ -32,6 +32,8 @@ std::string sort_statements(const ir::LoopNode& node, const ir::SortRows& call,
 // (foundry_depthwise.h) instead of oneDNN, and the statements of one; depthwise_externs.cpp.
 bool runs_depthwise(const ir::LoopNode& node);
 std::string depthwise_statements(const ir::LoopNode& node, const std::map<const ir::Buffer*, std::string>& ptrs);
+// `op`'s first element in the function of a call, over its pointers (`local`).
+std::string operand_pointer(const ir::Operand& op, const std::map<const ir::Buffer*, std::string>& local);
 // The folded activation of a library call as the runtime's enumerator (foundry_rt::Activation).
 std::string activation_enum(ir::Activation activation);
 // The line externs.cpp includes the LAPACK routines with; the build links -llapacke when it is there.
