@@ -5,6 +5,7 @@
 
 #include "codegen/externs.h"
 #include "foundry/codegen/cpp_expr.h"
+#include "foundry/ir/print.h"
 
 namespace foundry::codegen {
 
@@ -37,12 +38,25 @@ bool runs_depthwise(const ir::LoopNode& node) {
   // reorders: 144 channels 3x3 at 56x56 0.28 ms against 0.58, 240 5x5 at 28x28 0.24 against
   // 0.33, 576 3x3 at 14x14 0.094 against 0.19; at 7x7, 960 3x3 0.12 against 0.075, and 72 5x5
   // stride 2 to 12x12 0.037 against 0.021).
+  // Both widths static: what the rows read is built when the model is created.
   constexpr int64_t kMinOutputWidth = 14;
   const ir::Expr& out_w = node.output->sizes[3];
-  return x.strides[3].is_const(1) && out_w.is_const() && out_w.const_value() >= kMinOutputWidth;
+  return x.strides[3].is_const(1) && x.sizes[3].is_const() && out_w.is_const() && out_w.const_value() >= kMinOutputWidth;
 }
 
-std::string depthwise_statements(const ir::LoopNode& node, const std::map<const ir::Buffer*, std::string>& ptrs) {
+std::string depthwise_build(const ir::LoopNode& node, const std::string& member) {
+  const auto& conv = std::get<ir::Convolution>(node.call.op);
+  std::ostringstream s;
+  s << "  // " << ir::describe_extern(node) << ": what its rows read\n";
+  s << "  if (!s->" << member << ".build(/*in_w=*/" << cpp_size(conv.input.sizes[3]) << ", /*out_w=*/"
+    << cpp_size(node.output->sizes[3]) << ", /*kernel_w=*/" << cpp_size(conv.weight.sizes[3]) << ", /*stride_w=*/"
+    << conv.stride[1] << ", /*pad_w=*/" << conv.padding[1] << ", /*dilation_w=*/" << conv.dilation[1] << ")) {\n"
+    << "    delete s;\n    return nullptr;\n  }\n";
+  return s.str();
+}
+
+std::string depthwise_statements(const ir::LoopNode& node, const std::string& member,
+                                 const std::map<const ir::Buffer*, std::string>& ptrs) {
   const auto& conv = std::get<ir::Convolution>(node.call.op);
   const ir::Operand &x = conv.input, &w = conv.weight;
   const std::vector<ir::Expr>& out = node.output->sizes;
@@ -62,7 +76,7 @@ std::string depthwise_statements(const ir::LoopNode& node, const std::map<const 
     << ";\n  shape.w_strides[2] = " << cpp_size(w.strides[3]) << ";\n";
   s << "  shape.bias_stride = " << (conv.bias ? cpp_size(conv.bias->strides[0]) : "0") << ";\n";
   s << "  const int team = foundry_rt::team_for(foundry_rt::depthwise_serial_ns(shape), foundry_rt::num_threads(kThreads));\n";
-  s << "  foundry_rt::depthwise_conv2d(shape, " << operand_pointer(x, ptrs) << ", " << operand_pointer(w, ptrs) << ", "
+  s << "  foundry_rt::depthwise_conv2d(shape, s->" << member << ", " << operand_pointer(x, ptrs) << ", " << operand_pointer(w, ptrs) << ", "
     << (conv.bias ? operand_pointer(*conv.bias, ptrs) : "/*bias=*/nullptr") << ", " << activation_enum(node.call.activation)
     << ", " << ptrs.at(node.output) << ", team);\n";
   return s.str();

@@ -436,8 +436,10 @@ ExternsSource generate_externs(const ir::LoopProgram& program, const sched::Sche
     }
     if (runs_depthwise(node)) {
       spdlog::info("{} ({}) runs on foundryc's depthwise loops", fn, description);
-      functions << "// " << description << "\nvoid " << fn << "(const State* s" << signature << ") {\n  (void)s;\n"
-                << depthwise_statements(node, local) << "}\n\n";
+      state << "  foundry_rt::DepthwiseRows " << member << ";  // " << fn << "\n";
+      builds << depthwise_build(node, member);
+      functions << "// " << description << "\nvoid " << fn << "(const State* s" << signature << ") {\n"
+                << depthwise_statements(node, member, local) << "}\n\n";
       uses_depthwise = true;
       continue;
     }

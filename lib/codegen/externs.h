@@ -29,9 +29,13 @@ std::string linalg_statements(const ir::LoopNode& node, const ir::Linalg& call,
 std::string sort_statements(const ir::LoopNode& node, const ir::SortRows& call,
                             const std::map<const ir::Buffer*, std::string>& ptrs, int threads);
 // Whether a library call is a float32 depthwise 2-d convolution that runs on foundryc's own loops
-// (foundry_depthwise.h) instead of oneDNN, and the statements of one; depthwise_externs.cpp.
+// (foundry_depthwise.h) instead of oneDNN; the block of create() that builds what its rows read
+// into state member `member` (a foundry_rt::DepthwiseRows), and the statements of one call;
+// depthwise_externs.cpp.
 bool runs_depthwise(const ir::LoopNode& node);
-std::string depthwise_statements(const ir::LoopNode& node, const std::map<const ir::Buffer*, std::string>& ptrs);
+std::string depthwise_build(const ir::LoopNode& node, const std::string& member);
+std::string depthwise_statements(const ir::LoopNode& node, const std::string& member,
+                                 const std::map<const ir::Buffer*, std::string>& ptrs);
 // `op`'s first element in the function of a call, over its pointers (`local`).
 std::string operand_pointer(const ir::Operand& op, const std::map<const ir::Buffer*, std::string>& local);
 // The folded activation of a library call as the runtime's enumerator (foundry_rt::Activation).

@@ -7,6 +7,7 @@
 // 49 products of values in [-1, 1]). Compiled and run by test_simd.cpp at several -march levels;
 // exits 1 and prints the first mismatches on failure.
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <random>
 #include <vector>
@@ -63,7 +64,9 @@ void check(const Geometry& g, bool with_bias, Activation act, int team, std::mt1
   for (float& v : x) v = value(rng);
   for (float& v : w) v = value(rng);
   for (float& v : bias) v = value(rng);
-  foundry_rt::depthwise_conv2d(s, x.data(), w.data(), with_bias ? bias.data() : nullptr, act, y.data(), team);
+  foundry_rt::DepthwiseRows rows;
+  if (!rows.build(s.in_w, s.out_w, s.kernel_w, s.stride_w, s.pad_w, s.dilation_w)) std::abort();
+  foundry_rt::depthwise_conv2d(s, rows, x.data(), w.data(), with_bias ? bias.data() : nullptr, act, y.data(), team);
   ++cases;
   for (int64_t n = 0; n < g.batch; ++n)
     for (int64_t c = 0; c < g.channels; ++c)

@@ -9,6 +9,7 @@
 #ifndef FOUNDRY_DEPTHWISE_H
 #define FOUNDRY_DEPTHWISE_H
 #include <cstdint>
+#include <new>
 #include <vector>
 
 #include "foundry_externs.h"  // Activation
@@ -50,22 +51,10 @@ struct ColumnWindow {
   uint32_t in;
 };
 
-// The lanes of output vector `v` of a row: kLanes, fewer for the last one.
-inline int vector_lanes(const DepthwiseShape& s, int64_t v) {
-  const int64_t left = s.out_w - v * kLanes;
+// The lanes of output vector `v` of a row of `out_w`: kLanes, fewer for the last one.
+inline int vector_lanes(int64_t out_w, int64_t v) {
+  const int64_t left = out_w - v * kLanes;
   return static_cast<int>(left < kLanes ? left : kLanes);
-}
-
-// The column windows of every output vector of a row, [vector][kernel column].
-inline std::vector<ColumnWindow> column_windows(const DepthwiseShape& s) {
-  const int64_t vectors = (s.out_w + kLanes - 1) / kLanes;
-  std::vector<ColumnWindow> columns(static_cast<size_t>(vectors * s.kernel_w));
-  for (int64_t v = 0; v < vectors; ++v)
-    for (int64_t kw = 0; kw < s.kernel_w; ++kw) {
-      const int64_t first = v * kLanes * s.stride_w - s.pad_w + kw * s.dilation_w;
-      columns[v * s.kernel_w + kw] = {first, foundry_vec::window_lanes(s.in_w, first, s.stride_w, vector_lanes(s, v))};
-    }
-  return columns;
 }
 
 // A block of kRows output rows from oh0 and kVectors vectors of them from vector v0, computed
@@ -109,7 +98,7 @@ void output_block(const DepthwiseShape& s, const float* plane, const float* taps
     for (int j = 0; j < kVectors; ++j) {
       const VecF v = activate(acc[i][j], act);
       float* at = out + (oh0 + i) * s.out_w + (v0 + j) * kLanes;
-      const int lanes = vector_lanes(s, v0 + j);
+      const int lanes = vector_lanes(s.out_w, v0 + j);
       if (lanes == kLanes) foundry_vec::store(at, v);
       else foundry_vec::store_first(at, v, lanes);
     }
@@ -142,13 +131,39 @@ void output_plane(const DepthwiseShape& s, const float* plane, const float* taps
 
 }  // namespace depthwise
 
+// What the rows of one call read, the same in every run, built when the model is created: the
+// column windows of every output vector of a row ([vector][kernel column]), and a row of zeros
+// that kernel rows outside the input read.
+struct DepthwiseRows {
+  std::vector<depthwise::ColumnWindow> columns;
+  std::vector<float> zeros;
+
+  // For rows of `in_w` inputs and `out_w` outputs; false when out of memory.
+  bool build(int64_t in_w, int64_t out_w, int64_t kernel_w, int64_t stride_w, int64_t pad_w, int64_t dilation_w) {
+    const int64_t vectors = (out_w + foundry_vec::kLanes - 1) / foundry_vec::kLanes;
+    try {
+      columns.resize(static_cast<size_t>(vectors * kernel_w));
+      zeros.assign(static_cast<size_t>(in_w), 0.0f);
+    } catch (const std::bad_alloc&) {
+      return false;
+    }
+    for (int64_t v = 0; v < vectors; ++v)
+      for (int64_t kw = 0; kw < kernel_w; ++kw) {
+        const int64_t first = v * foundry_vec::kLanes * stride_w - pad_w + kw * dilation_w;
+        columns[v * kernel_w + kw] = {first, foundry_vec::window_lanes(in_w, first, stride_w, depthwise::vector_lanes(out_w, v))};
+      }
+    return true;
+  }
+};
+
 // y[n, c] = act(bias[c] + x[n, c] convolved with w[c]), y contiguous [N, C, OH, OW]; the planes
-// (batch entries and channels) split among `team` threads. `bias` may be null.
-inline void depthwise_conv2d(const DepthwiseShape& s, const float* x, const float* w, const float* bias, Activation act,
-                             float* y, int team) {
+// (batch entries and channels) split among `team` threads. `bias` may be null; `rows` were built
+// for the widths, kernel width, stride, padding and dilation of `s`.
+inline void depthwise_conv2d(const DepthwiseShape& s, const DepthwiseRows& rows, const float* x, const float* w,
+                             const float* bias, Activation act, float* y, int team) {
   const int64_t planes = s.batch * s.channels, out_plane = s.out_h * s.out_w;
-  const std::vector<depthwise::ColumnWindow> columns = depthwise::column_windows(s);
-  const std::vector<float> zeros(static_cast<size_t>(s.in_w), 0.0f);
+  const depthwise::ColumnWindow* columns = rows.columns.data();
+  const float* zeros = rows.zeros.data();
   auto plane_of = s.stride_w == 1   ? depthwise::output_plane<1>
                   : s.stride_w == 2 ? depthwise::output_plane<2>
                                     : depthwise::output_plane<0>;
@@ -160,8 +175,7 @@ inline void depthwise_conv2d(const DepthwiseShape& s, const float* x, const floa
       for (int64_t kw = 0; kw < s.kernel_w; ++kw)
         taps[kh * s.kernel_w + kw] = w[c * s.w_strides[0] + kh * s.w_strides[1] + kw * s.w_strides[2]];
     const float b = bias ? bias[c * s.bias_stride] : 0.0f;
-    plane_of(s, x + n * s.x_strides[0] + c * s.x_strides[1], taps, columns.data(), zeros.data(), b, act,
-             y + p * out_plane);
+    plane_of(s, x + n * s.x_strides[0] + c * s.x_strides[1], taps, columns, zeros, b, act, y + p * out_plane);
   }
 }
 
