@@ -232,7 +232,7 @@ class Folder {
     std::string fqn;
     for (int k = 0;; ++k)
       if (!taken.count(fqn = "folded_" + std::to_string(k))) break;
-    Value* c = rw_.add_constant(fqn, v->type, std::move(result.data));
+    Value* c = rw_.add_constant(fqn, v->type, std::vector<uint8_t>(result.data.begin(), result.data.end()));
     Node* p = rw_.producer(v);
     rw_.replace_uses(v, c);
     if (p) rw_.erase(*p);
