@@ -505,7 +505,9 @@ LibraryTraits libraries_for(const std::string& device) {
 // more rows than threads the rows fill them. On the 2-core build host, a sum of 16M floats and a
 // mean over [8, 2097152] at --threads 2 were memory bound at ~10 ms split or not.
 ReductionSplit reduction_split_for(const std::string& device) {
-  if (device == "cuda") return {/*max_rows=*/128, /*min_length=*/4096, /*max_pieces=*/512, /*min_chunk=*/1024};
+  if (device == "cuda")
+    return {/*max_rows=*/128, /*min_length=*/4096, /*max_pieces=*/512, /*min_chunk=*/1024, /*min_pieces=*/4,
+            /*softmax_keeps_exponentials=*/false};
   return {};
 }
 

@@ -366,7 +366,8 @@ Outs lower_searchsorted(LoweringContext& ctx, const Node& node) {
 }
 
 // _softmax, _log_softmax: m = max over dim, s = sum of exp(x - m); softmax = exp(x - m) / s,
-// log_softmax = x - m - log(s). Computed in the output dtype (float32 for half_to_float).
+// log_softmax = x - m - log(s). Computed in the output dtype (float32 for half_to_float). Where
+// the device's ReductionSplit says so, softmax's exp(x - m) is a buffer of its own, computed once.
 LowerFn lower_softmax(bool is_log) {
   return [is_log](LoweringContext& ctx, const Node& node) -> Outs {
     TensorRef x = ctx.tensor(node.arg("self"));
@@ -375,6 +376,20 @@ LowerFn lower_softmax(bool is_log) {
     TensorRef xt = cast(x, t);
     TensorRef m = reduce(ctx, xt, p, ReduceOp::Max, t, t);
     Loader load_x = xt.load, load_m = m.load;
+    if (!is_log && ctx.reductions().softmax_keeps_exponentials) {
+      TensorRef e = ctx.realize(LoweringContext::pointwise(t, x.sizes, [load_x, load_m, p](Ops& ops, const Index& idx) {
+        return ops.unary(UnaryOp::Exp, ops.sub(load_x(ops, idx), load_m(ops, p.output_index(idx))));
+      }));
+      Loader load_e = e.load;
+      TensorRef s = ctx.reduction(t, p.out_sizes, p.ranges, ReduceOp::Sum,
+                                  [load_e, p](Ops& ops, const Index& idx, const Index& ridx) {
+                                    return load_e(ops, p.input_index(idx, ridx));
+                                  });
+      Loader load_s = s.load;
+      return {LoweringContext::pointwise(t, x.sizes, [load_e, load_s, p](Ops& ops, const Index& idx) {
+        return ops.div(load_e(ops, idx), load_s(ops, p.output_index(idx)));
+      })};
+    }
     TensorRef s = ctx.reduction(t, p.out_sizes, p.ranges, ReduceOp::Sum,
                                 [load_x, load_m, p](Ops& ops, const Index& idx, const Index& ridx) {
                                   Val v = load_x(ops, p.input_index(idx, ridx));
