@@ -114,20 +114,24 @@ TEST_CASE("codegen checks: norm_softmax, a layer norm kernel, a library call, a 
     CHECK: r0 < 64; r0 += 8)
     CHECK: foundry_vec::load(in_ptr0 +
     CHECK: foundry_vec::store(out_ptr0 +
-    CHECK: // cpp_fused__softmax_add_gelu_1: gelu (aten.gelu), add (aten.add.Tensor), _softmax (aten._softmax)
-    CHECK-NEXT: void cpp_fused__softmax_add_gelu_1(const float* __restrict__ in_ptr0, const float* __restrict__ in_ptr1, float* __restrict__ out_ptr0, float* __restrict__ out_ptr1) {
+    CHECK: // cpp_fused__softmax_add_1: add (aten.add.Tensor), _softmax (aten._softmax)
+    CHECK-NEXT: void cpp_fused__softmax_add_1(const float* __restrict__ in_ptr0, const float* __restrict__ in_ptr1, float* __restrict__ out_ptr0, float* __restrict__ out_ptr1, float* __restrict__ out_ptr2) {
     CHECK: foundry_vec::load(in_ptr0 +
     CHECK: foundry_vec::store(out_ptr0 +
+    CHECK: foundry_vec::exp(
     CHECK: foundry_vec::store(out_ptr1 +
+    CHECK-NOT: foundry_vec::exp(
+    CHECK: foundry_vec::store(out_ptr2 +
   )") == "");
   CHECK(file_check(s.wrapper, R"(
     CHECK: const auto* arg0 = static_cast<const float*>(inputs[0].data);  // float32[4, 16, 64]
-    CHECK: reinterpret_cast<float*>(arena + {{[0-9]+}});  // float32[64, 64]
+    CHECK: reinterpret_cast<float*>(arena + {{[0-9]+}});  // float32[4, 16, 64]
     CHECK: // native_layer_norm (aten.native_layer_norm) -> {{buf[0-9]+}} float32[4, 16, 64]
     CHECK-NEXT: norm_softmax_kernels::cpp_fused_native_layer_norm_0(arg0,
-    CHECK: norm_softmax_externs::call0(model->externs,
-    CHECK: // gelu (aten.gelu), add (aten.add.Tensor), _softmax (aten._softmax) -> {{buf[0-9]+}} float32[4, 16, 64], {{buf[0-9]+}} float32[4, 16, 64]
-    CHECK-NEXT: norm_softmax_kernels::cpp_fused__softmax_add_gelu_1(
+    CHECK: // addmm: float32[64, 64] x float32[64, 64] + bias -> float32[64, 64], gelu folded; from addmm (aten.addmm), gelu (aten.gelu)
+    CHECK-NEXT: norm_softmax_externs::call0(model->externs,
+    CHECK: // add (aten.add.Tensor), _softmax (aten._softmax) -> {{buf[0-9]+}} float32[4, 16, 64], {{buf[0-9]+}} float32[4, 16, 64], {{buf[0-9]+}} float32[4, 16, 64]
+    CHECK-NEXT: norm_softmax_kernels::cpp_fused__softmax_add_1(
     CHECK-SAME: , arg0,
     CHECK-NEXT: foundry_rt::step_done({{[0-9]+}});
     CHECK-NEXT: }

@@ -289,3 +289,25 @@ TEST_CASE("externs: depthwise convolutions of wide rows run on foundryc's loops,
   INFO(run.out << run.err);
   CHECK(run.exit_code == 0);
 }
+
+// samples/gelu_epilogues (scripts/export_gelu_sample.py): a tanh GELU after an addmm, read through
+// a reshape, and an erf GELU after a convolution, each applied by oneDNN as the call's post-op; the
+// portable loops apply them after the call when oneDNN is off. Both match PyTorch.
+TEST_CASE("externs: GELU in both forms is the post-op of the product or convolution before it, and matches PyTorch",
+          "[externs][fast]") {
+  TempDir tmp("foundry_externs_");
+  std::string log = compile_named_sample("gelu_epilogues", tmp / "out", tmp / "cache", {"-v"});
+  INFO(log);
+  CHECK(count_matches(log, std::regex(R"(foundryc: info: call\d+ \(addmm: .* -> float32\[16, 64\], gelu_tanh folded;.*\) runs on oneDNN)")) == 1);
+  CHECK(count_matches(log, std::regex(R"(foundryc: info: call\d+ \(convolution: .*, gelu folded;.*\) runs on oneDNN)")) == 1);
+  const std::string externs = read_file(tmp / "out/externs.cpp");
+  CHECK(count_occurrences(externs, "    spec.activation = foundry_rt::Activation::GeluTanh;\n") == 1);
+  CHECK(count_occurrences(externs, "    spec.activation = foundry_rt::Activation::GeluErf;\n") == 1);
+  CHECK(count_occurrences(read_file(tmp / "out/kernels.cpp"), "foundry_vec::erf(") == 0);
+  for (const char* env : {"", "FOUNDRY_NO_DNNL=1"}) {
+    ProcResult run = run_sample("gelu_epilogues", tmp / "out", env);
+    INFO(env << "\nstdout: " << run.out << "\nstderr: " << run.err);
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.out, Catch::Contains("PASS"));
+  }
+}

@@ -234,6 +234,26 @@ TEST_CASE("fusion: the reference evaluator applies a folded activation", "[fusio
   CHECK(compare_with_expected(ir::evaluate_program(program, read_npy_sequence(dir + "/inputs")), dir).empty());
 }
 
+// samples/gelu_epilogues: GELU in both of PyTorch's forms, after an addmm whose [16, 64] output it
+// reads as [2, 8, 64] and after a convolution; the unfused program, run by the reference evaluator
+// with the activations applied by the calls, still gives PyTorch's outputs.
+TEST_CASE("fusion: GELU is folded into the call before it, through a reshape, and the evaluator agrees with PyTorch",
+          "[fusion][fast]") {
+  const std::string dir = samples_dir() + "/gelu_epilogues";
+  Graph g = load_model(dir + "/model.pt2");
+  run_graph_passes(g);
+  ir::LoopProgram program = lower::lower_graph(g);
+  REQUIRE(sched::fold_activations_into_externs(program) == 2);
+  std::vector<ir::Activation> folded;
+  for (const auto& node : program.nodes)
+    if (node->kind == ir::NodeKind::Extern && node->call.activation != ir::Activation::None) {
+      folded.push_back(node->call.activation);
+      CHECK(ir::static_numel(node->output->sizes) == ir::static_numel(node->ranges));
+    }
+  CHECK(folded == std::vector<ir::Activation>{ir::Activation::GeluTanh, ir::Activation::GeluErf});
+  CHECK(compare_with_expected(ir::evaluate_program(program, read_npy_sequence(dir + "/inputs")), dir).empty());
+}
+
 TEST_CASE("fusion: the portable loops' activations follow PyTorch", "[fusion][fast]") {
   // What runs when oneDNN cannot build the call; values from PyTorch (relu keeps NaN).
   float relu[] = {-1.5f, 0.0f, 2.5f, std::nanf("")};
@@ -247,6 +267,15 @@ TEST_CASE("fusion: the portable loops' activations follow PyTorch", "[fusion][fa
   foundry_rt::apply_activation(foundry_rt::Activation::Sigmoid, tanh_sigmoid + 1, 1);
   CHECK(tanh_sigmoid[0] == Approx(0.46211715726f));
   CHECK(tanh_sigmoid[1] == 0.5f);
+  // torch.nn.functional.gelu(torch.tensor([1.0, -0.5], dtype=torch.float64)), and with
+  // approximate="tanh".
+  float gelu[] = {1.0f, -0.5f}, gelu_tanh[] = {1.0f, -0.5f};
+  foundry_rt::apply_activation(foundry_rt::Activation::GeluErf, gelu, 2);
+  foundry_rt::apply_activation(foundry_rt::Activation::GeluTanh, gelu_tanh, 2);
+  CHECK(gelu[0] == Approx(0.841344746068543).epsilon(1e-6));
+  CHECK(gelu[1] == Approx(-0.15426876936299344).epsilon(1e-6));
+  CHECK(gelu_tanh[0] == Approx(0.8411919906082768).epsilon(1e-6));
+  CHECK(gelu_tanh[1] == Approx(-0.15428599017485606).epsilon(1e-6));
 }
 
 TEST_CASE("fusion: relu(x + y) * 2 is one kernel with two loads and one store", "[fusion][fast]") {

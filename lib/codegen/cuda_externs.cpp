@@ -77,7 +77,7 @@ std::string matmul_call(const ir::LoopNode& node, const ir::Matmul& call,
   std::string type = call_type(node, is_floating(node.output->dtype), "matrix product");
   check_layout(node, call.a);
   check_layout(node, call.b);
-  const auto& out = node.output->sizes;
+  const auto& out = node.ranges;
   std::string decls = matrix_decl("a", call.a, ptrs, type) + matrix_decl("b", call.b, ptrs, type);
   if (call.bias) decls += matrix_decl("bias", *call.bias, ptrs, type);
   std::ostringstream c;

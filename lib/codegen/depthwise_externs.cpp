@@ -30,7 +30,7 @@ bool runs_depthwise(const ir::LoopNode& node) {
   if (!w.sizes[2].is_const() || !w.sizes[3].is_const() || w.sizes[2].const_value() * w.sizes[3].const_value() > kMaxTaps)
     return false;
   // Rows read as vectors; empty tensors stay with the portable loops.
-  for (const auto* sizes : {&x.sizes, &node.output->sizes})
+  for (const auto* sizes : {&x.sizes, &node.ranges})
     for (const ir::Expr& e : *sizes)
       if (e.is_const(0)) return false;
   // Output rows of 14 or more: narrower ones leave most lanes of a vector idle, where oneDNN's
@@ -40,7 +40,7 @@ bool runs_depthwise(const ir::LoopNode& node) {
   // stride 2 to 12x12 0.037 against 0.021).
   // Both widths static: what the rows read is built when the model is created.
   constexpr int64_t kMinOutputWidth = 14;
-  const ir::Expr& out_w = node.output->sizes[3];
+  const ir::Expr& out_w = node.ranges[3];
   return x.strides[3].is_const(1) && x.sizes[3].is_const() && out_w.is_const() && out_w.const_value() >= kMinOutputWidth;
 }
 
@@ -49,7 +49,7 @@ std::string depthwise_build(const ir::LoopNode& node, const std::string& member)
   std::ostringstream s;
   s << "  // " << ir::describe_extern(node) << ": what its rows read\n";
   s << "  if (!s->" << member << ".build(/*in_w=*/" << cpp_size(conv.input.sizes[3]) << ", /*out_w=*/"
-    << cpp_size(node.output->sizes[3]) << ", /*kernel_w=*/" << cpp_size(conv.weight.sizes[3]) << ", /*stride_w=*/"
+    << cpp_size(node.ranges[3]) << ", /*kernel_w=*/" << cpp_size(conv.weight.sizes[3]) << ", /*stride_w=*/"
     << conv.stride[1] << ", /*pad_w=*/" << conv.padding[1] << ", /*dilation_w=*/" << conv.dilation[1] << ")) {\n"
     << "    delete s;\n    return nullptr;\n  }\n";
   return s.str();
@@ -59,7 +59,7 @@ std::string depthwise_statements(const ir::LoopNode& node, const std::string& me
                                  const std::map<const ir::Buffer*, std::string>& ptrs) {
   const auto& conv = std::get<ir::Convolution>(node.call.op);
   const ir::Operand &x = conv.input, &w = conv.weight;
-  const std::vector<ir::Expr>& out = node.output->sizes;
+  const std::vector<ir::Expr>& out = node.ranges;
   std::ostringstream s;
   s << "  // A depthwise convolution on the activations as stored (foundry_depthwise.h).\n";
   s << "  foundry_rt::DepthwiseShape shape;\n";

@@ -70,7 +70,7 @@ using Pointers = std::map<const ir::Buffer*, std::string>;
 std::string matmul_loops(const ir::LoopNode& node, const ir::Matmul& call, const Pointers& ptrs,
                          const std::string& type) {
   std::ostringstream decls;
-  const std::vector<ir::Expr>& out_shape = node.output->sizes;
+  const std::vector<ir::Expr>& out_shape = node.ranges;
   const bool batched = call.batched;
   ir::Expr batch = batched ? out_shape[0] : ir::Expr(1), M = out_shape[batched], N = out_shape[batched + 1];
   strided_decl("a", call.a, ptrs.at(call.a.buffer), type, decls);
@@ -103,7 +103,7 @@ std::string convolution_loops(const ir::LoopNode& node, const ir::Convolution& c
   array_decl("input_strides", to3d(x.strides, 0, 2), decls);
   array_decl("weight_sizes", to3d(w.sizes, 1, 2), decls);
   array_decl("weight_strides", to3d(w.strides, 0, 2), decls);
-  array_decl("output_sizes", to3d(node.output->sizes, 1, 2), decls);
+  array_decl("output_sizes", to3d(node.ranges, 1, 2), decls);
   array_decl("conv_stride", to3d(exprs_of(call.stride), 1, 0), decls);
   array_decl("conv_padding", to3d(exprs_of(call.padding), 0, 0), decls);
   array_decl("conv_dilation", to3d(exprs_of(call.dilation), 1, 0), decls);
@@ -155,7 +155,7 @@ std::string portable_call(const ir::LoopNode& node, const Pointers& stored) {
 std::optional<ir::Expr> dynamic_rows(const ir::LoopNode& node) {
   const auto* matmul = std::get_if<ir::Matmul>(&node.call.op);
   if (!matmul || matmul->batched) return std::nullopt;
-  const auto& out = node.output->sizes;
+  const auto& out = node.ranges;
   if (out.size() != 2 || out[0].is_const() || !out[1].is_const()) return std::nullopt;
   return out[0];
 }
@@ -194,7 +194,7 @@ DnnlMode dnnl_mode(const ir::LoopNode& node) {
     return std::all_of(v.begin(), v.end(), [&](const ir::Expr& e) { return e.is_const() || (rows && e == *rows); });
   };
   std::vector<const ir::Operand*> operands = ir::operands(node.call);
-  bool dynamic = !fixed(node.output->sizes) || std::any_of(operands.begin(), operands.end(), [&](const ir::Operand* op) {
+  bool dynamic = !fixed(node.ranges) || std::any_of(operands.begin(), operands.end(), [&](const ir::Operand* op) {
                    return !fixed(op->sizes) || !all_const(op->strides) || !op->offset.is_const();
                  });
   return dynamic ? DnnlMode::PerShape : DnnlMode::AtCreation;
@@ -208,7 +208,7 @@ std::string dnnl_obstacle(const ir::LoopNode& node) {
            " (oneDNN is used for float32, bfloat16 and float16 only)";
   std::vector<const ir::Operand*> operands = ir::operands(node.call);
   // oneDNN rejects or mishandles zero-size dims (dynamic sizes are at least 1).
-  if (has_empty_dim(node.output->sizes) ||
+  if (has_empty_dim(node.ranges) ||
       std::any_of(operands.begin(), operands.end(), [](const ir::Operand* op) { return has_empty_dim(op->sizes); }))
     return "it has an empty tensor (oneDNN does not take zero-size dims)";
   const auto* matmul = std::get_if<ir::Matmul>(&node.call.op);
@@ -233,7 +233,7 @@ std::string convolution_spec(const ir::LoopNode& node, const ir::Convolution& ca
   std::ostringstream spec;
   spec << "    spec.input_sizes = " << expr_list(x.sizes) << ";\n    spec.input_strides = " << expr_list(x.strides)
        << ";\n    spec.weight_sizes = " << expr_list(w.sizes) << ";\n    spec.weight_strides = " << expr_list(w.strides)
-       << ";\n    spec.output_sizes = " << expr_list(node.output->sizes) << ";\n";
+       << ";\n    spec.output_sizes = " << expr_list(node.ranges) << ";\n";
   if (call.groups != 1) spec << "    spec.groups = " << call.groups << ";\n";
   if (call.bias) spec << "    spec.has_bias = true;\n    spec.bias_stride = " << cpp_size(call.bias->strides[0]) << ";\n";
   spec << "    spec.stride = " << int_list(call.stride) << ";\n    spec.padding = " << int_list(call.padding)
@@ -261,7 +261,7 @@ std::string matmul_spec(const ir::LoopNode& node, const ir::Matmul& call, const 
        << batch_strides(call.a.sizes, call.a.strides) << ";\n    spec.b_sizes = "
        << batch_sizes(call.b.sizes, call.b.strides) << ";\n    spec.b_strides = "
        << batch_strides(call.b.sizes, call.b.strides) << ";\n    spec.output_sizes = "
-       << dnnl_dims(node.output->sizes, rows) << ";\n";
+       << dnnl_dims(node.ranges, rows) << ";\n";
   if (call.bias) {
     // oneDNN broadcasts a bias over dims of size 1: stride-0 dims become size 1.
     std::vector<ir::Expr> sizes = call.bias->sizes;
@@ -374,6 +374,8 @@ std::string activation_enum(ir::Activation activation) {
     case ir::Activation::Relu: return "foundry_rt::Activation::Relu";
     case ir::Activation::Tanh: return "foundry_rt::Activation::Tanh";
     case ir::Activation::Sigmoid: return "foundry_rt::Activation::Sigmoid";
+    case ir::Activation::GeluErf: return "foundry_rt::Activation::GeluErf";
+    case ir::Activation::GeluTanh: return "foundry_rt::Activation::GeluTanh";
   }
   throw InternalError("bug: unknown activation on a library call");
 }
@@ -406,7 +408,7 @@ ExternsSource generate_externs(const ir::LoopProgram& program, const sched::Sche
     signature += ", " + storage_type(node.output->dtype) + "* out";
     call += ", " + wrapper_ptrs.at(node.output);
     // Dynamic sizes the call's shapes depend on, passed by value (the wrapper has them in scope).
-    std::vector<ir::Expr> shapes = node.output->sizes;
+    std::vector<ir::Expr> shapes = node.ranges;
     for (const ir::Operand* op : ir::operands(node.call)) {
       shapes.insert(shapes.end(), op->sizes.begin(), op->sizes.end());
       shapes.insert(shapes.end(), op->strides.begin(), op->strides.end());

@@ -715,6 +715,8 @@ double activated(Activation activation, double x) {
     case Activation::Relu: return std::isnan(x) ? x : std::max(x, 0.0);
     case Activation::Tanh: return std::tanh(x);
     case Activation::Sigmoid: return 1.0 / (1.0 + std::exp(-x));
+    case Activation::GeluErf: return x / 2 * (1 + std::erf(x / std::sqrt(2.0)));
+    case Activation::GeluTanh: return x / 2 * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
   }
   throw InternalError("the reference evaluator has no activation " + std::to_string(static_cast<int>(activation)));
 }
@@ -726,7 +728,7 @@ void apply_activation(Activation activation, Storage& out) {
 
 void run_extern(const LoopNode& node, std::unordered_map<const Buffer*, Storage>& memory) {
   Storage& out = memory.at(node.output);
-  std::vector<int64_t> sizes = const_sizes(node.output->sizes, "extern output");
+  std::vector<int64_t> sizes = const_sizes(node.ranges, "extern output");
   std::visit(overloaded{[&](const Matmul& call) { run_matmul(call, out, memory, sizes); },
                         [&](const Convolution& call) { run_convolution(call, out, memory, sizes); },
                         [&](const Linalg& call) { run_linalg(call, out, memory); },

@@ -16,6 +16,8 @@ std::string activation_name(Activation activation) {
     case Activation::Relu: return "relu";
     case Activation::Tanh: return "tanh";
     case Activation::Sigmoid: return "sigmoid";
+    case Activation::GeluErf: return "gelu";
+    case Activation::GeluTanh: return "gelu_tanh";
   }
   return "";
 }

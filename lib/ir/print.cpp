@@ -260,7 +260,7 @@ std::string extern_options(const ExternCall& call) {
 
 std::string describe_extern(const LoopNode& node) {
   std::string out = extern_name(node.call) + ": " + extern_inputs(node.call) + " -> " +
-                    shape_text(node.output->dtype, node.output->sizes) + extern_options(node.call);
+                    shape_text(node.output->dtype, node.ranges) + extern_options(node.call);
   if (node.call.activation != Activation::None) out += ", " + activation_name(node.call.activation) + " folded";
   if (!node.origins.empty()) out += "; from ";
   for (size_t i = 0; i < node.origins.size(); ++i) out += (i ? ", " : "") + node.origins[i];

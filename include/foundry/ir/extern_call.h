@@ -59,8 +59,9 @@ struct SortRows {
 };
 
 // An activation applied to every output element: an epilogue folded into the call
-// (sched/epilogue.h), which oneDNN runs as an eltwise post-op.
-enum class Activation { None, Relu, Tanh, Sigmoid };
+// (sched/epilogue.h), which oneDNN runs as an eltwise post-op. GeluErf is aten.gelu, GeluTanh
+// aten.gelu with approximate='tanh'.
+enum class Activation { None, Relu, Tanh, Sigmoid, GeluErf, GeluTanh };
 
 struct ExternCall {
   std::variant<Matmul, Convolution, Linalg, SortRows> op;
@@ -70,7 +71,7 @@ struct ExternCall {
 // The aten op the call computes: "mm", "bmm", "addmm" or "convolution"; a LAPACK call
 // "linalg.<routine>" (linalg_name); "sort" for SortRows.
 std::string extern_name(const ExternCall& call);
-// "relu", "tanh", "sigmoid"; "" for None.
+// "relu", "tanh", "sigmoid", "gelu", "gelu_tanh"; "" for None.
 std::string activation_name(Activation activation);
 // The operands that are present, in the order of the aten op's arguments (addmm: bias first).
 std::vector<const Operand*> operands(const ExternCall& call);

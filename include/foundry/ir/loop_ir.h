@@ -63,7 +63,9 @@ struct LoopNode {
   int id = 0;
   NodeKind kind = NodeKind::Pointwise;
   const Buffer* output = nullptr;  // the buffer this node (first) writes
-  Index ranges;                    // iteration space of idx ("i0", "i1", ...)
+  Index ranges;                    // iteration space of idx ("i0", "i1", ...); Extern: the shape
+                                   // the call computes, which its output buffer may hold in another
+                                   // shape of the same elements (sched/epilogue.h)
   Index reduction_ranges;          // reduction space of ridx ("r0", ...); empty for pointwise
   ReduceOp reduce_op = ReduceOp::Sum;
   Body body;

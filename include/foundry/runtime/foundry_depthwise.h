@@ -40,6 +40,12 @@ inline VecF activate(VecF v, Activation act) {
     case Activation::Relu: return foundry_vec::select(v < foundry_vec::splat(0.0f), foundry_vec::splat(0.0f), v);
     case Activation::Tanh: return foundry_vec::tanh(v);
     case Activation::Sigmoid: return foundry_vec::sigmoid(v);
+    case Activation::GeluErf:
+      return foundry_vec::splat(0.5f) * v * (foundry_vec::splat(1.0f) + foundry_vec::erf(v * foundry_vec::splat(0.707106769f)));
+    case Activation::GeluTanh: {
+      const VecF inner = foundry_vec::splat(0.797884583f) * (v + foundry_vec::splat(0.044715f) * v * v * v);
+      return foundry_vec::splat(0.5f) * v * (foundry_vec::splat(1.0f) + foundry_vec::tanh(inner));
+    }
   }
   return v;
 }

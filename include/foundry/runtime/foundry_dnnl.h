@@ -246,9 +246,11 @@ inline dnnl::primitive_attr attributes(Activation act) {
   dnnl::primitive_attr attr = user_scratchpad();
   if (act == Activation::None) return attr;
   dnnl::post_ops ops;
-  const dnnl::algorithm alg = act == Activation::Relu   ? dnnl::algorithm::eltwise_relu
-                              : act == Activation::Tanh ? dnnl::algorithm::eltwise_tanh
-                                                        : dnnl::algorithm::eltwise_logistic;
+  const dnnl::algorithm alg = act == Activation::Relu      ? dnnl::algorithm::eltwise_relu
+                              : act == Activation::Tanh    ? dnnl::algorithm::eltwise_tanh
+                              : act == Activation::Sigmoid ? dnnl::algorithm::eltwise_logistic
+                              : act == Activation::GeluErf ? dnnl::algorithm::eltwise_gelu_erf
+                                                           : dnnl::algorithm::eltwise_gelu_tanh;
   ops.append_eltwise(1.0f, alg, 0.0f, 0.0f);
   attr.set_post_ops(ops);
   return attr;

@@ -142,21 +142,28 @@ void conv_transpose3d(const int64_t* in_sizes, const int64_t* w_sizes, const int
     }
 }
 
-// An activation folded into a library call (a relu, tanh or sigmoid epilogue): oneDNN applies it
-// as a post-op; after the portable loops, this does.
-enum class Activation { None, Relu, Tanh, Sigmoid };
+// An activation folded into a library call (a relu, tanh, sigmoid or GELU epilogue): oneDNN
+// applies it as a post-op; after the portable loops, this does. The reference evaluator computes
+// the same function (activated).
+enum class Activation { None, Relu, Tanh, Sigmoid, GeluErf, GeluTanh };
+
+inline double activated(Activation act, double x) {
+  switch (act) {
+    case Activation::None: return x;
+    case Activation::Relu: return x > 0 || std::isnan(x) ? x : 0.0;
+    case Activation::Tanh: return std::tanh(x);
+    case Activation::Sigmoid: return 1.0 / (1.0 + std::exp(-x));
+    case Activation::GeluErf: return 0.5 * x * (1.0 + std::erf(x * 0.70710678118654752440));
+    case Activation::GeluTanh:
+      return 0.5 * x * (1.0 + std::tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x)));
+  }
+  return x;
+}
 
 template <typename T>
 void apply_activation(Activation act, T* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const double x = static_cast<double>(out[i]);
-    switch (act) {
-      case Activation::None: return;
-      case Activation::Relu: out[i] = static_cast<T>(x > 0 || std::isnan(x) ? x : 0.0); break;
-      case Activation::Tanh: out[i] = static_cast<T>(std::tanh(x)); break;
-      case Activation::Sigmoid: out[i] = static_cast<T>(1.0 / (1.0 + std::exp(-x))); break;
-    }
-  }
+  if (act == Activation::None) return;
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(activated(act, static_cast<double>(out[i])));
 }
 
 }  // namespace foundry_rt

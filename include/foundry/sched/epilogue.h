@@ -1,6 +1,7 @@
 // Activations after a library call, given to the library: a matrix product or convolution whose
-// only reader is relu, tanh or sigmoid of each of its elements writes the activation's output
-// itself, with the activation applied as a oneDNN eltwise post-op (ExternCall::activation).
+// only reader is relu, tanh, sigmoid or GELU of each of its elements (in the call's shape or
+// another of the same elements) writes the activation's output itself, with the activation
+// applied as a oneDNN eltwise post-op (ExternCall::activation).
 #pragma once
 #include "foundry/ir/loop_ir.h"
 
