@@ -94,8 +94,8 @@ TEST_CASE("compare: a debug build's outputs match PyTorch and every buffer the e
   REQUIRE(manifest.model_outputs == expected.size());
 
   LoadedModel model(tmp / "out");
-  // LayerNorm's three buffers, the matrix product, GELU, the add, the softmax's three: beyond the
-  // model's one output, the intermediates are outputs too.
+  // LayerNorm's three buffers, the matrix product (GELU folded into it), the add, the softmax's
+  // four: beyond the model's one output, the intermediates are outputs too.
   CHECK(model.num_outputs() > expected.size() + 5);
   CHECK(manifest.buffers.size() == model.num_outputs());
   std::vector<NpyArray> outputs = model.run(read_npy_sequence(model_dir() + "/inputs"));
@@ -127,8 +127,9 @@ TEST_CASE("compare: a wrong kernel is the first differing buffer, not the ones a
   CHECK_THAT(r.out, Catch::StartsWith("first differing buffer: " + gelu.buffer + " (compiled output " +
                                       std::to_string(gelu.output) + "), written by " + gelu.nodes.at(0) +
                                       " from ATen gelu (aten.gelu), float32[4, 16, 64]: element [0, 0, 0] is "));
-  // The residual add and the softmax read GELU's buffer, so they differ too: 5 of them.
-  CHECK_THAT(r.out, Catch::Contains("\n5 of "));
+  // The residual add and the softmax (its max, exponentials, sum and output) read GELU's buffer, so
+  // they differ too: 6 of them.
+  CHECK_THAT(r.out, Catch::Contains("\n6 of "));
 }
 
 TEST_CASE("compare: the first differing buffer, element and values", "[compare][corpus]") {
