@@ -376,33 +376,22 @@ LowerFn lower_softmax(bool is_log) {
     TensorRef xt = cast(x, t);
     TensorRef m = reduce(ctx, xt, p, ReduceOp::Max, t, t);
     Loader load_x = xt.load, load_m = m.load;
-    if (!is_log && ctx.reductions().softmax_keeps_exponentials) {
-      TensorRef e = ctx.realize(LoweringContext::pointwise(t, x.sizes, [load_x, load_m, p](Ops& ops, const Index& idx) {
-        return ops.unary(UnaryOp::Exp, ops.sub(load_x(ops, idx), load_m(ops, p.output_index(idx))));
-      }));
-      Loader load_e = e.load;
-      TensorRef s = ctx.reduction(t, p.out_sizes, p.ranges, ReduceOp::Sum,
-                                  [load_e, p](Ops& ops, const Index& idx, const Index& ridx) {
-                                    return load_e(ops, p.input_index(idx, ridx));
-                                  });
-      Loader load_s = s.load;
-      return {LoweringContext::pointwise(t, x.sizes, [load_e, load_s, p](Ops& ops, const Index& idx) {
-        return ops.div(load_e(ops, idx), load_s(ops, p.output_index(idx)));
-      })};
-    }
+    // exp(x - m) at a position of x: computed where it is read, or read from its own buffer.
+    Loader exp_shifted = [load_x, load_m, p](Ops& ops, const Index& idx) {
+      return ops.unary(UnaryOp::Exp, ops.sub(load_x(ops, idx), load_m(ops, p.output_index(idx))));
+    };
+    if (!is_log && ctx.reductions().softmax_keeps_exponentials)
+      exp_shifted = ctx.realize(LoweringContext::pointwise(t, x.sizes, exp_shifted)).load;
     TensorRef s = ctx.reduction(t, p.out_sizes, p.ranges, ReduceOp::Sum,
-                                [load_x, load_m, p](Ops& ops, const Index& idx, const Index& ridx) {
-                                  Val v = load_x(ops, p.input_index(idx, ridx));
-                                  return ops.unary(UnaryOp::Exp, ops.sub(v, load_m(ops, idx)));
+                                [exp_shifted, p](Ops& ops, const Index& idx, const Index& ridx) {
+                                  return exp_shifted(ops, p.input_index(idx, ridx));
                                 });
     Loader load_s = s.load;
-    return {LoweringContext::pointwise(t, x.sizes, [load_x, load_m, load_s, p, is_log](Ops& ops, const Index& idx) {
+    return {LoweringContext::pointwise(t, x.sizes, [load_x, load_m, load_s, exp_shifted, p, is_log](Ops& ops, const Index& idx) {
       Index o = p.output_index(idx);
-      Val v = load_x(ops, idx);
-      Val shifted = ops.sub(v, load_m(ops, o));
       Val sum = load_s(ops, o);
-      if (is_log) return ops.sub(shifted, ops.unary(UnaryOp::Log, sum));
-      return ops.div(ops.unary(UnaryOp::Exp, shifted), sum);
+      if (is_log) return ops.sub(ops.sub(load_x(ops, idx), load_m(ops, o)), ops.unary(UnaryOp::Log, sum));
+      return ops.div(exp_shifted(ops, idx), sum);
     })};
   };
 }

@@ -99,10 +99,11 @@ LibraryTraits libraries_for(const std::string& device);
 
 // How a device's reductions are lowered. When a reduction becomes two (as Inductor's split
 // reductions): a row's loop runs on one thread block on the GPU and on one thread on the CPU, so
-// a few long rows leave most of the machine idle. Split, each row is reduced in S pieces of C = n / S elements (S divides the row length n,
-// so no piece needs a mask) into partial results, and a second reduction combines a row's S
-// partials. Only static sizes and Sum, Prod, Max, Min, Any; 16-bit float sums and products are
-// never split (their partials would be rounded to 16 bits before being combined).
+// a few long rows leave most of the machine idle. Split, each row is reduced in S pieces of
+// C = n / S elements (S divides the row length n, so no piece needs a mask) into partial results,
+// and a second reduction combines a row's S partials. Only static sizes and Sum, Prod, Max, Min,
+// Any; 16-bit float sums and products are never split (their partials would be rounded to 16 bits
+// before being combined).
 struct ReductionSplit {
   int64_t max_rows = 0;    // split only reductions with fewer rows (output elements) than this; 0: never
   int64_t min_length = 0;  // whose rows have at least this many elements
