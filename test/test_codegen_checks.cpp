@@ -76,6 +76,7 @@ TEST_CASE("codegen checks: mlp, library calls only, weights and arena buffers de
   CHECK(file_check(s.wrapper, R"(
     CHECK: struct mlp_model {
     CHECK-NEXT: foundry_rt::WeightsFile weights;
+    CHECK-NEXT: foundry_rt::ArenaPool arenas;
     CHECK-NEXT: mlp_externs::State* externs = nullptr;
     CHECK: void Model::run(
     CHECK: const auto* arg0 = static_cast<const float*>(inputs[0].data);  // float32[8, 64]

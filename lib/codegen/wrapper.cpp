@@ -287,9 +287,10 @@ std::string step_calls(const sched::Schedule& schedule, const std::vector<Emitte
 }
 
 
-// NAME_model: the mapped weights and, for a model with library calls, their state (externs.cpp).
+// NAME_model: the mapped weights, the runs' arenas and, for a model with library calls, their
+// state (externs.cpp).
 std::string model_struct(const std::string& n, bool has_externs) {
-  std::string out = "struct " + n + "_model {\n  foundry_rt::WeightsFile weights;\n";
+  std::string out = "struct " + n + "_model {\n  foundry_rt::WeightsFile weights;\n  foundry_rt::ArenaPool arenas;\n";
   if (!has_externs) return out + "  bool open_externs() { return true; }  // no library calls\n};\n\n";
   return out + "  " + n + "_externs::State* externs = nullptr;\n" +
          "  // The library calls' state, built from the weights once they are mapped; false when out of memory.\n" +

@@ -157,22 +157,22 @@ inline dnnl::memory wrap(const dnnl::memory::desc& md, const void* p) {
   return dnnl::memory(md, engine(), const_cast<void*>(p));
 }
 
-// The temporaries of one library call (operands converted or reordered, the scratchpad) in
-// memory of the calling thread, reused by its later calls: memory from oneDNN's allocator is
-// fresh pages on every call, and their page faults cost as much as a small convolution. Runs of
-// a model may be concurrent, each on its own thread. The thread keeps the largest call's
-// temporaries until it ends.
-class CallMemory {
+// The calling thread's bytes for the temporaries of library calls (operands converted or
+// reordered, the scratchpad), reused by all its calls: memory from oneDNN's allocator is fresh
+// pages on every call, and their page faults cost as much as a small convolution. Runs of a model
+// may be concurrent, each on its own thread. The thread keeps the largest call's temporaries
+// until it ends.
+class ThreadScratch {
  public:
-  // The calling thread's memory, its previous call's temporaries free again.
-  static CallMemory& start() {
-    thread_local CallMemory memory;
-    memory.next_ = 0;
-    return memory;
+  // The calling thread's bytes, its previous call's temporaries free again.
+  static ThreadScratch& start() {
+    thread_local ThreadScratch scratch;
+    scratch.next_ = 0;
+    return scratch;
   }
-  // A temporary of `md`'s size, valid until the thread's next start().
-  dnnl::memory make(const dnnl::memory::desc& md) {
-    const size_t bytes = (md.get_size() + 63) / 64 * 64 + 64;
+  // `bytes` bytes, 64-byte aligned, valid until the thread's next start().
+  void* take(size_t bytes) {
+    bytes = (bytes + 63) / 64 * 64 + 64;
     if (next_ == blocks_.size()) blocks_.emplace_back(nullptr, &std::free);
     auto& block = blocks_[next_];
     if (sizes_.size() <= next_) sizes_.push_back(0);
@@ -181,13 +181,75 @@ class CallMemory {
       if (!block) throw std::bad_alloc();
       sizes_[next_] = bytes;
     }
-    return dnnl::memory(md, engine(), blocks_[next_++].get());
+    return blocks_[next_++].get();
   }
 
  private:
   std::vector<std::unique_ptr<char, decltype(&std::free)>> blocks_;
   std::vector<size_t> sizes_;
   size_t next_ = 0;
+};
+
+// What one library call reuses from run to run on the calling thread: the oneDNN memory objects
+// of its operands and temporaries, made on its first run and pointed at each run's data after,
+// and the thread's stream. Making them on every call (two heap allocations an object, a stream,
+// an argument map) cost mlp's two small products three quarters of their time, and the heap
+// they reshuffled made a model's speed differ from one process to the next by up to 1.6x.
+class CallMemory {
+ public:
+  // The calling thread's memory for the call `call` (its primitive wrapper), the temporaries of
+  // its previous run free again. A wrapper at the address of a destroyed one finds the objects
+  // of the old one, and remakes each whose description differs.
+  static CallMemory& start(const void* call) {
+    thread_local std::unordered_map<const void*, CallMemory> calls;
+    if (calls.size() >= kMaxCalls && !calls.count(call)) calls.clear();  // models made and destroyed
+    CallMemory& memory = calls[call];
+    memory.next_ = 0;
+    memory.scratch_ = &ThreadScratch::start();
+    return memory;
+  }
+  // `data`, described by `md`, as an operand.
+  dnnl::memory view(const dnnl::memory::desc& md, const void* data) {
+    if (next_ == objects_.size()) objects_.emplace_back();
+    dnnl::memory& m = objects_[next_++];
+    if (m && m.get_desc() == md)
+      m.set_data_handle(const_cast<void*>(data));
+    else
+      m = dnnl::memory(md, engine(), const_cast<void*>(data));
+    return m;
+  }
+  // A temporary of `md`, valid until the thread's next start() of any call.
+  dnnl::memory make(const dnnl::memory::desc& md) { return view(md, scratch_->take(md.get_size())); }
+
+  static dnnl::stream& stream() {
+    thread_local dnnl::stream s(engine());
+    return s;
+  }
+
+ private:
+  static constexpr size_t kMaxCalls = 4096;
+  std::vector<dnnl::memory> objects_;
+  size_t next_ = 0;
+  ThreadScratch* scratch_ = nullptr;
+};
+
+// The arguments of one primitive execution, run on the calling thread's stream through oneDNN's
+// C API (its C++ one builds a map and a vector on every call).
+class Args {
+ public:
+  // Adds `m` as argument `kind` (DNNL_ARG_*); an empty `m` (an absent bias) is left out.
+  Args& add(int kind, const dnnl::memory& m) {
+    if (m) args_[count_++] = {kind, m.get()};
+    return *this;
+  }
+  void execute(const dnnl::primitive& prim) const {
+    dnnl::error::wrap_c_api(dnnl_primitive_execute(prim.get(), CallMemory::stream().get(), count_, args_),
+                            "could not execute a primitive");
+  }
+
+ private:
+  dnnl_exec_arg_t args_[8];
+  int count_ = 0;
 };
 
 // float16 <-> float32 over the span of a strided operand, element for element (the two views
@@ -254,14 +316,6 @@ inline dnnl::primitive_attr attributes(Activation act) {
   ops.append_eltwise(1.0f, alg, 0.0f, 0.0f);
   attr.set_post_ops(ops);
   return attr;
-}
-
-inline void execute(const dnnl::primitive& prim, const dnnl::memory::desc& scratchpad_md,
-                    std::unordered_map<int, dnnl::memory>& args, CallMemory& memory) {
-  dnnl::stream s(engine());
-  args[DNNL_ARG_SCRATCHPAD] = memory.make(scratchpad_md);
-  prim.execute(s, args);
-  s.wait();
 }
 
 // What a convolution primitive is built for; the generated set-up fills it field by field.
@@ -454,23 +508,20 @@ struct Conv {
 
   void run(const void* x, const void* w, const void* bias, void* y) const {
     TeamSize team_size(team);
-    CallMemory& memory = CallMemory::start();
-    dnnl::memory src = src_in.in(wrap(src_md, x), &memory), dst = wrap(dst_md, y);
-    bool reorder_src = conv_src_md != src_in.to, reorder_dst = conv_dst_md != dst_out.from;
-    dnnl::stream s(engine());
+    CallMemory& memory = CallMemory::start(this);
+    dnnl::memory src = src_in.in(memory.view(src_md, x), &memory), dst = memory.view(dst_md, y);
     dnnl::memory computed = dst_out.needed ? memory.make(dst_out.from) : dst;
-    dnnl::memory conv_src = reorder_src ? memory.make(conv_src_md) : src;
-    dnnl::memory conv_dst = reorder_dst ? memory.make(conv_dst_md) : computed;
-    if (reorder_src) src_to_conv.execute(s, src, conv_src);
-    std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, conv_src}, {DNNL_ARG_DST, conv_dst}};
-    args[DNNL_ARG_WEIGHTS] = packed_weights ? weights : w_in.in(wrap(user_w_md, w), &memory);
-    if (bias) args[DNNL_ARG_BIAS] = bias_in.in(wrap(bias_in.from, bias), &memory);
-    s.wait();
-    execute(prim, scratchpad_md, args, memory);
-    if (reorder_dst) {
-      conv_to_dst.execute(s, conv_dst, computed);
-      s.wait();
-    }
+    dnnl::memory conv_src = src_to_conv ? memory.make(conv_src_md) : src;
+    dnnl::memory conv_dst = conv_to_dst ? memory.make(conv_dst_md) : computed;
+    if (src_to_conv) Args().add(DNNL_ARG_FROM, src).add(DNNL_ARG_TO, conv_src).execute(src_to_conv);
+    Args()
+        .add(DNNL_ARG_SRC, conv_src)
+        .add(DNNL_ARG_WEIGHTS, packed_weights ? weights : w_in.in(memory.view(user_w_md, w), &memory))
+        .add(DNNL_ARG_BIAS, bias ? bias_in.in(memory.view(bias_in.from, bias), &memory) : dnnl::memory())
+        .add(DNNL_ARG_DST, conv_dst)
+        .add(DNNL_ARG_SCRATCHPAD, memory.make(scratchpad_md))
+        .execute(prim);
+    if (conv_to_dst) Args().add(DNNL_ARG_FROM, conv_dst).add(DNNL_ARG_TO, computed).execute(conv_to_dst);
     if (dst_out.needed) convert(computed, dst);
   }
 
@@ -501,7 +552,8 @@ struct Matmul {
   dnnl::memory::desc a_md, b_md, bias_md, dst_md, scratchpad_md, scratchpad_one_md;
   dims a_dims, a_strides, dst_dims, dst_strides;
   dt compute = dt::f32;  // the primitive's type: the operands', or float32 for float16
-  Conversion b_in, bias_in;  // float16 operands of a float32 primitive (a and the output: per run)
+  // float16 operands of a float32 primitive; a and the output per run with a dynamic row count
+  Conversion a_in, b_in, bias_in, dst_out;
   dnnl::memory converted_b;  // constant b converted at creation, when b_in is needed
   int team_cap = 1;
   int team = 1;  // threads it is built for and runs on; with a dynamic row count decided per run
@@ -546,6 +598,8 @@ struct Matmul {
     serial_ns = dynamic_rows ? 0 : call_serial_ns(macs(0), product(a_dims) + b_elements + product(dst_dims), weight_bytes);
     team = dynamic_rows ? team_cap : spec.team > 0 ? spec.team : team_for(serial_ns, team_cap, kDnnlTeamNs);
     bias_md = spec.has_bias ? strided(spec.bias_sizes, spec.bias_strides, type) : dnnl::memory::desc();
+    a_in.build(a_md, retyped(a_md, compute));
+    dst_out.build(retyped(dst_md, compute), dst_md);
     b_in.build(b_md, retyped(b_md, compute));
     if (spec.has_bias) bias_in.build(bias_md, retyped(bias_md, compute));
     dnnl::matmul::desc desc(strided(a_dims, a_strides, compute), b_in.to, spec.has_bias ? bias_in.to : bias_md,
@@ -563,29 +617,35 @@ struct Matmul {
 
   // `rows`: the actual row count where it was built as DNNL_RUNTIME_DIM_VAL (ignored otherwise).
   void run(const void* a, const void* b, const void* bias, void* y, int64_t rows = 0) const {
-    const int threads = a_dims[0] == DNNL_RUNTIME_DIM_VAL ? team_for_rows(rows) : team;
+    const bool dynamic_rows = a_dims[0] == DNNL_RUNTIME_DIM_VAL;
+    const int threads = dynamic_rows ? team_for_rows(rows) : team;
     const bool one = threads == 1 && prim_one;
     TeamSize team_size(one ? 1 : team);
-    dnnl::memory::desc a_run = a_md, dst_run = dst_md;
-    if (a_dims[0] == DNNL_RUNTIME_DIM_VAL) {
-      dims a_actual = a_dims, dst_actual = dst_dims;
-      a_actual[0] = dst_actual[0] = rows;
-      a_run = strided(a_actual, a_strides, a_md.data_type());
-      dst_run = strided(dst_actual, dst_strides, dst_md.data_type());
-    }
-    Conversion a_in, dst_out;
-    a_in.build(a_run, retyped(a_run, compute));
-    dst_out.build(retyped(dst_run, compute), dst_run);
-    CallMemory& memory = CallMemory::start();
-    dnnl::memory dst = wrap(dst_run, y);
-    dnnl::memory computed = dst_out.needed ? memory.make(dst_out.from) : dst;
-    std::unordered_map<int, dnnl::memory> args = {
-        {DNNL_ARG_SRC, a_in.in(wrap(a_run, a), &memory)},
-        {DNNL_ARG_WEIGHTS, converted_b ? converted_b : b_in.in(wrap(b_md, b), &memory)},
-        {DNNL_ARG_DST, computed}};
-    if (bias) args[DNNL_ARG_BIAS] = bias_in.in(wrap(bias_md, bias), &memory);
-    execute(one ? prim_one : prim, one ? scratchpad_one_md : scratchpad_md, args, memory);
-    if (dst_out.needed) convert(computed, dst);
+    CallMemory& memory = CallMemory::start(this);
+    if (!dynamic_rows) return execute(memory, a_in, dst_out, a, b, bias, y, prim, scratchpad_md);
+    dims a_actual = a_dims, dst_actual = dst_dims;
+    a_actual[0] = dst_actual[0] = rows;
+    const dnnl::memory::desc a_run = strided(a_actual, a_strides, a_md.data_type());
+    const dnnl::memory::desc dst_run = strided(dst_actual, dst_strides, dst_md.data_type());
+    Conversion a_rows, dst_rows;
+    a_rows.build(a_run, retyped(a_run, compute));
+    dst_rows.build(retyped(dst_run, compute), dst_run);
+    execute(memory, a_rows, dst_rows, a, b, bias, y, one ? prim_one : prim, one ? scratchpad_one_md : scratchpad_md);
+  }
+
+ private:
+  void execute(CallMemory& memory, const Conversion& a_conv, const Conversion& dst_conv, const void* a, const void* b,
+               const void* bias, void* y, const dnnl::matmul& p, const dnnl::memory::desc& scratchpad) const {
+    dnnl::memory dst = memory.view(dst_conv.to, y);
+    dnnl::memory computed = dst_conv.needed ? memory.make(dst_conv.from) : dst;
+    Args()
+        .add(DNNL_ARG_SRC, a_conv.in(memory.view(a_conv.from, a), &memory))
+        .add(DNNL_ARG_WEIGHTS, converted_b ? converted_b : b_in.in(memory.view(b_md, b), &memory))
+        .add(DNNL_ARG_BIAS, bias ? bias_in.in(memory.view(bias_md, bias), &memory) : dnnl::memory())
+        .add(DNNL_ARG_DST, computed)
+        .add(DNNL_ARG_SCRATCHPAD, memory.make(scratchpad))
+        .execute(p);
+    if (dst_conv.needed) convert(computed, dst);
   }
 };
 

@@ -4,7 +4,7 @@
 // each output folder next to the generated sources.
 //
 // What a wrapper's NAME_detail::Model provides:
-//   using Instance = NAME_model;   // the loaded model: `weights` and `bool open_externs()`
+//   using Instance = NAME_model;   // the loaded model: `weights`, `arenas` and `bool open_externs()`
 //   static constexpr size_t kWeightsBytes, kNumInputs, kNumOutputs, kNumSizes;
 //   static constexpr foundry_rt::TensorSpec kInputs[], kOutputs[];
 //   static int check_inputs(const foundry_tensor* inputs, int64_t* sizes);  // binds the sizes
@@ -85,11 +85,11 @@ int run_model(typename Model::Instance* model, const foundry_tensor* inputs, siz
     if (int status = check_tensor(&outputs[k], Model::kOutputs[k], "output", k, true)) return status;
   // Each call has its own intermediate buffers, so that several threads may run one model.
   const size_t arena_bytes = Model::arena_bytes(sizes);
-  Arena arena(arena_bytes);
-  if (arena_bytes && !arena.base) return set_error(FOUNDRY_ERROR_OUT_OF_MEMORY, "out of memory");
+  ArenaPool::Lease arena(model->arenas, arena_bytes);
+  if (arena_bytes && !arena.base()) return set_error(FOUNDRY_ERROR_OUT_OF_MEMORY, "out of memory");
   kernel_error = 0;
   if (step_profile) step_profile->start();
-  Model::run(model, inputs, outputs, sizes, arena.base);
+  Model::run(model, inputs, outputs, sizes, arena.base());
   if (kernel_error) return set_error(FOUNDRY_ERROR_RUNTIME, kernel_error_text(kernel_error));
   last_error.clear();
   return FOUNDRY_OK;

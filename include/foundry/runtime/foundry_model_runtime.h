@@ -1,5 +1,5 @@
-// Support code that every compiled model's wrapper uses: the weights file mapping, the per-call
-// arena, input checking and the thread-local error message behind NAME_last_error(). Copied into
+// Support code that every compiled model's wrapper uses: the weights file mapping, the runs'
+// arenas, input checking and the thread-local error message behind NAME_last_error(). Copied into
 // each output folder next to the generated sources.
 // Include guards rather than #pragma once: several models' copies may meet in one build.
 #ifndef FOUNDRY_MODEL_RUNTIME_H
@@ -13,8 +13,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "foundry_c_api.h"
 #include "foundry_kernel_support.h"
@@ -60,15 +63,59 @@ struct WeightsFile {
   }
 };
 
-// One allocation per run for every intermediate buffer, 64-byte aligned; freed on scope exit.
-struct Arena {
-  uint8_t* base = nullptr;
-  explicit Arena(size_t bytes) {
-    if (bytes) base = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+// The intermediate buffers of a model's runs, kept from one run to the next: a run takes a free
+// arena at least as large as it needs (or makes one, 64-byte aligned) and gives it back when it
+// ends. Allocating one per run put malloc's work (a heap consolidation for any block over a page)
+// and, for large ones, fresh pages into every run. Concurrent runs hold one each; the pool keeps
+// as many as ran at once, of the largest size each met, until the model is destroyed.
+class ArenaPool {
+  struct Block {
+    std::unique_ptr<uint8_t, decltype(&std::free)> data{nullptr, &std::free};
+    size_t bytes = 0;
+  };
+
+ public:
+  // One run's arena, given back to the pool when the run ends.
+  class Lease {
+   public:
+    Lease(ArenaPool& pool, size_t bytes) : pool_(pool), block_(pool.take(bytes)) {}
+    ~Lease() { pool_.give_back(std::move(block_)); }
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    uint8_t* base() const { return block_.data.get(); }
+
+   private:
+    ArenaPool& pool_;
+    Block block_;
+  };
+
+ private:
+  // A free block of at least `bytes` (any free block is taken; a smaller one is replaced), or a
+  // new one; empty when `bytes` is 0 or out of memory.
+  Block take(size_t bytes) {
+    Block block;
+    if (bytes == 0) return block;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!free_.empty()) {
+        block = std::move(free_.back());
+        free_.pop_back();
+      }
+    }
+    if (block.bytes >= bytes) return block;
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    block.data.reset(static_cast<uint8_t*>(std::aligned_alloc(64, rounded)));
+    block.bytes = block.data ? rounded : 0;
+    return block;
   }
-  ~Arena() { std::free(base); }
-  Arena(const Arena&) = delete;
-  Arena& operator=(const Arena&) = delete;
+  void give_back(Block block) {
+    if (!block.data) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_.push_back(std::move(block));
+  }
+
+  std::mutex mutex_;
+  std::vector<Block> free_;
 };
 
 // An input or output as compiled: a dynamic dimension has shape -1 and its range in min/max.
@@ -106,15 +153,16 @@ inline std::string dtype_text(int32_t code) {
 
 // Checks that `t` matches `spec` (and, for outputs, fills in the shape).
 inline int check_tensor(const foundry_tensor* t, const TensorSpec& spec, const char* role, size_t index, bool is_output) {
-  std::string what = std::string(role) + " " + std::to_string(index) + " (" + spec.name + ")";
-  if (!t) return set_error(FOUNDRY_ERROR_INVALID_ARGUMENT, what + ": null tensor");
+  // Made only for a message: a run checks every input and output.
+  auto what = [&] { return std::string(role) + " " + std::to_string(index) + " (" + spec.name + ")"; };
+  if (!t) return set_error(FOUNDRY_ERROR_INVALID_ARGUMENT, what() + ": null tensor");
   if (!t->data) {  // allowed for a tensor without elements (its own shape says so)
     bool empty = false;
     for (int32_t d = 0; d < t->rank && d < FOUNDRY_MAX_RANK; ++d) empty = empty || t->shape[d] == 0;
-    if (!empty) return set_error(FOUNDRY_ERROR_INVALID_ARGUMENT, what + ": null data pointer");
+    if (!empty) return set_error(FOUNDRY_ERROR_INVALID_ARGUMENT, what() + ": null data pointer");
   }
   if (t->dtype != spec.dtype)
-    return set_error(FOUNDRY_ERROR_INVALID_ARGUMENT, what + ": " + dtype_text(t->dtype) + ", expected " +
+    return set_error(FOUNDRY_ERROR_INVALID_ARGUMENT, what() + ": " + dtype_text(t->dtype) + ", expected " +
                                                          dtype_text(spec.dtype));
   if (is_output) {  // the shape is filled in by the caller of check_tensor (it may be dynamic)
     const_cast<foundry_tensor*>(t)->rank = spec.rank;
@@ -124,7 +172,7 @@ inline int check_tensor(const foundry_tensor* t, const TensorSpec& spec, const c
   bool same = t->rank == spec.rank;
   for (int32_t d = 0; same && d < spec.rank; ++d) same = spec.shape[d] < 0 || t->shape[d] == spec.shape[d];
   if (!same)
-    return set_error(FOUNDRY_ERROR_INVALID_ARGUMENT, what + ": shape " + shape_text(t->shape, t->rank) +
+    return set_error(FOUNDRY_ERROR_INVALID_ARGUMENT, what() + ": shape " + shape_text(t->shape, t->rank) +
                                                          ", expected " + shape_text(spec.shape, spec.rank) +
                                                          (t->rank == spec.rank ? "" : " (rank differs)"));
   return FOUNDRY_OK;
@@ -135,13 +183,15 @@ inline int check_tensor(const foundry_tensor* t, const TensorSpec& spec, const c
 inline int check_dynamic_dim(const foundry_tensor* inputs, const TensorSpec* specs, size_t index, int32_t dim,
                              int64_t expected, int64_t min, int64_t max) {
   int64_t actual = inputs[index].shape[dim];
-  std::string what = "input " + std::to_string(index) + " (" + specs[index].name + ") dimension " +
-                     std::to_string(dim) + " is " + std::to_string(actual);
+  auto what = [&] {  // made only for a message
+    return "input " + std::to_string(index) + " (" + specs[index].name + ") dimension " + std::to_string(dim) +
+           " is " + std::to_string(actual);
+  };
   if (actual < min || actual > max)
-    return set_error(FOUNDRY_ERROR_INVALID_ARGUMENT, what + ", outside the range the model was exported for [" +
+    return set_error(FOUNDRY_ERROR_INVALID_ARGUMENT, what() + ", outside the range the model was exported for [" +
                                                          std::to_string(min) + ", " + std::to_string(max) + "]");
   if (expected >= 0 && actual != expected)
-    return set_error(FOUNDRY_ERROR_INVALID_ARGUMENT, what + ", inconsistent with the other inputs (expected " +
+    return set_error(FOUNDRY_ERROR_INVALID_ARGUMENT, what() + ", inconsistent with the other inputs (expected " +
                                                          std::to_string(expected) + ")");
   return FOUNDRY_OK;
 }
