@@ -403,40 +403,45 @@ def compiled_folder(ctx, rec, name, prebuilt, foundryc, compiled, key=""):
     return None if key + "error" in rec else out
 
 
-def against_baseline(ctx, rec, row, name, out, base, inputs, expected, t):
-    """The baseline's models timed right after this build's at the same thread count, in
-    --rounds alternating rounds (this build, then the baseline); each side's figure is the median
-    of its rounds' medians, so that a slow moment of the machine does not decide the ratio."""
+def first_baseline(ctx, rec, row, name, base, inputs, expected, t):
+    """The baseline's models timed right after this build's at the same thread count (checked
+    against the expected outputs too)."""
     log(f"{name}: baseline foundry-run, {plural_threads(t)}")
-    env = dict(kv.split("=", 1) for kv in ctx.args.baseline_env)
-    base_res, base_check = time_foundry(ctx, name, base, inputs, expected, t, first=False, env=env)
+    base_res, base_check = time_foundry(ctx, name, base, inputs, expected, t, first=False, env=baseline_env(ctx))
     if base_check is not None and not base_check["pass"]:
         rec["baseline_check"] = base_check
-    mine, theirs = [row["foundry"]], [base_res]
-    for _ in range(ctx.args.rounds - 1):
-        mine.append(time_foundry(ctx, name, out, inputs, None, t, first=False)[0])
-        theirs.append(time_foundry(ctx, name, base, inputs, None, t, first=False, env=env)[0])
-    medians = [[r["median_ms"] for r in side if "median_ms" in r] for side in (mine, theirs)]
     row["baseline"] = base_res
-    if all(medians):
-        row["rounds"] = {"foundry_ms": medians[0], "baseline_ms": medians[1]}
-        row["baseline_ratio"] = statistics.median(medians[1]) / statistics.median(medians[0])
 
 
-def thread_rounds(ctx, rec, out, inputs):
-    """--rounds N without a baseline: N-1 more timings of each thread count, the thread counts
-    alternating (1, 16, 1, 16...), so that a slow moment of the machine, or a slow placement of one
-    process, does not decide which count is faster. Each count's median_ms becomes the median of
-    its rounds' medians (the rounds' medians in round_medians_ms)."""
-    medians = {t: [row["foundry"]["median_ms"]] for t, row in rec["threads"].items() if "median_ms" in row["foundry"]}
+def baseline_env(ctx):
+    return dict(kv.split("=", 1) for kv in ctx.args.baseline_env)
+
+
+def more_rounds(ctx, rec, out, base, inputs):
+    """--rounds N: N-1 more timings of each thread count, the thread counts alternating (1, 16, 1,
+    16...) and, with a baseline, this build and the baseline alternating within each, so that a
+    slow moment of the machine, or a slow placement of one process, does not decide which is
+    faster. Each figure becomes the median of its rounds' medians (foundry's round_medians_ms; the
+    baseline's rounds in `rounds`, with baseline_ratio of the two medians)."""
+    rows = {t: row for t, row in rec["threads"].items() if "median_ms" in row["foundry"]}
+    mine = {t: [row["foundry"]["median_ms"]] for t, row in rows.items()}
+    theirs = {t: [row["baseline"]["median_ms"]] for t, row in rows.items()
+              if base is not None and "median_ms" in row.get("baseline", {})}
     for _ in range(ctx.args.rounds - 1):
-        for t in medians:
+        for t in rows:
             log(f"{rec['model']}: foundry-run, {plural_threads(t)}, another round")
             res = time_foundry(ctx, rec["model"], out, inputs, None, t, first=False)[0]
             if "median_ms" in res:
-                medians[t].append(res["median_ms"])
-    for t, ms in medians.items():
-        rec["threads"][t]["foundry"].update(round_medians_ms=ms, median_ms=statistics.median(ms))
+                mine[t].append(res["median_ms"])
+            if t in theirs:
+                res = time_foundry(ctx, rec["model"], base, inputs, None, t, first=False, env=baseline_env(ctx))[0]
+                if "median_ms" in res:
+                    theirs[t].append(res["median_ms"])
+    for t, row in rows.items():
+        row["foundry"].update(round_medians_ms=mine[t], median_ms=statistics.median(mine[t]))
+        if t in theirs:
+            row["rounds"] = {"foundry_ms": mine[t], "baseline_ms": theirs[t]}
+            row["baseline_ratio"] = statistics.median(theirs[t]) / statistics.median(mine[t])
 
 
 def bench_model(ctx, name):
@@ -468,10 +473,10 @@ def bench_model(ctx, name):
                 rec["check"] = check
         row = {"foundry": res}
         if base is not None:
-            against_baseline(ctx, rec, row, name, out, base, inputs, expected, t)
+            first_baseline(ctx, rec, row, name, base, inputs, expected, t)
         rec["threads"][t] = row
-    if base is None and ctx.args.rounds > 1:
-        thread_rounds(ctx, rec, out, inputs)
+    if ctx.args.rounds > 1 or base is not None:
+        more_rounds(ctx, rec, out, base, inputs)
     for t, row in rec["threads"].items():
         res = row["foundry"]
         if "median_ms" in res and rec["bytes_moved"]:
