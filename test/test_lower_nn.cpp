@@ -411,3 +411,44 @@ TEST_CASE("typed library calls: convolution keeps stride, padding, dilation, gro
     CHECK(foundry::ir::extern_name(node.call) == "convolution");
   }
 }
+
+TEST_CASE("a bmm of a permuted input and a weight expanded over the batch is one product of the folded rows, "
+          "reading the weight in place, and computes the products",
+          "[lower][fast]") {
+  // ATen's matmul of a linear layer on a permuted sequence: bmm(permute(x), expand(w^T)).
+  using namespace foundry::test;
+  using foundry::Value;
+  Builder b;
+  Value* x = b.input("x", {3, 2, 4});
+  std::vector<float> w_data;
+  for (int i = 0; i < 5 * 4; ++i) w_data.push_back(0.125f * static_cast<float>((i * 7) % 13) - 0.75f);
+  Value* w = b.weight("w", {5, 4}, w_data);
+  Value* a = b.op("permute", {pos(x), pos(ints({1, 0, 2}))});  // [2, 3, 4], rows 8 floats apart
+  Value* wt = b.op("permute", {pos(w), pos(ints({1, 0}))});    // [4, 5], strides [1, 4]
+  Value* we = b.op("expand", {pos(wt), pos(ints({2, 4, 5}))});
+  b.output(b.op("bmm", {pos(a), pos(we)}));
+  foundry::ir::LoopProgram program = foundry::lower::lower_graph(b.g);
+
+  CHECK(count_externs(program, "bmm") == 0);
+  REQUIRE(count_externs(program, "mm") == 1);
+  const foundry::ir::LoopNode& node = only_extern(program);
+  const auto& call = std::get<foundry::ir::Matmul>(node.call.op);
+  CHECK(call.a.sizes == exprs({6, 4}));
+  CHECK(call.b.buffer->kind == foundry::ir::BufferKind::Constant);  // the weight itself, not a copy
+  CHECK(call.b.strides == exprs({1, 4}));
+
+  foundry::NpyArray xs;
+  xs.shape = {3, 2, 4};
+  xs.data.resize(24 * 4);
+  for (int i = 0; i < 24; ++i) xs.as<float>()[i] = 0.1f * static_cast<float>(i % 9) - 0.4f;
+  std::vector<foundry::NpyArray> out = foundry::ir::evaluate_program(program, {xs});
+  REQUIRE(out.size() == 1);
+  REQUIRE(out[0].shape == std::vector<int64_t>{2, 3, 5});
+  for (int bi = 0; bi < 2; ++bi)
+    for (int m = 0; m < 3; ++m)
+      for (int n = 0; n < 5; ++n) {
+        double sum = 0;  // out[b, m, n] = sum_k x[m, b, k] * w[n, k]
+        for (int k = 0; k < 4; ++k) sum += double(xs.as<float>()[m * 8 + bi * 4 + k]) * double(w_data[n * 4 + k]);
+        CHECK(out[0].as<float>()[(bi * 3 + m) * 5 + n] == Approx(sum).margin(1e-6));
+      }
+}

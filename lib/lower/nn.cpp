@@ -201,9 +201,46 @@ ir::Operand batched_operand(LoweringContext& ctx, const TensorRef& ref) {
   return ctx.strided_operand(ctx.realize_operand_copy(copy));
 }
 
+// Whether the batch of a batched operand [B, M, K] with unit column stride continues its rows:
+// [B*M, K] with the same row stride is the same memory.
+bool batch_continues_rows(const ir::Operand& op) {
+  return op.strides[2].is_const(1) && op.strides[0] == ir::simplify(op.sizes[1] * op.strides[1], {});
+}
+
+// out[b] = a[b] @ w for one matrix w broadcast over the batch (batch stride 0): ATen's matmul
+// makes this of a linear layer whose input it cannot fold into rows without a copy (a permuted
+// sequence, as nn.MultiheadAttention's in-projection gets). Here a is copied contiguous if need be
+// (the batched call would copy it too), its batch folds into its rows, and the call is one product
+// [B*M, K] x [K, N] reading w in place: no copy of w on every run, and one product instead of B
+// small ones (encoder_layer's in-projection: 16 products of 2 rows). Not where the library takes
+// strided batches (cuBLAS reads the broadcast in place).
+std::optional<TensorRef> folded_batch_matmul(LoweringContext& ctx, const TensorRef& a, const TensorRef& b, DType dtype,
+                                             const std::vector<Expr>& sizes) {
+  if (ctx.libraries().strided_batches || sizes.size() != 3) return std::nullopt;
+  ir::Operand w = ctx.strided_operand(b);
+  if (!w.strides[0].is_const(0) || w.sizes[0].is_const(1)) return std::nullopt;
+  ir::Operand x = ctx.strided_operand(a);
+  if (!batch_continues_rows(x)) {
+    TensorRef copy = a;
+    copy.buffer = nullptr;
+    x = ctx.strided_operand(ctx.realize_operand_copy(copy));
+  }
+  const Expr rows = ir::simplify(sizes[0] * sizes[1], {});
+  ir::Matmul call;
+  call.a = {x.buffer, {rows, x.sizes[2]}, {x.strides[1], x.strides[2]}, x.offset};
+  call.b = {w.buffer, {w.sizes[1], w.sizes[2]}, {w.strides[1], w.strides[2]}, w.offset};
+  TensorRef flat = ctx.extern_call({call}, dtype, {rows, sizes[2]});
+  const std::vector<Expr> flat_sizes = flat.sizes;
+  return LoweringContext::pointwise(dtype, sizes, Loader::remapped([sizes, flat_sizes](const Index& idx) {
+    return ir::unravel_index(ir::ravel_index(idx, sizes), flat_sizes);
+  }, flat.load));
+}
+
 TensorRef matmul(LoweringContext& ctx, const TensorRef& a, const TensorRef& b, DType dtype, std::vector<Expr> sizes,
                  bool batched) {
   if (!library_dtype(dtype, {a.dtype, b.dtype})) return matmul_reduction(ctx, a, b, dtype, std::move(sizes));
+  if (batched)
+    if (std::optional<TensorRef> folded = folded_batch_matmul(ctx, a, b, dtype, sizes)) return *folded;
   ir::Matmul call;
   call.a = batched ? batched_operand(ctx, a) : matrix_operand(ctx, a);
   call.b = batched ? batched_operand(ctx, b) : matrix_operand(ctx, b);
