@@ -14,6 +14,9 @@
 #include <random>
 #include <set>
 
+#include <pthread.h>  // --cpu: pthread_setaffinity_np
+#include <sched.h>
+
 #include "foundry/runtime/compare.h"
 #include "foundry/runtime/cuda_runtime.h"
 #include "foundry/runtime/foundry_c_api.h"
@@ -28,6 +31,7 @@ struct Options {
   std::string model_dir, inputs, expected, save_outputs, device;
   std::optional<double> atol, rtol;
   int bench = 0, warmup = 3, threads = 0, profile = 0;
+  int cpu = -1;  // --cpu: the core the calling thread is pinned to after the warm-up
   uint64_t seed = 0;
   bool json = false;
 };
@@ -42,10 +46,24 @@ BenchStats stats_of(std::vector<double> ms) {
   return {at(0.5), at(0.1), at(0.9), ms.front()};
 }
 
-// Wall-clock milliseconds of `runs` calls of `call` after `warmup` untimed ones.
+// Pins the calling thread to CPU `cpu` (nothing for -1). Threads it starts later inherit that;
+// the model's pool, started by the warm-up runs, keeps every core.
+void pin_calling_thread(int cpu) {
+  if (cpu < 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (cpu >= CPU_SETSIZE) throw foundry::UserError("--cpu " + std::to_string(cpu) + ": no such CPU");
+  CPU_SET(cpu, &set);
+  if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set) != 0)
+    throw foundry::UserError("--cpu " + std::to_string(cpu) + ": not a CPU this process may run on");
+}
+
+// Wall-clock milliseconds of `runs` calls of `call` after `warmup` untimed ones, on CPU `cpu`
+// from the end of the warm-up (-1: wherever the system puts it).
 template <class Call>
-std::vector<double> time_calls(int runs, int warmup, const Call& call) {
+std::vector<double> time_calls(int runs, int warmup, int cpu, const Call& call) {
   for (int i = 0; i < warmup; ++i) call();
+  pin_calling_thread(cpu);
   std::vector<double> ms;
   for (int i = 0; i < runs; ++i) {
     auto t0 = std::chrono::steady_clock::now();
@@ -59,16 +77,16 @@ std::vector<double> time_calls(int runs, int warmup, const Call& call) {
 // the GPU, each call followed by a stream synchronize (as PyTorch is timed: call, then
 // torch.cuda.synchronize()).
 BenchStats benchmark(const foundry::LoadedModel& model, const std::vector<foundry::NpyArray>& inputs, int runs,
-                     int warmup) {
+                     int warmup, int cpu) {
   std::vector<foundry::NpyArray> outputs = model.allocate_outputs(inputs);
   if (model.device() != "cuda")
-    return stats_of(time_calls(runs, warmup, [&] { model.run_into(inputs, outputs); }));
+    return stats_of(time_calls(runs, warmup, cpu, [&] { model.run_into(inputs, outputs); }));
   std::string why;
   const foundry::CudaRuntime* cuda = foundry::CudaRuntime::find(&why);
   if (!cuda) throw foundry::UserError("--bench of a CUDA model needs a GPU: " + why);
   foundry::DeviceArrays in(*cuda, inputs), out(*cuda, outputs);
   void* stream = cuda->create_stream();
-  std::vector<double> ms = time_calls(runs, warmup, [&] {
+  std::vector<double> ms = time_calls(runs, warmup, cpu, [&] {
     model.run_cuda(stream, in.tensors(), out.tensors());
     cuda->synchronize(stream);
   });
@@ -331,7 +349,7 @@ int run(const Options& opt) {
   bool all_pass = opt.expected.empty() || compare_outputs(model, opt, outputs, report);
   if (!opt.save_outputs.empty()) save_outputs(opt.save_outputs, outputs);
   if (opt.bench > 0) {
-    BenchStats s = benchmark(model, inputs, opt.bench, opt.warmup);
+    BenchStats s = benchmark(model, inputs, opt.bench, opt.warmup, opt.cpu);
     report["median_ms"] = s.median_ms;
     report["p10_ms"] = s.p10_ms;
     report["min_ms"] = s.min_ms;
@@ -370,6 +388,9 @@ int main(int argc, char** argv) {
                  "slowest first, with the threads each CPU step ran on");
   app.add_option("--warmup", opt.warmup, "untimed runs before benchmarking (default 3)");
   app.add_option("--threads", opt.threads, "threads the model may use");
+  app.add_option("--cpu", opt.cpu,
+                 "--bench: pin the calling thread to this CPU after the warm-up runs (the model's thread pool, started "
+                 "by then, keeps every core), so that runs at different thread counts can be timed on the same core");
   app.add_option("--device", opt.device,
                  "the device the model was compiled for (cpu or cuda; checked against manifest.json; default: its own)")
       ->check(CLI::IsMember({"cpu", "cuda"}));

@@ -90,6 +90,11 @@ def parse_args():
                    help="time each model this many times per thread count, the thread counts (and"
                         " with a baseline, this build and the baseline) alternating; each figure is"
                         " the median of its rounds' medians")
+    p.add_argument("--rotate-cpus", action="store_true",
+                   help="pin each round's timed foundry-run processes (every thread count, and the"
+                        " baseline) to one CPU after their warm-up, the next CPU for the next round:"
+                        " the thread counts are then compared on the same cores, not on whichever"
+                        " ones the system gave each process (foundry-run --cpu)")
     p.add_argument("--baseline-prebuilt", type=Path,
                    help="with --prebuilt: folder of the baseline's compiled models (as --baseline)")
     p.add_argument("--baseline-env", action="append", default=[], metavar="VAR=VALUE",
@@ -324,9 +329,19 @@ def foundry_run(ctx, out, inputs, threads, extra=(), runs=3, warmup=1, env=None)
     return data
 
 
-def time_foundry(ctx, name, out, inputs, expected, threads, first, env=None):
+def next_round_cpu(ctx):
+    """--rotate-cpus: the CPU of the next round's timed runs (each round of the benchmark the next
+    CPU this process may use); None without."""
+    if not ctx.args.rotate_cpus:
+        return None
+    cpus = sorted(os.sched_getaffinity(0))
+    ctx.rounds_started = getattr(ctx, "rounds_started", 0) + 1
+    return cpus[(ctx.rounds_started - 1) % len(cpus)]
+
+
+def time_foundry(ctx, name, out, inputs, expected, threads, first, env=None, cpu=None):
     """A short run to check the outputs and size the timing, then the timed run (`env`: more
-    environment variables for foundry-run)."""
+    environment variables for foundry-run; `cpu`: the CPU of its calling thread after the warm-up)."""
     extra = ["--expected", expected] if expected else []
     saved = None
     if first and name in REFERENCES:
@@ -342,7 +357,10 @@ def time_foundry(ctx, name, out, inputs, expected, threads, first, env=None):
         check = check_reference(name, inputs, saved)
         shutil.rmtree(saved, ignore_errors=True)
     runs = ctx.runs_for(probe["median_ms"] / 1e3)
-    res = foundry_run(ctx, out, inputs, threads, runs=runs, warmup=ctx.warmup, env=env)
+    res = foundry_run(ctx, out, inputs, threads, ["--cpu", cpu] if cpu is not None else [], runs=runs,
+                      warmup=ctx.warmup, env=env)
+    if cpu is not None:
+        res["cpu"] = cpu
     res.pop("outputs", None)
     res.pop("pass", None)
     return res, check
@@ -403,11 +421,12 @@ def compiled_folder(ctx, rec, name, prebuilt, foundryc, compiled, key=""):
     return None if key + "error" in rec else out
 
 
-def first_baseline(ctx, rec, row, name, base, inputs, expected, t):
+def first_baseline(ctx, rec, row, name, base, inputs, expected, t, cpu):
     """The baseline's models timed right after this build's at the same thread count (checked
     against the expected outputs too)."""
     log(f"{name}: baseline foundry-run, {plural_threads(t)}")
-    base_res, base_check = time_foundry(ctx, name, base, inputs, expected, t, first=False, env=baseline_env(ctx))
+    base_res, base_check = time_foundry(ctx, name, base, inputs, expected, t, first=False, env=baseline_env(ctx),
+                                        cpu=cpu)
     if base_check is not None and not base_check["pass"]:
         rec["baseline_check"] = base_check
     row["baseline"] = base_res
@@ -427,18 +446,24 @@ def more_rounds(ctx, rec, out, base, inputs):
     mine = {t: [row["foundry"]["median_ms"]] for t, row in rows.items()}
     theirs = {t: [row["baseline"]["median_ms"]] for t, row in rows.items()
               if base is not None and "median_ms" in row.get("baseline", {})}
+    cpus = [next(iter(rows.values()))["foundry"].get("cpu")] if rows else []
     for _ in range(ctx.args.rounds - 1):
+        cpu = next_round_cpu(ctx)
+        cpus.append(cpu)
         for t in rows:
             log(f"{rec['model']}: foundry-run, {plural_threads(t)}, another round")
-            res = time_foundry(ctx, rec["model"], out, inputs, None, t, first=False)[0]
+            res = time_foundry(ctx, rec["model"], out, inputs, None, t, first=False, cpu=cpu)[0]
             if "median_ms" in res:
                 mine[t].append(res["median_ms"])
             if t in theirs:
-                res = time_foundry(ctx, rec["model"], base, inputs, None, t, first=False, env=baseline_env(ctx))[0]
+                res = time_foundry(ctx, rec["model"], base, inputs, None, t, first=False, env=baseline_env(ctx),
+                                   cpu=cpu)[0]
                 if "median_ms" in res:
                     theirs[t].append(res["median_ms"])
     for t, row in rows.items():
         row["foundry"].update(round_medians_ms=mine[t], median_ms=statistics.median(mine[t]))
+        if ctx.args.rotate_cpus:
+            row["foundry"]["round_cpus"] = cpus
         if t in theirs:
             row["rounds"] = {"foundry_ms": mine[t], "baseline_ms": theirs[t]}
             row["baseline_ratio"] = statistics.median(theirs[t]) / statistics.median(mine[t])
@@ -464,16 +489,17 @@ def bench_model(ctx, name):
         return rec
 
     rec["threads"] = {}
+    cpu = next_round_cpu(ctx)
     for i, t in enumerate(ctx.threads):
         log(f"{name}: foundry-run, {plural_threads(t)}")
-        res, check = time_foundry(ctx, name, out, inputs, expected, t, first=i == 0)
+        res, check = time_foundry(ctx, name, out, inputs, expected, t, first=i == 0, cpu=cpu)
         if check is not None:
             rec.setdefault("check", check)
             if not check["pass"]:
                 rec["check"] = check
         row = {"foundry": res}
         if base is not None:
-            first_baseline(ctx, rec, row, name, base, inputs, expected, t)
+            first_baseline(ctx, rec, row, name, base, inputs, expected, t, cpu)
         rec["threads"][t] = row
     if ctx.args.rounds > 1 or base is not None:
         more_rounds(ctx, rec, out, base, inputs)
@@ -752,6 +778,7 @@ def main():
     ctx.mode_note = (f"{'quick: ' if args.quick else ''}each median over about {ctx.target_s} s of"
                      f" runs ({ctx.min_runs}..{ctx.max_runs}) after {ctx.warmup} warm-up runs"
                      + (f", foundryc's the median of {args.rounds} rounds' medians" if args.rounds > 1 else "")
+                     + (", each round's timed runs on one CPU, the next CPU each round" if args.rotate_cpus else "")
                      + ";"
                      " PyTorch in one process per mode and thread count for all models,"
                      " Inductor with "
