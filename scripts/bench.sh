@@ -9,6 +9,9 @@
 #   scripts/bench.sh --models-dir DIR                        (any folder of models, e.g. scripts/zoo's exports)
 #   scripts/bench.sh --threads 1,16 --rounds 5               (foundryc timed 5 times per thread count, the
 #                                                             counts alternating; medians of the rounds)
+#   scripts/bench.sh --threads 1,16 --rounds 7 --rotate-cpus (each round's processes timed on one CPU, the
+#                                                             next CPU each round: thread counts compared
+#                                                             on the same cores)
 #   scripts/bench.sh --device cuda                           (on the GPU: against eager, torch.compile and
 #                                                             its reduce-overhead mode; CUDA add as roofline)
 #   scripts/bench.sh --help                                  (all options)
