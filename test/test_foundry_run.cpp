@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <sched.h>  // sched_getaffinity: a CPU --cpu may use
 
 #include "foundry/runtime/compare.h"
 #include "foundry/runtime/loaded_model.h"
@@ -223,6 +224,22 @@ TEST_CASE("foundry-run: without --inputs it runs on random inputs of the model's
     check_error(foundry_run({tmp / "out", "--expected", samples_dir() + "/mlp/expected"}), 2,
                 "--expected needs --inputs: random inputs have no expected outputs");
   }
+}
+
+TEST_CASE("foundry-run: --cpu times on a CPU the process may use, and names one it may not", "[cli][fast]") {
+  TempDir tmp("foundry_run_");
+  compile_sample("mlp", tmp / "out");
+  cpu_set_t allowed;
+  REQUIRE(sched_getaffinity(0, sizeof(allowed), &allowed) == 0);
+  int cpu = 0;
+  while (!CPU_ISSET(cpu, &allowed)) ++cpu;
+  ProcResult r = foundry_run({tmp / "out", "--bench", "3", "--cpu", std::to_string(cpu)});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("\nbenchmark: median "));
+  check_error(foundry_run({tmp / "out", "--bench", "3", "--cpu", "1023"}), 1,
+              "--cpu 1023: not a CPU this process may run on");
+  check_error(foundry_run({tmp / "out", "--bench", "3", "--cpu", "-2"}), 2, "--cpu");
 }
 
 TEST_CASE("foundry-run: random input values", "[cli][fast]") {

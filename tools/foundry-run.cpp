@@ -390,7 +390,8 @@ int main(int argc, char** argv) {
   app.add_option("--threads", opt.threads, "threads the model may use");
   app.add_option("--cpu", opt.cpu,
                  "--bench: pin the calling thread to this CPU after the warm-up runs (the model's thread pool, started "
-                 "by then, keeps every core), so that runs at different thread counts can be timed on the same core");
+                 "by then, keeps every core), so that runs at different thread counts can be timed on the same core")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--device", opt.device,
                  "the device the model was compiled for (cpu or cuda; checked against manifest.json; default: its own)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
