@@ -194,7 +194,7 @@ class ThreadScratch {
 // of its operands and temporaries, made on its first run and pointed at each run's data after,
 // and the thread's stream. Making them on every call (two heap allocations an object, a stream,
 // an argument map) cost mlp's two small products three quarters of their time, and the heap
-// they reshuffled made a model's speed differ from one process to the next by up to 1.6x.
+// they reshuffled made one instance of mlp up to 1.6x slower than another on the 2-core EPYC.
 class CallMemory {
  public:
   // The calling thread's memory for the call `call` (its primitive wrapper), the temporaries of
