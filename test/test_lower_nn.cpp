@@ -452,3 +452,26 @@ TEST_CASE("a bmm of a permuted input and a weight expanded over the batch is one
         CHECK(out[0].as<float>()[(bi * 3 + m) * 5 + n] == Approx(sum).margin(1e-6));
       }
 }
+
+TEST_CASE("a bmm realizes an operand it cannot read in place once, whichever form the call takes", "[lower][fast]") {
+  using namespace foundry::test;
+  using foundry::Value;
+  enum Rhs { Broadcast, Batched, Reshaped };
+  for (Rhs rhs : {Broadcast, Batched, Reshaped}) {
+    INFO("rhs " << rhs);
+    Builder b;
+    Value* x = b.input("x", {2, 3, 4});
+    Value* w = b.input("w", rhs == Broadcast ? std::vector<int64_t>{4, 5} : std::vector<int64_t>{2, 4, 5});
+    Value* m = nullptr;
+    if (rhs == Broadcast) m = b.op("expand", {pos(b.op("relu", {pos(w)})), pos(ints({2, 4, 5}))});
+    if (rhs == Batched) m = b.op("relu", {pos(w)});
+    // A reshape of a transposed view: no strides describe it, so it is realized.
+    if (rhs == Reshaped) m = b.op("view", {pos(b.op("permute", {pos(w), pos(ints({0, 2, 1}))})), pos(ints({2, 4, 5}))});
+    b.output(b.op("bmm", {pos(x), pos(m)}));
+    foundry::ir::LoopProgram program = foundry::lower::lower_graph(b.g);
+    int kernels = 0;
+    for (const auto& node : program.nodes) kernels += node->kind != foundry::ir::NodeKind::Extern;
+    CHECK(kernels == 1);  // the relu or the reshape, read by the one library call; no copy of its output
+    CHECK(count_externs(program, rhs == Broadcast ? "mm" : "bmm") == 1);
+  }
+}

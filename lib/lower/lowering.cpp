@@ -212,8 +212,9 @@ void LoweringContext::mutate(const ir::Buffer* target, std::vector<Expr> ranges,
   program_.add_node(std::move(node));
 }
 
-TensorRef LoweringContext::extern_call(ir::ExternCall call, DType dtype, std::vector<Expr> sizes) {
-  ir::Buffer* out = program_.new_buffer(ir::BufferKind::Computed, dtype, sizes);
+TensorRef LoweringContext::extern_call(ir::ExternCall call, DType dtype, std::vector<Expr> sizes,
+                                        std::optional<std::vector<Expr>> shape) {
+  ir::Buffer* out = program_.new_buffer(ir::BufferKind::Computed, dtype, shape ? *shape : sizes);
   auto node = std::make_unique<ir::LoopNode>();
   node->kind = ir::NodeKind::Extern;
   node->output = out;

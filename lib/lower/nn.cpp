@@ -182,8 +182,8 @@ ir::Operand matrix_operand(LoweringContext& ctx, const TensorRef& ref) {
   return ctx.strided_operand(ctx.realize_operand_copy(copy));
 }
 
-ir::Operand batched_operand(LoweringContext& ctx, const TensorRef& ref) {
-  ir::Operand op = ctx.strided_operand(ref);
+// `ref` as a batched operand the library reads; `op` is ctx.strided_operand(ref).
+ir::Operand batched_operand(LoweringContext& ctx, const TensorRef& ref, ir::Operand op) {
   if (ctx.libraries().strided_batches ? cublas_matrix_layout(op) : plain_batched_layout(op)) return op;
   if (op.strides[0].is_const(0) && !op.sizes[0].is_const(1)) {
     // One matrix for every batch entry (a weight expanded over the batch): copy that matrix
@@ -214,12 +214,11 @@ bool batch_continues_rows(const ir::Operand& op) {
 // [B*M, K] x [K, N] reading w in place: no copy of w on every run, and one product instead of B
 // small ones (encoder_layer's in-projection: 16 products of 2 rows). Not where the library takes
 // strided batches (cuBLAS reads the broadcast in place).
-std::optional<TensorRef> folded_batch_matmul(LoweringContext& ctx, const TensorRef& a, const TensorRef& b, DType dtype,
-                                             const std::vector<Expr>& sizes) {
+// `x` and `w` are ctx.strided_operand of `a` and of the weight.
+std::optional<TensorRef> folded_batch_matmul(LoweringContext& ctx, const TensorRef& a, ir::Operand x,
+                                             const ir::Operand& w, DType dtype, const std::vector<Expr>& sizes) {
   if (ctx.libraries().strided_batches || sizes.size() != 3) return std::nullopt;
-  ir::Operand w = ctx.strided_operand(b);
   if (!w.strides[0].is_const(0) || w.sizes[0].is_const(1)) return std::nullopt;
-  ir::Operand x = ctx.strided_operand(a);
   if (!batch_continues_rows(x)) {
     TensorRef copy = a;
     copy.buffer = nullptr;
@@ -229,21 +228,23 @@ std::optional<TensorRef> folded_batch_matmul(LoweringContext& ctx, const TensorR
   ir::Matmul call;
   call.a = {x.buffer, {rows, x.sizes[2]}, {x.strides[1], x.strides[2]}, x.offset};
   call.b = {w.buffer, {w.sizes[1], w.sizes[2]}, {w.strides[1], w.strides[2]}, w.offset};
-  TensorRef flat = ctx.extern_call({call}, dtype, {rows, sizes[2]});
-  const std::vector<Expr> flat_sizes = flat.sizes;
-  return LoweringContext::pointwise(dtype, sizes, Loader::remapped([sizes, flat_sizes](const Index& idx) {
-    return ir::unravel_index(ir::ravel_index(idx, sizes), flat_sizes);
-  }, flat.load));
+  return ctx.extern_call({call}, dtype, {rows, sizes[2]}, sizes);
 }
 
 TensorRef matmul(LoweringContext& ctx, const TensorRef& a, const TensorRef& b, DType dtype, std::vector<Expr> sizes,
                  bool batched) {
   if (!library_dtype(dtype, {a.dtype, b.dtype})) return matmul_reduction(ctx, a, b, dtype, std::move(sizes));
-  if (batched)
-    if (std::optional<TensorRef> folded = folded_batch_matmul(ctx, a, b, dtype, sizes)) return *folded;
   ir::Matmul call;
-  call.a = batched ? batched_operand(ctx, a) : matrix_operand(ctx, a);
-  call.b = batched ? batched_operand(ctx, b) : matrix_operand(ctx, b);
+  if (batched) {
+    // Each operand's view found (or realized) once, for whichever form of the call is taken.
+    ir::Operand a_view = ctx.strided_operand(a), b_view = ctx.strided_operand(b);
+    if (std::optional<TensorRef> folded = folded_batch_matmul(ctx, a, a_view, b_view, dtype, sizes)) return *folded;
+    call.a = batched_operand(ctx, a, a_view);
+    call.b = batched_operand(ctx, b, b_view);
+  } else {
+    call.a = matrix_operand(ctx, a);
+    call.b = matrix_operand(ctx, b);
+  }
   call.batched = batched;
   return ctx.extern_call({call}, dtype, std::move(sizes));
 }

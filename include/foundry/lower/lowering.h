@@ -156,8 +156,11 @@ class LoweringContext {
   // A node that writes into an existing computed buffer (scatter ops); `ranges` is its iteration
   // space and `body` performs the stores.
   void mutate(const ir::Buffer* target, std::vector<Expr> ranges, ir::Body body);
-  // A library call; returns the realized output.
-  TensorRef extern_call(ir::ExternCall call, DType dtype, std::vector<Expr> sizes);
+  // A library call computing `sizes` (its node's ranges); returns the realized output. With
+  // `shape`, the output buffer holds those elements, row-major, in that shape instead (a product
+  // of [B*M, K] x [K, N] read as [B, M, N]), with no copy.
+  TensorRef extern_call(ir::ExternCall call, DType dtype, std::vector<Expr> sizes,
+                        std::optional<std::vector<Expr>> shape = std::nullopt);
   // A buffer view usable by an extern kernel: the ref itself when it is an affine view of one
   // buffer, else a realized copy (realize_operand_copy).
   ir::Operand strided_operand(const TensorRef& ref);
