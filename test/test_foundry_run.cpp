@@ -240,6 +240,7 @@ TEST_CASE("foundry-run: --cpu times on a CPU the process may use, and names one 
   check_error(foundry_run({tmp / "out", "--bench", "3", "--cpu", "1023"}), 1,
               "--cpu 1023: not a CPU this process may run on");
   check_error(foundry_run({tmp / "out", "--bench", "3", "--cpu", "-2"}), 2, "--cpu");
+  check_error(foundry_run({tmp / "out", "--cpu", std::to_string(cpu)}), 2, "--cpu requires --bench");
 }
 
 TEST_CASE("foundry-run: random input values", "[cli][fast]") {

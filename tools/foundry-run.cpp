@@ -380,7 +380,7 @@ int main(int argc, char** argv) {
                  "for float32)");
   app.add_option("--rtol", opt.rtol, "relative tolerance, added to atol as above (default by dtype: 1e-4 for float32)");
   app.add_option("--save-outputs", opt.save_outputs, "write the outputs as .npy files into this folder");
-  app.add_option("--bench", opt.bench,
+  CLI::Option* bench = app.add_option("--bench", opt.bench,
                  "time N runs and report the median, p10 and p90 (a CUDA model: NAME_run_cuda on inputs already on "
                  "the GPU, each call followed by a stream synchronize)");
   app.add_option("--profile", opt.profile,
@@ -391,7 +391,8 @@ int main(int argc, char** argv) {
   app.add_option("--cpu", opt.cpu,
                  "--bench: pin the calling thread to this CPU after the warm-up runs (the model's thread pool, started "
                  "by then, keeps every core), so that runs at different thread counts can be timed on the same core")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::NonNegativeNumber)
+      ->needs(bench);
   app.add_option("--device", opt.device,
                  "the device the model was compiled for (cpu or cuda; checked against manifest.json; default: its own)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
