@@ -5,6 +5,7 @@
 // (foundry_vec.h), or marks the scope as having none. Both number values in call order, so a
 // value has the same name `tmpN` in both forms.
 #pragma once
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -55,7 +56,9 @@ class CppVectorOps final : public ir::Ops {
   // Consecutive lanes or a scatter; other store modes have no vector form.
   void store(const ir::Buffer& buf, const ir::Expr& index, ir::Val v, ir::StoreMode mode) override;
   ir::Val constant(const ir::Scalar& s) override;  // broadcast
-  ir::Val index_expr(const ir::Expr& e, DType t) override;  // float32 only: iota, broadcast or gather
+  // float32: iota, broadcast or gather; int64: no vector form, but kept as its expression, so that
+  // comparisons of such values (a window's padding test) are lane masks (index_compare).
+  ir::Val index_expr(const ir::Expr& e, DType t) override;
   ir::Val to_dtype(ir::Val v, DType t) override;
   ir::Val unary(ir::UnaryOp op, ir::Val x) override;
   ir::Val binary(ir::BinaryOp op, ir::Val a, ir::Val b) override;
@@ -68,6 +71,7 @@ class CppVectorOps final : public ir::Ops {
  private:
   ScopeStack& scopes_;
   std::set<int> no_vector_form_;  // values of the current loops that have no vector form
+  std::map<int, ir::Expr> index_values_;  // int64 values that are index expressions, by value number
   int next_ = 0, indirect_ = 0, accumulators_ = 0;
 
   // Defines value number next_ as `rhs` (nullopt: it has no vector form).
@@ -77,6 +81,8 @@ class CppVectorOps final : public ir::Ops {
   std::optional<int> lane_step(const ir::Expr& index) const;
   std::string lane_index(const ir::Expr& index);
   std::optional<std::string> tile_load(const ir::Buffer& buf, const ir::Expr& index);
+  std::optional<ir::Val> index_arithmetic(ir::BinaryOp op, ir::Val a, ir::Val b);
+  std::string index_compare(ir::BinaryOp op, const ir::Expr& a, const ir::Expr& b);
   void emit(const std::string& line) { scopes_.top().vector_lines.push_back(line); }
 };
 

@@ -120,9 +120,17 @@ void CppVectorOps::store(const ir::Buffer& buf, const Expr& index, Val v, ir::St
        ") -> " + storage_type(buf.dtype) + "& { return " + p + "[" + lane_index(index) + "]; });");
 }
 
-Val CppVectorOps::constant(const ir::Scalar& s) { return def(s.dtype, vector_splat(s.dtype, literal(s))); }
+Val CppVectorOps::constant(const ir::Scalar& s) {
+  if (s.dtype == DType::Int64) return index_expr(Expr(s.i), s.dtype);
+  return def(s.dtype, vector_splat(s.dtype, literal(s)));
+}
 
 Val CppVectorOps::index_expr(const Expr& e, DType t) {
+  if (t == DType::Int64) {
+    Val v = def(t, std::nullopt);
+    index_values_.emplace(v.id, e);
+    return v;
+  }
   if (t != DType::Float32 || !vector_var()) return def(t, std::nullopt);
   auto step = lane_step(e);
   if (!step) return def(t, vector_splat(DType::Float32, "static_cast<float>(" + scopes_.idx(e) + ")"));
@@ -131,6 +139,8 @@ Val CppVectorOps::index_expr(const Expr& e, DType t) {
 }
 
 Val CppVectorOps::to_dtype(Val v, DType t) {
+  auto index = index_values_.find(v.id);
+  if (index != index_values_.end() && t == DType::Float32) return index_expr(index->second, t);  // same rounding
   auto x = vec(v);
   return def(t, x ? vector_convert(v.dtype, t, *x) : std::nullopt);
 }
@@ -140,7 +150,40 @@ Val CppVectorOps::unary(ir::UnaryOp op, Val x) {
   return def(ir::returns_bool(op) ? DType::Bool : x.dtype, vx ? vector_unary(op, x.dtype, *vx) : std::nullopt);
 }
 
+// Sums, differences and products of index expressions are index expressions (no vector form);
+// their comparisons are lane masks.
+std::optional<Val> CppVectorOps::index_arithmetic(ir::BinaryOp op, Val a, Val b) {
+  auto ia = index_values_.find(a.id), ib = index_values_.find(b.id);
+  if (ia == index_values_.end() || ib == index_values_.end() || !vector_var()) return std::nullopt;
+  const Expr &x = ia->second, &y = ib->second;
+  switch (op) {
+    case ir::BinaryOp::Add: return index_expr(x + y, DType::Int64);
+    case ir::BinaryOp::Sub: return index_expr(x - y, DType::Int64);
+    case ir::BinaryOp::Mul: return index_expr(x * y, DType::Int64);
+    case ir::BinaryOp::Lt: case ir::BinaryOp::Le: case ir::BinaryOp::Gt: case ir::BinaryOp::Ge:
+    case ir::BinaryOp::Eq: case ir::BinaryOp::Ne:
+      return def(DType::Bool, index_compare(op, x, y));
+    default: return std::nullopt;
+  }
+}
+
+// The lanes where index `a` compares with index `b` as `op` says: one test broadcast when neither
+// moves with the vector variable, a test of `base + step * lane` against 0 when their difference
+// moves by a fixed step per lane, and otherwise lane by lane.
+std::string CppVectorOps::index_compare(ir::BinaryOp op, const Expr& a, const Expr& b) {
+  const std::string infix = infix_operator(op);
+  const Expr diff = a - b;
+  if (!lane_step(diff)) return vector_splat(DType::Bool, "(" + scopes_.idx(a) + ") " + infix + " (" + scopes_.idx(b) + ")");
+  auto step = ir::affine_coefficient(diff, *vector_var());
+  if (step && !ir::free_symbols(*step).count(*vector_var()))
+    return "foundry_vec::index_compare(" + scopes_.idx(diff) + ", " + scopes_.idx(*step) + ", foundry_vec::Compare::" +
+           compare_name(op) + ")";
+  return "foundry_vec::gather_bool([&](int64_t " + std::string(kLane) + ") { return (" + lane_index(a) + ") " + infix +
+         " (" + lane_index(b) + "); })";
+}
+
 Val CppVectorOps::binary(ir::BinaryOp op, Val a, Val b) {
+  if (auto v = index_arithmetic(op, a, b)) return *v;
   auto va = vec(a), vb = vec(b);
   return def(ir::returns_bool(op) ? DType::Bool : a.dtype, va && vb ? vector_binary(op, a.dtype, *va, *vb) : std::nullopt);
 }

@@ -28,6 +28,18 @@ const char* infix_operator(BinaryOp op) {
   }
 }
 
+const char* compare_name(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::Eq: return "Eq";
+    case BinaryOp::Ne: return "Ne";
+    case BinaryOp::Lt: return "Lt";
+    case BinaryOp::Le: return "Le";
+    case BinaryOp::Gt: return "Gt";
+    case BinaryOp::Ge: return "Ge";
+    default: return nullptr;
+  }
+}
+
 namespace {
 // 16-bit floats are float32 lanes in vector form, rounded where each value is defined (the
 // vector handler's def), so their operations have float32's forms.

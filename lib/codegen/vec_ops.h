@@ -12,6 +12,8 @@ namespace foundry::codegen {
 // The C++ infix operator of an arithmetic op or comparison (+, ==, ...): the same text in the
 // scalar and the vector form. nullptr for the other ops.
 const char* infix_operator(ir::BinaryOp op);
+// A comparison's name in foundry_vec::Compare ("Lt", ...); nullptr for other ops.
+const char* compare_name(ir::BinaryOp op);
 
 // Whether values of `t` have a vector form (float32, float16, bfloat16 and bool).
 bool has_vector_form(DType t);

@@ -183,6 +183,32 @@ void sixteen_bit() {
 
 }  // namespace
 
+// index_compare: every comparison of base + step * lane with 0, against int64 arithmetic, for
+// bases and steps around the 32-bit lanes' clamp (2^30) and step limit (2^20), and far beyond.
+void index_compares() {
+  using foundry_vec::Compare;
+  const int64_t big[] = {0, 1, 2, 15, 16, 17, (int64_t{1} << 20) - 1, int64_t{1} << 20, (int64_t{1} << 27) + 1,
+                         (int64_t{1} << 30) - 5,
+                         int64_t{1} << 30, (int64_t{1} << 31) + 3, int64_t{1} << 40, INT64_MAX / 4};
+  std::vector<int64_t> values;
+  for (int64_t v : big) values.insert(values.end(), {v, -v});
+  for (Compare c : {Compare::Eq, Compare::Ne, Compare::Lt, Compare::Le, Compare::Gt, Compare::Ge})
+    for (int64_t base : values)
+      for (int64_t step : values) {
+        if (step > int64_t{1} << 40 || step < -(int64_t{1} << 40)) continue;  // base + step * lane stays in int64
+        const foundry_vec::Mask m = foundry_vec::index_compare(base, step, c);
+        for (int l = 0; l < kLanes; ++l, ++checked) {
+          const int64_t v = base + step * l;
+          const bool want = c == Compare::Eq ? v == 0 : c == Compare::Ne ? v != 0 : c == Compare::Lt ? v < 0
+                          : c == Compare::Le ? v <= 0 : c == Compare::Gt ? v > 0 : v >= 0;
+          if ((m[l] == -1) != want || (m[l] != 0 && m[l] != -1))
+            if (++failures <= 40)
+              std::printf("index_compare(%lld, %lld, %d) lane %d: got %d\n", static_cast<long long>(base),
+                          static_cast<long long>(step), static_cast<int>(c), l, m[l]);
+        }
+      }
+}
+
 int main() {
   unary("exp", foundry_vec::exp, ::exp, 1.5);
   unary("exp2", foundry_vec::exp2, ::exp2, 4.0);
@@ -233,6 +259,7 @@ int main() {
         [](float a, float) { return a != 0 ? 1.0f : 0.0f; });
   reductions();
   sixteen_bit();
+  index_compares();
   std::printf("%d lanes: %ld values checked, %d mismatches\n", kLanes, checked, failures);
   return failures == 0 ? 0 : 1;
 }

@@ -99,6 +99,34 @@ inline Mask gather_bool(F&& at) {
   for (int l = 0; l < kLanes; ++l) r[l] = at(l) ? -1 : 0;
   return r;
 }
+// The lanes where the index `base + step * lane` compares with 0 as `c` says: a window's
+// padding test in a vector loop. Computed on 32-bit lanes, exactly: a base beyond 2^30 either
+// way is clamped to 2^30, which no step below 2^20 (over at most 16 lanes) brings to 0 or
+// across it; larger steps are compared lane by lane.
+enum class Compare { Eq, Ne, Lt, Le, Gt, Ge };
+template <typename T, typename R>
+inline R compare_zero(T v, Compare c) {
+  switch (c) {
+    case Compare::Eq: return v == 0;
+    case Compare::Ne: return v != 0;
+    case Compare::Lt: return v < 0;
+    case Compare::Le: return v <= 0;
+    case Compare::Gt: return v > 0;
+    default: return v >= 0;
+  }
+}
+inline Mask index_compare(int64_t base, int64_t step, Compare c) {
+  constexpr int64_t kClamp = int64_t{1} << 30, kMaxStep = int64_t{1} << 20;
+  if (step > -kMaxStep && step < kMaxStep) {
+    Mask lane;
+    for (int l = 0; l < kLanes; ++l) lane[l] = l;
+    const int32_t b = static_cast<int32_t>(base < -kClamp ? -kClamp : base > kClamp ? kClamp : base);
+    return compare_zero<Mask, Mask>(b + static_cast<int32_t>(step) * lane, c);
+  }
+  Mask r;
+  for (int l = 0; l < kLanes; ++l) r[l] = compare_zero<int64_t, bool>(base + step * l, c) ? -1 : 0;
+  return r;
+}
 // Lanes two elements apart, p[0], p[2], ..., p[2 * (kLanes - 1)]: two vector loads and a shuffle
 // instead of kLanes single loads (a stride-2 max pool's window). The second load is masked:
 // nothing past the last lane's element is read.
