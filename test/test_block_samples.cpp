@@ -33,11 +33,12 @@ TEST_CASE("samples/vit_block (ViT-Tiny encoder block) compiled matches PyTorch",
 }
 
 // The loop nests (format only; the test above checks the values). Where every access walks
-// adjacent loops as one contiguous range, they run as one loop (merge_loops.h): the SiLU over
-// [144, 56, 56] in whole vectors with no scalar tail, and the squeeze-excitation's mean over 56x56
-// as one reduction loop of 3136, on threads by channel (each channel's mean reads back only the
-// activations its own iteration stored: row_local in cpp_kernel.cpp). The channel scale that multiplies [144, 56, 56] keeps the channel
-// loop apart (it is read at i0 alone), merging the two spatial ones.
+// adjacent loops as one contiguous range, they run as one loop (merge_loops.h): the SiLU after the
+// 1x1 expansion over [144, 56, 56] in whole vectors with no scalar tail, and the
+// squeeze-excitation's mean over 56x56 as one reduction loop of 3136, on threads by channel. The
+// SiLU after the depthwise convolution is that call's (sched/epilogue.cpp), so the mean reads the
+// call's output. The channel scale that multiplies [144, 56, 56] keeps the channel loop apart (it
+// is read at i0 alone), merging the two spatial ones.
 TEST_CASE("samples/effnet_block: contiguous loops run as one (format)", "[samples][codegen][fast]") {
   TempDir tmp("foundry_block_");
   ProcResult r = run_foundryc({samples_dir() + "/effnet_block/model.pt2", "-o", tmp / "src", "--emit=source",
@@ -50,12 +51,11 @@ TEST_CASE("samples/effnet_block: contiguous loops run as one (format)", "[sample
     CHECK-NEXT: for (int64_t i0 = 0; i0 < 451584; i0 += 8) {
     CHECK: foundry_vec::sigmoid(
     CHECK-NOT: foundry_rt::sigmoid(
-    CHECK: void cpp_fused_mean_mul_sigmoid_1(
-    CHECK-NEXT: #pragma omp parallel for num_threads(foundry_rt::kernel_team(451872, 0))
+    CHECK: void cpp_fused_mean_1(
+    CHECK-NEXT: #pragma omp parallel for num_threads(foundry_rt::kernel_team(451728, 0))
     CHECK-NEXT: for (int64_t i0 = 0; i0 < 144; ++i0) {
-    CHECK-NEXT: for (int64_t i1 = 0; i1 < 3136; i1 += 8) {
     CHECK: for (int64_t r0 = 0; r0 < 3136; r0 += 8) {
-    CHECK-NEXT: foundry_vec::load(out_ptr0 + ((3136 * i0) + r0));
+    CHECK-NEXT: foundry_vec::load(in_ptr0 + ((3136 * i0) + r0));
     CHECK: void cpp_fused_mul_3(
     CHECK: for (int64_t i0 = 0; i0 < 144; ++i0) {
     CHECK-NEXT: for (int64_t i1 = 0; i1 < 3136; i1 += 8) {

@@ -276,6 +276,108 @@ TEST_CASE("fusion: the portable loops' activations follow PyTorch", "[fusion][fa
   CHECK(gelu[1] == Approx(-0.15426876936299344).epsilon(1e-6));
   CHECK(gelu_tanh[0] == Approx(0.8411919906082768).epsilon(1e-6));
   CHECK(gelu_tanh[1] == Approx(-0.15428599017485606).epsilon(1e-6));
+  // torch.nn.functional.relu6, hardswish and silu of [7.0, -1.0, 1.0, nan].
+  float relu6[] = {7.0f, -1.0f, 1.0f, std::nanf("")}, hardswish[] = {7.0f, -1.0f, 1.0f}, silu[] = {7.0f, -1.0f, 1.0f};
+  foundry_rt::apply_activation(foundry_rt::Activation::Relu6, relu6, 4);
+  foundry_rt::apply_activation(foundry_rt::Activation::Hardswish, hardswish, 3);
+  foundry_rt::apply_activation(foundry_rt::Activation::Silu, silu, 3);
+  CHECK(relu6[0] == 6.0f);
+  CHECK(relu6[1] == 0.0f);
+  CHECK(relu6[2] == 1.0f);
+  CHECK(std::isnan(relu6[3]));
+  CHECK(hardswish[0] == 7.0f);
+  CHECK(hardswish[1] == Approx(-0.3333333432674408).epsilon(1e-6));
+  CHECK(hardswish[2] == Approx(0.6666666865348816).epsilon(1e-6));
+  CHECK(silu[0] == Approx(6.993622779846191).epsilon(1e-6));
+  CHECK(silu[1] == Approx(-0.2689414322376251).epsilon(1e-6));
+  CHECK(silu[2] == Approx(0.7310585975646973).epsilon(1e-6));
+}
+
+// relu6 (hardtanh to [0, 6]), hardswish and SiLU, the last two in several nodes each as the
+// decompositions write them, fold into the convolution before them, except where that call runs
+// faster without: SiLU only into a depthwise convolution (foundry_depthwise.h), nothing into a 1x1
+// convolution that oneDNN computes as a product on its operands. Compiled, against a direct
+// computation in double.
+TEST_CASE("fusion: relu6, hardswish and SiLU fold into the convolutions that run them fastest", "[fusion][fast]") {
+  constexpr int64_t C = 4, H = 6, W = 20, O = 8;
+  Builder b;
+  Value* x = b.input("x", {1, C, H, W});
+  const std::vector<float> dw_w = {0.5f, -1.25f, 2.0f, 1.5f}, dw_b = {0.25f, -0.5f, 1.0f, 0.0f};
+  Value* dw = b.weight("dw", {C, 1, 1, 1}, dw_w);
+  Value* dw_bias = b.weight("dw_bias", {C}, dw_b);
+  Value* w1 = b.weight("w1", {O, C, 1, 1});
+  Value* w3 = b.weight("w3", {O, C, 3, 3});
+  auto conv = [&](Value* w, Value* bias, int64_t pad, int64_t groups) {
+    return b.op("convolution", {pos(x), pos(w), bias ? pos(bias) : pos(Arg::none()), pos(ints({1, 1})),
+                                pos(ints({pad, pad})), pos(ints({1, 1})), pos(Arg::of_bool(false)), pos(ints({0, 0})),
+                                pos(Arg::of_int(groups))});
+  };
+  auto hardswish = [&](Value* v) {  // v * clamp(clamp(v + 3, min=0), max=6) / 6
+    Value* lo = b.op("clamp", {pos(b.op("add.Tensor", {pos(v), pos(Arg::of_int(3))})), named("min", Arg::of_int(0))});
+    Value* hi = b.op("clamp", {pos(lo), named("max", Arg::of_int(6))});
+    return b.op("div.Tensor", {pos(b.op("mul.Tensor", {pos(v), pos(hi)})), pos(Arg::of_int(6))});
+  };
+  auto silu = [&](Value* v) { return b.op("mul.Tensor", {pos(v), pos(b.op("sigmoid", {pos(v)}))}); };
+  b.output(b.op("hardtanh", {pos(conv(dw, dw_bias, 0, C)), pos(Arg::of_int(0)), pos(Arg::of_int(6))}));
+  b.output(silu(conv(dw, dw_bias, 0, C)));
+  b.output(hardswish(conv(w3, nullptr, 1, 1)));
+  b.output(hardswish(conv(w1, nullptr, 0, 1)));  // a product on the operands
+  b.output(silu(conv(w3, nullptr, 1, 1)));       // not depthwise
+
+  ir::LoopProgram program = lower::lower_graph(b.g);
+  CHECK(sched::fold_activations_into_externs(program) == 1 + 2 + 5);
+  std::vector<ir::Activation> folded;
+  for (const auto& node : program.nodes)
+    if (node->kind == ir::NodeKind::Extern) folded.push_back(node->call.activation);
+  using A = ir::Activation;
+  CHECK(folded == std::vector<A>{A::Relu6, A::Silu, A::Hardswish, A::None, A::None});
+
+  TempDir tmp("foundry_fusion_");
+  const std::string dir = tmp / "model";
+  fs::create_directories(dir);
+  codegen::write_model_files(codegen::generate_model(program, sched::schedule_program(program, {}), "acts"), dir);
+  build::CompileOptions options;
+  options.cache_dir = tmp / "cache";
+  build::compile_model(dir, options);
+  LoadedModel model(dir + "/model.so", "acts", dir);
+  const std::vector<NpyArray> inputs = make_inputs(b.g);
+  const std::vector<NpyArray> got = model.run(inputs);
+  REQUIRE(got.size() == 5);
+
+  const float* xs = inputs[0].as<float>();
+  auto at = [&](int64_t c, int64_t h, int64_t w) {
+    return h < 0 || h >= H || w < 0 || w >= W ? 0.0 : static_cast<double>(xs[(c * H + h) * W + w]);
+  };
+  auto weight = [](int64_t i) { return 0.25 * static_cast<double>(i % 11) - 1.0; };  // Builder::weight's pattern
+  auto relu6 = [](double v) { return std::min(std::max(v, 0.0), 6.0); };
+  auto silu_of = [](double v) { return v / (1 + std::exp(-v)); };
+  auto hardswish_of = [&](double v) { return v * relu6(v + 3) / 6; };
+  int mismatches = 0;
+  auto expect = [&](int output, int64_t i, double want) {
+    const double v = got[static_cast<size_t>(output)].as<float>()[i];
+    if (!(std::abs(v - want) <= 1e-4 + 1e-4 * std::abs(want)) && ++mismatches <= 10)
+      UNSCOPED_INFO("output " << output << " element " << i << ": " << v << ", want " << want);
+  };
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t w = 0; w < W; ++w) {
+      for (int64_t c = 0; c < C; ++c) {
+        const double y = dw_w[c] * at(c, h, w) + dw_b[c];
+        expect(0, (c * H + h) * W + w, relu6(y));
+        expect(1, (c * H + h) * W + w, silu_of(y));
+      }
+      for (int64_t o = 0; o < O; ++o) {
+        double y3 = 0, y1 = 0;
+        for (int64_t c = 0; c < C; ++c) {
+          y1 += weight(o * C + c) * at(c, h, w);
+          for (int64_t kh = 0; kh < 3; ++kh)
+            for (int64_t kw = 0; kw < 3; ++kw) y3 += weight(((o * C + c) * 3 + kh) * 3 + kw) * at(c, h + kh - 1, w + kw - 1);
+        }
+        expect(2, (o * H + h) * W + w, hardswish_of(y3));
+        expect(3, (o * H + h) * W + w, hardswish_of(y1));
+        expect(4, (o * H + h) * W + w, silu_of(y3));
+      }
+    }
+  CHECK(mismatches == 0);
 }
 
 TEST_CASE("fusion: relu(x + y) * 2 is one kernel with two loads and one store", "[fusion][fast]") {

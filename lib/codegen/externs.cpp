@@ -371,11 +371,10 @@ std::string operand_pointer(const ir::Operand& op, const std::map<const ir::Buff
 std::string activation_enum(ir::Activation activation) {
   switch (activation) {
     case ir::Activation::None: return "foundry_rt::Activation::None";
-    case ir::Activation::Relu: return "foundry_rt::Activation::Relu";
-    case ir::Activation::Tanh: return "foundry_rt::Activation::Tanh";
-    case ir::Activation::Sigmoid: return "foundry_rt::Activation::Sigmoid";
-    case ir::Activation::GeluErf: return "foundry_rt::Activation::GeluErf";
-    case ir::Activation::GeluTanh: return "foundry_rt::Activation::GeluTanh";
+#define FOUNDRY_ENUMERATOR(name, text) \
+  case ir::Activation::name: return "foundry_rt::Activation::" #name;
+    FOUNDRY_ACTIVATIONS(FOUNDRY_ENUMERATOR)
+#undef FOUNDRY_ENUMERATOR
   }
   throw InternalError("bug: unknown activation on a library call");
 }

@@ -709,21 +709,9 @@ void run_sort(const SortRows& call, Storage& out, const std::unordered_map<const
   for (size_t e = 0; e < positions.size(); ++e) out.elems[e] = make_int(out.dtype, positions[e]);
 }
 
-double activated(Activation activation, double x) {
-  switch (activation) {
-    case Activation::None: return x;
-    case Activation::Relu: return std::isnan(x) ? x : std::max(x, 0.0);
-    case Activation::Tanh: return std::tanh(x);
-    case Activation::Sigmoid: return 1.0 / (1.0 + std::exp(-x));
-    case Activation::GeluErf: return x / 2 * (1 + std::erf(x / std::sqrt(2.0)));
-    case Activation::GeluTanh: return x / 2 * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
-  }
-  throw InternalError("the reference evaluator has no activation " + std::to_string(static_cast<int>(activation)));
-}
-
 void apply_activation(Activation activation, Storage& out) {
   if (activation == Activation::None) return;
-  for (Elem& e : out.elems) e = make(out.dtype, activated(activation, e.f));
+  for (Elem& e : out.elems) e = make(out.dtype, foundry_rt::activated(activation, e.f));
 }
 
 void run_extern(const LoopNode& node, std::unordered_map<const Buffer*, Storage>& memory) {

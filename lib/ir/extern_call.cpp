@@ -13,11 +13,10 @@ std::string extern_name(const ExternCall& call) {
 std::string activation_name(Activation activation) {
   switch (activation) {
     case Activation::None: return "";
-    case Activation::Relu: return "relu";
-    case Activation::Tanh: return "tanh";
-    case Activation::Sigmoid: return "sigmoid";
-    case Activation::GeluErf: return "gelu";
-    case Activation::GeluTanh: return "gelu_tanh";
+#define FOUNDRY_NAME(name, text) \
+  case Activation::name: return text;
+    FOUNDRY_ACTIVATIONS(FOUNDRY_NAME)
+#undef FOUNDRY_NAME
   }
   return "";
 }

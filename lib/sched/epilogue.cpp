@@ -1,11 +1,10 @@
 // Matching an epilogue is define-by-run like everything else: the candidate node's body runs
 // through a handler that keeps its values as terms, and only store(out[i], f(load(src[i]))) is
-// accepted, with f an activation oneDNN has as an eltwise post-op (relu, tanh, sigmoid, both
-// GELUs) and both indices the plain position of element i. The two buffers may differ in shape
-// with the same elements (a linear layer's [tokens, features] product read as [1, tokens,
-// features]): the call computes its own shape (its node's ranges) into the epilogue's buffer. A SiLU
-// (x * sigmoid(x)) is not folded: oneDNN's swish post-op made samples/effnet_block's depthwise and
-// 1x1 convolutions 0.28 ms slower each at one thread, as much as the SiLU kernel it would save.
+// accepted, with f an activation oneDNN has as an eltwise post-op (FOUNDRY_ACTIVATIONS in
+// foundry_externs.h) and both indices the plain position of element i. The two buffers may
+// differ in shape with the same elements (a linear layer's [tokens, features] product read as
+// [1, tokens, features]): the call computes its own shape (its node's ranges) into the
+// epilogue's buffer. A SiLU is folded only into depthwise convolutions (see depthwise()).
 #include "foundry/sched/epilogue.h"
 
 #include <algorithm>
@@ -35,23 +34,32 @@ struct Term {
   int a = -1, b = -1;  // operands (indices of terms)
 };
 
-// Runs the body and keeps the terms of its values; the stored one is `stored()`.
+// Runs the bodies of an epilogue's nodes and keeps the terms of their values: a node's stored term
+// stands for its output in the nodes run after it. The last node's stored term is `stored()`.
 class TermRecorder final : public ir::Ops {
  public:
-  TermRecorder(const ir::Buffer& src, const ir::LoopNode& node)
-      : src_(src), out_(*node.output),
-        index_(ir::simplify(node.output->linear_index(node.index_symbols()), ir::node_extents(node))) {}
+  explicit TermRecorder(const ir::Buffer& src) : src_(src) {}
 
+  void run(const ir::LoopNode& node) {
+    out_ = node.output;
+    index_ = ir::simplify(node.output->linear_index(node.index_symbols()), ir::node_extents(node));
+    stored_ = -1;
+    ir::run_body_symbolic(node, *this);
+    ok_ = ok_ && stored_ >= 0;
+    if (ok_) values_[out_] = stored_;
+  }
   const std::vector<Term>& terms() const { return terms_; }
-  // The term stored at each element's own position, or -1 when the body is anything else.
-  int stored() const { return ok_ && stored_ >= 0 ? stored_ : -1; }
+  // The term stored at each element's own position, or -1 when a body is anything else.
+  int stored() const { return ok_ ? stored_ : -1; }
 
   Val load(const ir::Buffer& buf, const Expr& index) override {
-    const bool own = &buf == &src_ && buf.dtype == DType::Float32 && index == index_;
-    return add({own ? Term::Source : Term::Other});
+    const bool own = buf.dtype == DType::Float32 && index == index_;
+    auto earlier = values_.find(&buf);
+    if (own && earlier != values_.end()) return Val{earlier->second, DType::Float32};
+    return add({own && &buf == &src_ ? Term::Source : Term::Other});
   }
   void store(const ir::Buffer& buf, const Expr& index, Val value, ir::StoreMode mode) override {
-    ok_ = ok_ && stored_ < 0 && &buf == &out_ && buf.dtype == DType::Float32 && mode == ir::StoreMode::Set &&
+    ok_ = ok_ && stored_ < 0 && &buf == out_ && buf.dtype == DType::Float32 && mode == ir::StoreMode::Set &&
           index == index_;
     stored_ = value.id;
   }
@@ -90,9 +98,10 @@ class TermRecorder final : public ir::Ops {
   }
 
   const ir::Buffer& src_;
-  const ir::Buffer& out_;
+  const ir::Buffer* out_ = nullptr;
   Expr index_;
   std::vector<Term> terms_;
+  std::map<const ir::Buffer*, int> values_;  // the outputs of the nodes run so far
   int stored_ = -1;
   bool ok_ = true;
 };
@@ -111,6 +120,17 @@ class ActivationForms {
     }
     if (pair(v, BinaryOp::Maximum, [&](int x) { return source(x); }, [&](int x) { return constant(x, 0); }))
       return ir::Activation::Relu;
+    if (relu6_of(v, [&](int x) { return source(x); })) return ir::Activation::Relu6;
+    // x * sigmoid(x); x * clamp(x + 3, 0, 6) / 6.
+    auto sigmoid = [&](int x) { return t_[x].kind == Term::Unary && t_[x].unary == UnaryOp::Sigmoid && source(t_[x].a); };
+    if (pair(v, BinaryOp::Mul, [&](int x) { return source(x); }, sigmoid)) return ir::Activation::Silu;
+    const Term& top = t_[v];
+    auto plus_three = [&](int x) {
+      return pair(x, BinaryOp::Add, [&](int y) { return source(y); }, [&](int y) { return constant(y, 3); });
+    };
+    if (top.kind == Term::Binary && top.binary == BinaryOp::Div && constant(top.b, 6) &&
+        pair(top.a, BinaryOp::Mul, [&](int x) { return source(x); }, [&](int x) { return relu6_of(x, plus_three); }))
+      return ir::Activation::Hardswish;
     // 0.5 * x * (1 + erf(x / sqrt(2))), or with tanh(sqrt(2/pi) * (x + 0.044715 x^3)).
     std::vector<int> f = factors(v);
     if (f.size() != 3) return std::nullopt;
@@ -130,6 +150,12 @@ class ActivationForms {
   bool source(int v) const { return t_[v].kind == Term::Source; }
   bool constant(int v, double c) const {
     return t_[v].kind == Term::Constant && std::abs(t_[v].value - c) <= 1e-6 * std::abs(c);
+  }
+  // v = min(max(arg, 0), 6) with `arg_ok(arg)`: hardtanh(arg, 0, 6), as lower_hardtanh writes it.
+  template <typename F>
+  bool relu6_of(int v, F arg_ok) const {
+    auto at_least_zero = [&](int x) { return pair(x, BinaryOp::Maximum, arg_ok, [&](int y) { return constant(y, 0); }); };
+    return pair(v, BinaryOp::Minimum, at_least_zero, [&](int x) { return constant(x, 6); });
   }
   // v = a op b with a, b matching `fa`, `fb` in either order.
   template <typename A, typename B>
@@ -176,9 +202,9 @@ class ActivationForms {
   const std::vector<Term>& t_;
 };
 
-std::optional<ir::Activation> activation_of(const ir::Buffer& src, const ir::LoopNode& epilogue) {
-  TermRecorder recorder(src, epilogue);
-  ir::run_body_symbolic(epilogue, recorder);
+std::optional<ir::Activation> activation_of(const ir::Buffer& src, const std::vector<ir::LoopNode*>& epilogue) {
+  TermRecorder recorder(src);
+  for (const ir::LoopNode* node : epilogue) recorder.run(*node);
   if (recorder.stored() < 0) return std::nullopt;
   return ActivationForms(recorder.terms()).of(recorder.stored());
 }
@@ -189,15 +215,121 @@ bool same_elements(const ir::Buffer& out, const ir::Buffer& epilogue_out) {
   return ir::simplify(out.numel(), {}) == ir::simplify(epilogue_out.numel(), {});
 }
 
+// A convolution whose every output channel reads its own input channel: these run on
+// foundry_depthwise.h, which applies any activation in registers, where oneDNN's swish post-op
+// made samples/effnet_block's depthwise and 1x1 convolutions 0.28 ms slower each at one thread,
+// as much as the SiLU kernel it would save.
+bool depthwise(const ir::LoopNode& call) {
+  const auto* conv = std::get_if<ir::Convolution>(&call.call.op);
+  if (!conv || conv->transposed || conv->input.sizes.size() < 2 || conv->weight.sizes.size() < 2) return false;
+  const ir::Expr groups(conv->groups);
+  return conv->groups > 1 && conv->input.sizes[1] == groups && conv->weight.sizes[0] == groups &&
+         conv->weight.sizes[1].is_const(1);
+}
+
+// What the fold reads the program through: the nodes reading each buffer, the node writing it, and
+// each node's position.
+struct ProgramIndex {
+  std::map<const ir::Buffer*, std::vector<ir::LoopNode*>> readers;
+  std::map<const ir::Buffer*, ir::LoopNode*> writer;
+  std::map<const ir::LoopNode*, size_t> position;
+  std::set<const ir::Buffer*> outputs;
+
+  explicit ProgramIndex(const ir::LoopProgram& program) : outputs(program.outputs.begin(), program.outputs.end()) {
+    for (const auto& node : program.nodes) {
+      position[node.get()] = position.size();
+      writer[node->output] = node.get();
+      for (const auto& r : ir::record_accesses(*node).reads) {
+        auto& list = readers[r.buffer];
+        if (list.empty() || list.back() != node.get()) list.push_back(node.get());
+      }
+    }
+  }
+  bool read_only_by(const ir::Buffer* b, const std::set<ir::LoopNode*>& nodes) const {
+    auto it = readers.find(b);
+    if (it == readers.end()) return true;
+    return std::all_of(it->second.begin(), it->second.end(), [&](ir::LoopNode* n) { return nodes.count(n) != 0; });
+  }
+};
+
+// An activation is at most this many pointwise nodes (hardswish: add, two clamps, mul, div).
+constexpr size_t kMaxEpilogueNodes = 6;
+
+// The pointwise nodes that compute `sink` from `out` alone, in program order: `sink` and the
+// writers of what they read other than `out`, each over out's elements, every one but `sink`
+// read only inside the group, and every reader of `out` among them; empty when there are none.
+std::vector<ir::LoopNode*> epilogue_ending_at(const ir::Buffer* out, ir::LoopNode* sink, const ProgramIndex& index) {
+  std::set<ir::LoopNode*> group;
+  std::vector<ir::LoopNode*> pending{sink};
+  while (!pending.empty()) {
+    ir::LoopNode* n = pending.back();
+    pending.pop_back();
+    if (!group.insert(n).second) continue;
+    if (group.size() > kMaxEpilogueNodes || n->kind != ir::NodeKind::Pointwise || !same_elements(*out, *n->output))
+      return {};
+    for (const auto& r : ir::record_accesses(*n).reads) {
+      if (r.buffer == out) continue;
+      auto w = index.writer.find(r.buffer);
+      if (w == index.writer.end()) return {};  // a weight or an input: not an activation
+      pending.push_back(w->second);
+    }
+  }
+  if (!index.read_only_by(out, group)) return {};
+  for (ir::LoopNode* n : group)
+    if (n != sink && (index.outputs.count(n->output) || !index.read_only_by(n->output, group))) return {};
+  std::vector<ir::LoopNode*> ordered(group.begin(), group.end());
+  std::sort(ordered.begin(), ordered.end(),
+            [&](ir::LoopNode* a, ir::LoopNode* b) { return index.position.at(a) < index.position.at(b); });
+  return ordered;
+}
+
+// The epilogue of `call` that computes an activation of its output, and which one: the nodes
+// from out's last reader on, extended through single readers (hardswish's x * relu6(x + 3) is
+// not one until its division by 6).
+std::pair<std::vector<ir::LoopNode*>, ir::Activation> activation_epilogue(const ir::LoopNode& call,
+                                                                         const ProgramIndex& index) {
+  const ir::Buffer* out = call.output;
+  auto it = index.readers.find(out);
+  if (index.outputs.count(out) || it == index.readers.end()) return {};
+  ir::LoopNode* sink = *std::max_element(it->second.begin(), it->second.end(), [&](ir::LoopNode* a, ir::LoopNode* b) {
+    return index.position.at(a) < index.position.at(b);
+  });
+  for (size_t step = 0; step < kMaxEpilogueNodes; ++step) {
+    std::vector<ir::LoopNode*> group = epilogue_ending_at(out, sink, index);
+    if (group.empty()) return {};
+    if (std::optional<ir::Activation> activation = activation_of(*out, group)) return {group, *activation};
+    auto next = index.readers.find(sink->output);
+    if (index.outputs.count(sink->output) || next == index.readers.end() || next->second.size() != 1) return {};
+    sink = next->second.front();
+  }
+  return {};
+}
+
+// A convolution that oneDNN computes as a product on its operands as stored: it runs faster
+// without an activation, which then stays a kernel (foundry_rt::conv_is_stored_product). On the
+// 2-core Xeon, mobilenet_v2's 1x1 24 -> 144 at 56x56 with its relu6 took 0.48 ms folded against
+// 0.20 + 0.11 for the product and a kernel.
+bool stored_product(const ir::LoopNode& call) {
+  const auto* conv = std::get_if<ir::Convolution>(&call.call.op);
+  if (!conv) return false;
+  auto values = [](const std::vector<ir::Expr>& exprs) -> std::optional<std::vector<int64_t>> {
+    std::vector<int64_t> v;
+    for (const ir::Expr& e : exprs) {
+      if (!e.is_const()) return std::nullopt;
+      v.push_back(e.const_value());
+    }
+    return v;
+  };
+  auto in = values(conv->input.sizes), in_strides = values(conv->input.strides), w = values(conv->weight.sizes),
+       out = values(call.ranges);
+  return in && in_strides && w && out &&
+         foundry_rt::conv_is_stored_product(*in, *in_strides, *w, conv->padding, *out, conv->groups, conv->transposed);
+}
+
 }  // namespace
 
 int fold_activations_into_externs(ir::LoopProgram& program) {
-  std::map<const ir::Buffer*, std::vector<ir::LoopNode*>> readers;
-  for (const auto& node : program.nodes)
-    for (const auto& r : ir::record_accesses(*node).reads) {
-      auto& list = readers[r.buffer];
-      if (list.empty() || list.back() != node.get()) list.push_back(node.get());
-    }
+  const ProgramIndex index(program);
   std::set<const ir::LoopNode*> removed;
   for (const auto& node : program.nodes) {
     if (node->kind != ir::NodeKind::Extern || node->call.activation != ir::Activation::None) continue;
@@ -208,19 +340,16 @@ int fold_activations_into_externs(ir::LoopProgram& program) {
     // computation (the U-Net sample's: relu 0.26 -> 1.6 ms, tanh 0.55 -> 6.2 ms at one thread):
     // a kernel applies them far faster, fused with the output's readers.
     if (const auto* conv = std::get_if<ir::Convolution>(&node->call.op); conv && conv->transposed) continue;
-    const ir::Buffer* out = node->output;
-    if (std::count(program.outputs.begin(), program.outputs.end(), out)) continue;
-    auto it = readers.find(out);
-    if (it == readers.end() || it->second.size() != 1) continue;
-    ir::LoopNode* epilogue = it->second.front();
-    if (epilogue->kind != ir::NodeKind::Pointwise || !same_elements(*out, *epilogue->output)) continue;
-    std::optional<ir::Activation> activation = activation_of(*out, *epilogue);
-    if (!activation) continue;
-    node->call.activation = *activation;
-    node->output = epilogue->output;
-    node->origins.insert(node->origins.end(), epilogue->origins.begin(), epilogue->origins.end());
-    node->origin_ops.insert(node->origin_ops.end(), epilogue->origin_ops.begin(), epilogue->origin_ops.end());
-    removed.insert(epilogue);
+    if (stored_product(*node)) continue;
+    auto [epilogue, activation] = activation_epilogue(*node, index);
+    if (epilogue.empty() || (activation == ir::Activation::Silu && !depthwise(*node))) continue;
+    node->call.activation = activation;
+    node->output = epilogue.back()->output;
+    for (const ir::LoopNode* n : epilogue) {
+      node->origins.insert(node->origins.end(), n->origins.begin(), n->origins.end());
+      node->origin_ops.insert(node->origin_ops.end(), n->origin_ops.begin(), n->origin_ops.end());
+      removed.insert(n);
+    }
   }
   program.nodes.erase(std::remove_if(program.nodes.begin(), program.nodes.end(),
                                      [&](const auto& n) { return removed.count(n.get()) != 0; }),

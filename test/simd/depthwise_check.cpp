@@ -30,6 +30,9 @@ double activated(double v, Activation act) {
     case Activation::Sigmoid: return 1.0 / (1.0 + std::exp(-v));
     case Activation::GeluErf: return v * 0.5 * std::erfc(-v / std::sqrt(2.0));  // PyTorch's definition
     case Activation::GeluTanh: return v * 0.5 * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * std::pow(v, 3))));
+    case Activation::Relu6: return std::min(std::max(v, 0.0), 6.0);
+    case Activation::Hardswish: return v * std::min(std::max(v + 3, 0.0), 6.0) / 6;
+    case Activation::Silu: return v / (1 + std::exp(-v));
   }
   return v;
 }
@@ -98,8 +101,9 @@ void check(const Geometry& g, bool with_bias, Activation act, int team, std::mt1
 
 int main() {
   std::mt19937 rng(19);
-  const Activation acts[] = {Activation::None,    Activation::Relu,    Activation::Tanh,
-                             Activation::Sigmoid, Activation::GeluErf, Activation::GeluTanh};
+  const Activation acts[] = {Activation::None,    Activation::Relu,     Activation::Tanh,
+                             Activation::Sigmoid, Activation::GeluErf,  Activation::GeluTanh,
+                             Activation::Relu6,   Activation::Hardswish, Activation::Silu};
   int k = 0;
   for (int64_t width : {1, 2, 5, 7, 8, 9, 12, 14, 15, 16, 17, 23, 28, 31, 32, 33, 40, 57})
     for (int64_t kernel : {1, 3, 5, 7})
@@ -109,7 +113,7 @@ int main() {
             if (pad > kernel) continue;
             const Geometry g{2, 3, 1 + (width * 7 + kernel) % 19, width, kernel, kernel, stride, pad, dilation};
             ++k;
-            check(g, k % 3 != 0, acts[k % 6], 1 + k % 2, rng);
+            check(g, k % 3 != 0, acts[k % 9], 1 + k % 2, rng);
           }
   check({1, 4, 9, 20, 3, 5, 1, 2, 1}, true, Activation::None, 1, rng);  // a 3x5 window
   check({1, 4, 9, 20, 3, 5, 2, 2, 1}, true, Activation::Relu, 2, rng);

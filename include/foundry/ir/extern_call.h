@@ -10,6 +10,7 @@
 
 #include "foundry/ir/expr.h"
 #include "foundry/ir/linalg_call.h"
+#include "foundry/runtime/foundry_externs.h"  // Activation
 
 namespace foundry::ir {
 
@@ -59,9 +60,9 @@ struct SortRows {
 };
 
 // An activation applied to every output element: an epilogue folded into the call
-// (sched/epilogue.h), which oneDNN runs as an eltwise post-op. GeluErf is aten.gelu, GeluTanh
-// aten.gelu with approximate='tanh'.
-enum class Activation { None, Relu, Tanh, Sigmoid, GeluErf, GeluTanh };
+// (sched/epilogue.h). The runtime's table (FOUNDRY_ACTIVATIONS), so that the IR, the reference
+// evaluator and the generated code name and compute the same ones.
+using Activation = foundry_rt::Activation;
 
 struct ExternCall {
   std::variant<Matmul, Convolution, Linalg, SortRows> op;
@@ -71,7 +72,7 @@ struct ExternCall {
 // The aten op the call computes: "mm", "bmm", "addmm" or "convolution"; a LAPACK call
 // "linalg.<routine>" (linalg_name); "sort" for SortRows.
 std::string extern_name(const ExternCall& call);
-// "relu", "tanh", "sigmoid", "gelu", "gelu_tanh"; "" for None.
+// Its name in FOUNDRY_ACTIVATIONS ("relu", ...); "" for None.
 std::string activation_name(Activation activation);
 // The operands that are present, in the order of the aten op's arguments (addmm: bias first).
 std::vector<const Operand*> operands(const ExternCall& call);

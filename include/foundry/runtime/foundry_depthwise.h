@@ -34,6 +34,11 @@ namespace depthwise {
 using foundry_vec::kLanes;
 using foundry_vec::VecF;
 
+// clamp(v, 0, 6), NaN kept (torch.clamp's rule).
+inline VecF relu6(VecF v) {
+  return foundry_vec::minimum(foundry_vec::maximum(v, foundry_vec::splat(0.0f)), foundry_vec::splat(6.0f));
+}
+
 inline VecF activate(VecF v, Activation act) {
   switch (act) {
     case Activation::None: return v;
@@ -46,6 +51,9 @@ inline VecF activate(VecF v, Activation act) {
       const VecF inner = foundry_vec::splat(0.797884583f) * (v + foundry_vec::splat(0.044715f) * v * v * v);
       return foundry_vec::splat(0.5f) * v * (foundry_vec::splat(1.0f) + foundry_vec::tanh(inner));
     }
+    case Activation::Relu6: return relu6(v);
+    case Activation::Hardswish: return v * relu6(v + foundry_vec::splat(3.0f)) / foundry_vec::splat(6.0f);
+    case Activation::Silu: return v * foundry_vec::sigmoid(v);
   }
   return v;
 }

@@ -6,6 +6,7 @@
 #define FOUNDRY_EXTERNS_H
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "foundry_kernel_support.h"  // the 16-bit float conversions
 
@@ -142,12 +143,22 @@ void conv_transpose3d(const int64_t* in_sizes, const int64_t* w_sizes, const int
     }
 }
 
-// An activation folded into a library call (a relu, tanh, sigmoid or GELU epilogue): oneDNN
-// applies it as a post-op; after the portable loops, this does. The reference evaluator computes
-// the same function (activated).
-enum class Activation { None, Relu, Tanh, Sigmoid, GeluErf, GeluTanh };
+// The activations folded into a library call (sched/epilogue.cpp matches them): oneDNN applies
+// them as post-ops, the depthwise kernels in registers, and after the portable loops this file
+// does; the reference evaluator computes the same function (activated). One table for every
+// place: X(enumerator, the name printed in the IR). GeluErf is aten.gelu, GeluTanh aten.gelu
+// with approximate='tanh', Relu6 hardtanh(x, 0, 6), Silu x * sigmoid(x).
+#define FOUNDRY_ACTIVATIONS(X) \
+  X(Relu, "relu") X(Tanh, "tanh") X(Sigmoid, "sigmoid") X(GeluErf, "gelu") X(GeluTanh, "gelu_tanh") \
+  X(Relu6, "relu6") X(Hardswish, "hardswish") X(Silu, "silu")
 
+#define FOUNDRY_ENUMERATOR(name, text) name,
+enum class Activation { None, FOUNDRY_ACTIVATIONS(FOUNDRY_ENUMERATOR) };
+#undef FOUNDRY_ENUMERATOR
+
+// PyTorch's definitions in double; NaN stays NaN (clamping keeps it, as torch.clamp does).
 inline double activated(Activation act, double x) {
+  auto relu6 = [](double v) { return std::isnan(v) ? v : v < 0 ? 0.0 : v > 6 ? 6.0 : v; };
   switch (act) {
     case Activation::None: return x;
     case Activation::Relu: return x > 0 || std::isnan(x) ? x : 0.0;
@@ -156,8 +167,34 @@ inline double activated(Activation act, double x) {
     case Activation::GeluErf: return 0.5 * x * (1.0 + std::erf(x * 0.70710678118654752440));
     case Activation::GeluTanh:
       return 0.5 * x * (1.0 + std::tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x)));
+    case Activation::Relu6: return relu6(x);
+    case Activation::Hardswish: return x * relu6(x + 3) / 6;
+    case Activation::Silu: return x / (1.0 + std::exp(-x));
   }
   return x;
+}
+
+// Whether oneDNN computes a convolution as a matrix product on its operands as stored instead of
+// in its blocked layout (foundry_dnnl.h, Conv::product_on_operands, says why and what was
+// measured): 1x1 without padding, over at most 256 row-major input channels and at least 100
+// output pixels. That implementation applies a post-op in a slow pass of its own, so such a call
+// takes no activation: the compiler leaves it to a kernel (sched/epilogue.cpp).
+inline bool conv_is_stored_product(const std::vector<int64_t>& input_sizes, const std::vector<int64_t>& input_strides,
+                                   const std::vector<int64_t>& weight_sizes, const std::vector<int64_t>& padding,
+                                   const std::vector<int64_t>& output_sizes, int64_t groups, bool transposed) {
+  constexpr int64_t kMaxInputChannels = 256, kMinPixels = 100;
+  if (transposed || groups != 1 || input_sizes.size() < 3 || input_sizes[1] > kMaxInputChannels) return false;
+  int64_t run = 1;
+  for (size_t d = input_sizes.size(); d-- > 0;) {
+    if (input_strides[d] != run) return false;
+    if (d > 0) run *= input_sizes[d];
+  }
+  double pixels = 1;
+  for (size_t d = 2; d < output_sizes.size(); ++d) {
+    if (weight_sizes[d] != 1 || padding[d - 2] != 0) return false;
+    pixels *= static_cast<double>(output_sizes[d]);
+  }
+  return pixels >= kMinPixels;
 }
 
 template <typename T>
