@@ -10,6 +10,10 @@
 # as it is: libgomp spins about 300,000 times before sleeping), `passive` (OMP_WAIT_POLICY=passive),
 # `active` (OMP_WAIT_POLICY=active) or `spinN` (GOMP_SPINCOUNT=N, e.g. spin10000).
 # FOUNDRY_RUN: the runner (default build/foundry-run).
+# After each model, a control row: scripts/bench/busy_control.c, plain arithmetic costing the
+# model's idle median in CPU time per run, no threads, no memory traffic, timed the same way. When
+# its busy p90 / median is as high as the model's, the tail is the scheduler's time slices, which
+# no process controls, not the model's threads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cores="$(nproc)"
@@ -21,7 +25,7 @@ while [ $# -gt 0 ]; do
     --cores) cores="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
     --policies) policies="$2"; shift 2 ;;
-    -h | --help) sed -n 2,13p "$0"; exit 0 ;;
+    -h | --help) sed -n 2,17p "$0"; exit 0 ;;
     -*) echo "busy_bench.sh: unknown option $1" >&2; exit 2 ;;
     *) dirs+=("$1"); shift ;;
   esac
@@ -30,6 +34,11 @@ runner="${FOUNDRY_RUN:-build/foundry-run}"
 command -v "$runner" >/dev/null || { echo "busy_bench.sh: $runner not found (set FOUNDRY_RUN)" >&2; exit 1; }
 [ "${#dirs[@]}" -gt 0 ] || { echo "busy_bench.sh: no compiled model folders given" >&2; exit 2; }
 cpus="0-$((cores - 1))"
+control_dir="$(mktemp -d)"
+trap 'stop_load; rm -rf "$control_dir"' EXIT
+control="$control_dir/busy_control"
+cc -O2 scripts/bench/busy_control.c -o "$control"
+declare -A idle_median
 spinners=()
 stop_load() {
   [ "${#spinners[@]}" -eq 0 ] || kill "${spinners[@]}" 2>/dev/null || true
@@ -64,7 +73,15 @@ for state in idle busy; do
       p90="$(echo "$line" | sed -n 's/.*p90 \([0-9.]*\) ms.*/\1/p')"
       ratio="$( [ -n "$median" ] && awk "BEGIN {printf \"%.1f\", $p90 / $median}" || echo -)"
       printf '| %s | %s | %s | %s | %s | %s |\n' "$name" "$state" "$policy" "${median:-failed}" "${p90:--}" "$ratio"
+      [ "$state" = idle ] && [ "$policy" = "${policies%% *}" ] && idle_median[$name]="$median"
     done
+    target="${idle_median[$name]:-}"
+    [ -n "$target" ] || continue
+    line="$(taskset -c "$cpus" "$control" "$target" "$runs")"
+    median="$(echo "$line" | sed -n 's/.*median \([0-9.]*\) ms.*/\1/p')"
+    p90="$(echo "$line" | sed -n 's/.*p90 \([0-9.]*\) ms.*/\1/p')"
+    printf '| control for %s | %s | - | %s | %s | %s |\n' "$name" "$state" "$median" "$p90" \
+      "$(awk "BEGIN {printf \"%.1f\", $p90 / $median}")"
   done
   stop_load
 done
