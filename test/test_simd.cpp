@@ -10,6 +10,7 @@
 #include "support.h"
 
 using namespace foundry::test;
+using foundry::Arg;
 using foundry::LoadedModel;
 using foundry::NpyArray;
 using foundry::Value;
@@ -100,6 +101,7 @@ TEST_CASE("simd: windows with padding vectorize their edge tests and match a dir
   INFO(kernels);
   CHECK(count_occurrences(kernels, "foundry_vec::index_compare(") >= 4);
   CHECK(count_occurrences(kernels, "foundry_vec::load_stride2(") >= 1);
+  CHECK(count_occurrences(kernels, "const int kActiveLanes") >= 2);  // 21 and 46 outputs a row: partial vectors
   LoadedModel model(tmp / "model/model.so", "windows", tmp / "model");
   std::vector<NpyArray> out = model.run(inputs);
   REQUIRE(out.size() == 2);
@@ -130,6 +132,43 @@ TEST_CASE("simd: windows with padding vectorize their edge tests and match a dir
             UNSCOPED_INFO("pad [" << n << ", " << c << ", " << h << ", " << w << "]: " << got << ", want " << want);
           }
         }
+    }
+  CHECK(mismatches == 0);
+}
+
+// The last iterations of a vector loop, fewer than its lanes (rows of 3, 5 and 21 here), run as
+// one partial vector whose loads and stores touch only those lanes: contiguous, gathered and
+// scattered float lanes, bool lanes. Against a direct computation; the buffers are exactly as
+// long as the tensors, so a lane read or written past a row's end would show as a wrong value or
+// a sanitizer's report.
+TEST_CASE("simd: partial last vectors compute their lanes and touch nothing past them", "[simd][fast]") {
+  constexpr int64_t R = 5, C = 21;
+  Builder b;
+  Value* x = b.input("x", {R, C});
+  b.output(b.op("gt.Scalar", {pos(x), pos(Arg::of_float(0.5))}));                          // bool lanes
+  b.output(b.op("sigmoid", {pos(b.op("permute", {pos(x), pos(ints({1, 0}))}))}));          // [21, 5], gathered
+  b.output(b.op("mul.Scalar", {pos(x), pos(Arg::of_float(3.0))}));                        // contiguous
+  b.output(b.op("add.Scalar", {pos(b.op("slice.Tensor", {pos(x), pos(Arg::of_int(1)), pos(Arg::of_int(2)),
+                                                          pos(Arg::of_int(5))})), pos(Arg::of_float(1.0))}));  // rows of 3
+  std::vector<NpyArray> inputs = make_inputs(b.g);
+  TempDir tmp;
+  compile_graph(b.g, tmp / "model", tmp / "cache", true, "partial");
+  const std::string kernels = read_file(tmp / "model/kernels.cpp");
+  INFO(kernels);
+  CHECK(count_occurrences(kernels, "const int kActiveLanes") >= 1);
+  LoadedModel model(tmp / "model/model.so", "partial", tmp / "model");
+  std::vector<NpyArray> out = model.run(inputs);
+  REQUIRE(out.size() == 4);
+  const float* xs = inputs[0].as<float>();
+  int64_t mismatches = 0;
+  auto expect = [&](bool ok) { mismatches += ok ? 0 : 1; };
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t c = 0; c < C; ++c) {
+      const float v = xs[r * C + c];
+      expect(reinterpret_cast<const bool*>(out[0].data.data())[r * C + c] == (v > 0.5f));
+      expect(std::abs(out[1].as<float>()[c * R + r] - 1.0 / (1.0 + std::exp(-static_cast<double>(v)))) <= 1e-6);
+      expect(out[2].as<float>()[r * C + c] == v * 3.0f);
+      if (c >= 2 && c < 5) expect(out[3].as<float>()[r * 3 + (c - 2)] == v + 1.0f);
     }
   CHECK(mismatches == 0);
 }

@@ -79,8 +79,9 @@ class NestBuilder final : public sched::KernelVisitor {
   Stmts close(const LoopPlan* plan) {
     Scope b = scopes_.close();
     int lanes = scopes_.lanes();
+    // A row shorter than a vector runs as one partial vector, or else scalar.
     bool vector = lanes > 1 && b.vector_ok && !b.vars.empty() && b.nested == 0 &&
-                  !(b.ranges.back().is_const() && b.ranges.back().const_value() < lanes) &&
+                  !(b.ranges.back().is_const() && b.ranges.back().const_value() < lanes && !b.partial_ok) &&
                   (!plan || (plan->simd_inner && !scopes_.may_fail));
     if (vector && b.split_chunks > 0) return split_reduction(b);
     Stmts out;
@@ -165,9 +166,10 @@ class NestBuilder final : public sched::KernelVisitor {
     return n + " - " + n + " % " + std::to_string(lanes);
   }
 
-  // The last loop of `b` in two parts: whole vectors, then the remaining iterations one by one
-  // (none when the range is a multiple of the lanes). A kernel with a single loop runs the vector
-  // part on threads (`plan`). `begin` and `chunk_end` bound a piece of a split reduction.
+  // The last loop of `b` in two parts: whole vectors, then the remaining iterations (none when
+  // the range is a multiple of the lanes) as one partial vector, or one by one where the body has
+  // no partial form. A kernel with a single loop runs the vector part on threads (`plan`).
+  // `begin` and `chunk_end` bound a piece of a split reduction.
   Stmts vector_loops(const Scope& b, const LoopPlan* plan, const std::string& begin = "0",
                      const std::string& chunk_end = "") {
     const Expr& range = b.ranges.back();
@@ -180,10 +182,34 @@ class NestBuilder final : public sched::KernelVisitor {
       whole.num_threads = plan->team;
     }
     append_lines(whole.body, b.vector_lines);
-    Loop tail = loop_over(whole.var, end, n);
+    const std::string var = whole.var;
+    Stmts out;
+    if (!range.is_const() || range.const_value() >= scopes_.lanes()) out.push_back(std::move(whole));
+    if (chunk_end.empty() && range.is_const() && range.const_value() % scopes_.lanes() == 0) return out;
+    if (chunk_end.empty() && b.partial_ok) {
+      append(out, partial_vector(b, end, n));
+      return out;
+    }
+    Loop tail = loop_over(var, end, n);
     tail.body = b.lines;
-    Stmts out{std::move(whole)};
-    if (!chunk_end.empty() || !range.is_const() || range.const_value() % scopes_.lanes() != 0) out.push_back(std::move(tail));
+    out.push_back(std::move(tail));
+    return out;
+  }
+
+  // The iterations from `end` to `n` (fewer than the lanes) as one vector whose loads and stores
+  // touch only those lanes (Scope::partial_lines).
+  Stmts partial_vector(const Scope& b, const std::string& end, const std::string& n) {
+    const std::string& var = b.vars.back();
+    std::vector<std::string> lines = {"const int64_t " + var + " = " + end + ";",
+                                      "const int kActiveLanes = static_cast<int>(" + n + " - " + var + ");"};
+    lines.insert(lines.end(), b.partial_lines.begin(), b.partial_lines.end());
+    const Expr& range = b.ranges.back();
+    std::vector<std::string> block;
+    block.push_back(range.is_const() ? "{" : "if (" + end + " < " + n + ") {");
+    for (const std::string& line : lines) block.push_back("  " + line);
+    block.push_back("}");
+    Stmts out;
+    append_lines(out, block);
     return out;
   }
 

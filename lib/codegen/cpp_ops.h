@@ -75,7 +75,9 @@ class CppVectorOps final : public ir::Ops {
   int next_ = 0, indirect_ = 0, accumulators_ = 0;
 
   // Defines value number next_ as `rhs` (nullopt: it has no vector form).
-  ir::Val def(DType t, const std::optional<std::string>& rhs, bool loaded = false);
+  // `partial`: its form in the last, partial vector when that differs (a load).
+  ir::Val def(DType t, const std::optional<std::string>& rhs, bool loaded = false,
+              const std::optional<std::string>& partial = std::nullopt);
   std::optional<std::string> vec(ir::Val v) const;
   const std::string* vector_var() const;
   std::optional<int> lane_step(const ir::Expr& index) const;
@@ -83,7 +85,12 @@ class CppVectorOps final : public ir::Ops {
   std::optional<std::string> tile_load(const ir::Buffer& buf, const ir::Expr& index);
   std::optional<ir::Val> index_arithmetic(ir::BinaryOp op, ir::Val a, ir::Val b);
   std::string index_compare(ir::BinaryOp op, const ir::Expr& a, const ir::Expr& b);
-  void emit(const std::string& line) { scopes_.top().vector_lines.push_back(line); }
+  // A statement of both forms, the whole vectors' and the partial one's (`partial` when it differs).
+  void emit(const std::string& line, const std::optional<std::string>& partial = std::nullopt) {
+    scopes_.top().vector_lines.push_back(line);
+    scopes_.top().partial_lines.push_back(partial ? *partial : line);
+  }
+  std::string partial_gather(const ir::Buffer& buf, const ir::Expr& index, bool is_bool);
 };
 
 // The C++ spelling of values and types shared by both forms.

@@ -18,7 +18,8 @@ const char* half_name(DType t) {
 
 // A value without a vector form only stops vectorization when a store or reduction needs it.
 // A 16-bit value is rounded to its type, as the scalar code rounds it, unless it was just loaded.
-Val CppVectorOps::def(DType t, const std::optional<std::string>& rhs, bool loaded) {
+Val CppVectorOps::def(DType t, const std::optional<std::string>& rhs, bool loaded,
+                      const std::optional<std::string>& partial) {
   Val v{next_++, t};
   if (!rhs || !has_vector_form(t)) {
     no_vector_form_.insert(v.id);
@@ -26,8 +27,18 @@ Val CppVectorOps::def(DType t, const std::optional<std::string>& rhs, bool loade
   }
   const char* half = half_name(t);
   std::string value = half && !loaded ? "foundry_vec::round_" + std::string(half) + "(" + *rhs + ")" : *rhs;
-  emit("const " + vector_type(t) + " " + value_name(v) + " = " + value + ";");
+  const std::string head = "const " + vector_type(t) + " " + value_name(v) + " = ";
+  emit(head + value + ";", partial ? std::optional(head + *partial + ";") : std::nullopt);
   return v;
+}
+
+// A load in the partial vector: the active lanes one by one (the others 0), nothing else read.
+std::string CppVectorOps::partial_gather(const ir::Buffer& buf, const Expr& index, bool is_bool) {
+  const char* half = half_name(buf.dtype);
+  std::string e = scopes_.ptr(buf) + "[" + lane_index(index) + "]";
+  if (half) e = "foundry_rt::" + std::string(half) + "_to_float(" + e + ")";
+  return std::string(is_bool ? "foundry_vec::gather_bool_first" : "foundry_vec::gather_first") + "([&](int64_t " +
+         kLane + ") { return " + e + "; }, kActiveLanes)";
 }
 
 // `v` in vector form: its own temporary when the current loop defines it, otherwise a value of
@@ -69,16 +80,23 @@ Val CppVectorOps::load(const ir::Buffer& buf, const Expr& index) {
   };
   auto step = lane_step(index);
   if (!step) return def(buf.dtype, vector_splat(buf.dtype, element(scopes_.idx(index))), true);
+  const std::string partial = partial_gather(buf, index, is_bool);
   if (*step == 1) {
     std::string fn = is_bool ? "load_bool" : half ? "load_" + std::string(half) : "load";
-    return def(buf.dtype, "foundry_vec::" + fn + "(" + p + " + " + scopes_.idx(index) + ")", true);
+    std::string at = p + " + " + scopes_.idx(index);
+    bool plain = buf.dtype == DType::Float32;
+    return def(buf.dtype, "foundry_vec::" + fn + "(" + at + ")", true,
+               plain ? "foundry_vec::load_first(" + at + ", kActiveLanes)" : partial);
   }
-  if (auto tile = tile_load(buf, index)) return def(buf.dtype, tile, true);
+  if (auto tile = tile_load(buf, index)) {
+    scopes_.top().partial_ok = false;
+    return def(buf.dtype, tile, true);
+  }
   auto stride = ir::affine_coefficient(index, *vector_var());
   if (buf.dtype == DType::Float32 && stride && stride->is_const(2))
-    return def(buf.dtype, "foundry_vec::load_stride2(" + p + " + " + scopes_.idx(index) + ")", true);
+    return def(buf.dtype, "foundry_vec::load_stride2(" + p + " + " + scopes_.idx(index) + ")", true, partial);
   return def(buf.dtype, std::string(is_bool ? "foundry_vec::gather_bool" : "foundry_vec::gather") + "([&](int64_t " +
-                            kLane + ") { return " + element(lane_index(index)) + "; })", true);
+                            kLane + ") { return " + element(lane_index(index)) + "; })", true, partial);
 }
 
 // A float load of a tiled scope (the plan chose `tile_var`: see plan_tiles in cpp_kernel.cpp)
@@ -109,15 +127,19 @@ void CppVectorOps::store(const ir::Buffer& buf, const Expr& index, Val v, ir::St
   std::string p = scopes_.ptr(buf);
   if (lane_step(index) == 1) {
     std::string fn = is_bool ? "store_bool" : half ? "store_" + std::string(half) : "store";
-    emit("foundry_vec::" + fn + "(" + p + " + " + scopes_.idx(index) + ", " + *x + ");");
+    std::string args = p + " + " + scopes_.idx(index) + ", " + *x;
+    if (half) scopes_.top().partial_ok = false;
+    emit("foundry_vec::" + fn + "(" + args + ");", "foundry_vec::" + fn + "_first(" + args + ", kActiveLanes);");
     return;
   }
   if (half) {  // lane by lane, each encoded: left to the scalar loop
     scopes_.top().vector_ok = false;
     return;
   }
-  emit(std::string(is_bool ? "foundry_vec::scatter_bool(" : "foundry_vec::scatter(") + *x + ", [&](int64_t " + kLane +
-       ") -> " + storage_type(buf.dtype) + "& { return " + p + "[" + lane_index(index) + "]; });");
+  const std::string lanes = *x + ", [&](int64_t " + kLane + ") -> " + storage_type(buf.dtype) + "& { return " + p + "[" +
+                            lane_index(index) + "]; }";
+  const std::string fn = is_bool ? "foundry_vec::scatter_bool" : "foundry_vec::scatter";
+  emit(fn + "(" + lanes + ");", fn + "_first(" + lanes + ", kActiveLanes);");
 }
 
 Val CppVectorOps::constant(const ir::Scalar& s) {
@@ -207,6 +229,7 @@ Val CppVectorOps::reduction(ReduceOp op, Val v) {
   Val r{next_++, ir::reduce_result_dtype(op, v.dtype)};
   auto x = vec(v);
   Scope& s = scopes_.top();
+  s.partial_ok = false;  // the inactive lanes would join the accumulators
   if (!x || !(v.dtype == DType::Float32 || half_name(v.dtype)) || !(op == ReduceOp::Sum || op == ReduceOp::Max || op == ReduceOp::Min)) {
     s.vector_ok = false;
     return r;

@@ -127,6 +127,42 @@ inline Mask index_compare(int64_t base, int64_t step, Compare c) {
   for (int l = 0; l < kLanes; ++l) r[l] = compare_zero<int64_t, bool>(base + step * l, c) ? -1 : 0;
   return r;
 }
+// The last, partial vector of a loop: its first `n` lanes (0 < n < kLanes) are iterations, the
+// others are not. Loads read only those lanes' elements (the others are 0) and stores write only
+// theirs (store_first, below), so that nothing past the loop's end is touched (AVX-512's masked
+// loads and stores do not touch the masked-off lanes' memory).
+inline VecF load_first(const float* p, int n) {
+#if FOUNDRY_VEC_LANES == 16
+  return (VecF)_mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p);
+#else
+  VecF r = {};
+  for (int l = 0; l < n; ++l) r[l] = p[l];
+  return r;
+#endif
+}
+inline void store_bool_first(bool* p, Mask m, int n) {
+  for (int l = 0; l < n; ++l) p[l] = m[l] != 0;
+}
+template <typename F>
+inline VecF gather_first(F&& at, int n) {
+  VecF r = {};
+  for (int l = 0; l < n; ++l) r[l] = at(l);
+  return r;
+}
+template <typename F>
+inline Mask gather_bool_first(F&& at, int n) {
+  Mask r = {};
+  for (int l = 0; l < n; ++l) r[l] = at(l) ? -1 : 0;
+  return r;
+}
+template <typename F>
+inline void scatter_first(VecF v, F&& at, int n) {
+  for (int l = 0; l < n; ++l) at(l) = v[l];
+}
+template <typename F>
+inline void scatter_bool_first(Mask m, F&& at, int n) {
+  for (int l = 0; l < n; ++l) at(l) = m[l] != 0;
+}
 // Lanes two elements apart, p[0], p[2], ..., p[2 * (kLanes - 1)]: two vector loads and a shuffle
 // instead of kLanes single loads (a stride-2 max pool's window). The second load is masked:
 // nothing past the last lane's element is read.
