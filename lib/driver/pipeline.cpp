@@ -177,7 +177,7 @@ void run_schedule(const PipelineOptions& opts, PipelineState& state, const Stage
   // A CUDA model's matrix products are plain cuBLAS calls: activations stay in the kernels.
   if (opts.fusion && opts.device == "cpu") {
     int folded = sched::fold_activations_into_externs(*state.program);
-    if (folded) spdlog::info("{} activation(s) folded into library calls as oneDNN post-ops", folded);
+    if (folded) spdlog::info("{} activation(s) folded into the library calls before them", folded);
   }
   state.schedule = sched::schedule_program(*state.program, options);
   ctx.dump("ir_post_fusion.txt", sched::print_schedule(*state.schedule));

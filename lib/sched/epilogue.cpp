@@ -331,6 +331,7 @@ bool stored_product(const ir::LoopNode& call) {
 int fold_activations_into_externs(ir::LoopProgram& program) {
   const ProgramIndex index(program);
   std::set<const ir::LoopNode*> removed;
+  int folded = 0;
   for (const auto& node : program.nodes) {
     if (node->kind != ir::NodeKind::Extern || node->call.activation != ir::Activation::None) continue;
     // Only oneDNN's calls take post-ops (LAPACK and sorting have none).
@@ -344,6 +345,7 @@ int fold_activations_into_externs(ir::LoopProgram& program) {
     auto [epilogue, activation] = activation_epilogue(*node, index);
     if (epilogue.empty() || (activation == ir::Activation::Silu && !depthwise(*node))) continue;
     node->call.activation = activation;
+    ++folded;
     node->output = epilogue.back()->output;
     for (const ir::LoopNode* n : epilogue) {
       node->origins.insert(node->origins.end(), n->origins.begin(), n->origins.end());
@@ -354,7 +356,7 @@ int fold_activations_into_externs(ir::LoopProgram& program) {
   program.nodes.erase(std::remove_if(program.nodes.begin(), program.nodes.end(),
                                      [&](const auto& n) { return removed.count(n.get()) != 0; }),
                       program.nodes.end());
-  return static_cast<int>(removed.size());
+  return folded;
 }
 
 }  // namespace foundry::sched
