@@ -138,7 +138,7 @@ TEST_CASE("simd: windows with padding vectorize their edge tests and match a dir
 
 // The last iterations of a vector loop, fewer than its lanes (rows of 3, 5 and 21 here), run as
 // one partial vector whose loads and stores touch only those lanes: contiguous, gathered and
-// scattered float lanes, bool lanes. Against a direct computation; the buffers are exactly as
+// scattered float lanes, bool lanes; sums, maxima and minima take only those lanes. Against a direct computation; the buffers are exactly as
 // long as the tensors, so a lane read or written past a row's end would show as a wrong value or
 // a sanitizer's report.
 TEST_CASE("simd: partial last vectors compute their lanes and touch nothing past them", "[simd][fast]") {
@@ -150,6 +150,12 @@ TEST_CASE("simd: partial last vectors compute their lanes and touch nothing past
   b.output(b.op("mul.Scalar", {pos(x), pos(Arg::of_float(3.0))}));                        // contiguous
   b.output(b.op("add.Scalar", {pos(b.op("slice.Tensor", {pos(x), pos(Arg::of_int(1)), pos(Arg::of_int(2)),
                                                           pos(Arg::of_int(5))})), pos(Arg::of_float(1.0))}));  // rows of 3
+  b.output(b.op("sum.dim_IntList", {pos(x), pos(ints({1}))}));  // a sum over rows of 21
+  // A max of -(x^2 + 1) and a min of x^2 + 1: a lane past the row's end computed from a 0 would
+  // win both (-1 and 1) unless it holds the reduction's identity.
+  Value* q = b.op("add.Scalar", {pos(b.op("mul.Tensor", {pos(x), pos(x)})), pos(Arg::of_float(1.0))});
+  b.output(b.op("amax", {pos(b.op("mul.Scalar", {pos(q), pos(Arg::of_float(-1.0))})), pos(ints({1}))}));
+  b.output(b.op("amin", {pos(q), pos(ints({1}))}));
   std::vector<NpyArray> inputs = make_inputs(b.g);
   TempDir tmp;
   compile_graph(b.g, tmp / "model", tmp / "cache", true, "partial");
@@ -158,7 +164,7 @@ TEST_CASE("simd: partial last vectors compute their lanes and touch nothing past
   CHECK(count_occurrences(kernels, "const int kActiveLanes") >= 1);
   LoadedModel model(tmp / "model/model.so", "partial", tmp / "model");
   std::vector<NpyArray> out = model.run(inputs);
-  REQUIRE(out.size() == 4);
+  REQUIRE(out.size() == 7);
   const float* xs = inputs[0].as<float>();
   int64_t mismatches = 0;
   auto expect = [&](bool ok) { mismatches += ok ? 0 : 1; };
@@ -170,6 +176,19 @@ TEST_CASE("simd: partial last vectors compute their lanes and touch nothing past
       expect(out[2].as<float>()[r * C + c] == v * 3.0f);
       if (c >= 2 && c < 5) expect(out[3].as<float>()[r * 3 + (c - 2)] == v + 1.0f);
     }
+  for (int64_t r = 0; r < R; ++r) {
+    double sum = 0;
+    float hi = -INFINITY, lo = INFINITY;
+    for (int64_t c = 0; c < C; ++c) {
+      const float v = xs[r * C + c], q = v * v + 1.0f;
+      sum += v;
+      hi = std::max(hi, -q);
+      lo = std::min(lo, q);
+    }
+    expect(std::abs(out[4].as<float>()[r] - sum) <= 1e-5 * (1 + std::abs(sum)));
+    expect(out[5].as<float>()[r] == hi);
+    expect(out[6].as<float>()[r] == lo);
+  }
   CHECK(mismatches == 0);
 }
 

@@ -229,21 +229,25 @@ Val CppVectorOps::reduction(ReduceOp op, Val v) {
   Val r{next_++, ir::reduce_result_dtype(op, v.dtype)};
   auto x = vec(v);
   Scope& s = scopes_.top();
-  s.partial_ok = false;  // the inactive lanes would join the accumulators
   if (!x || !(v.dtype == DType::Float32 || half_name(v.dtype)) || !(op == ReduceOp::Sum || op == ReduceOp::Max || op == ReduceOp::Min)) {
     s.vector_ok = false;
     return r;
   }
   std::string lanes = acc + "_lanes";
+  // In the partial vector, the lanes past the loop's end hold the reduction's identity.
+  auto only_active = [&](const char* identity) {
+    return "foundry_vec::first_lanes(" + *x + ", kActiveLanes, " + identity + ")";
+  };
   if (op == ReduceOp::Sum) {
     s.vector_pre.push_back("foundry_vec::VecD " + lanes + " = {};");
-    emit(lanes + " += foundry_vec::widen(" + *x + ");");
+    emit(lanes + " += foundry_vec::widen(" + *x + ");", lanes + " += foundry_vec::widen(" + only_active("0.0f") + ");");
     s.vector_combine.push_back(acc + " += foundry_vec::sum(" + lanes + ");");
     return r;
   }
   bool mx = op == ReduceOp::Max;
   s.vector_pre.push_back("foundry_vec::VecF " + lanes + " = foundry_vec::splat(" + (mx ? "-" : "") + "INFINITY);");
-  emit(lanes + " = foundry_vec::" + (mx ? "maximum(" : "minimum(") + lanes + ", " + *x + ");");
+  const std::string fn = std::string("foundry_vec::") + (mx ? "maximum(" : "minimum(") + lanes + ", ";
+  emit(lanes + " = " + fn + *x + ");", lanes + " = " + fn + only_active(mx ? "-INFINITY" : "INFINITY") + ");");
   s.vector_combine.push_back(acc + " = foundry_rt::" + (mx ? "maximum(" : "minimum(") + acc + ", foundry_vec::" +
                              (mx ? "max(" : "min(") + lanes + "));");
   return r;

@@ -47,8 +47,9 @@ struct Scope {
   std::vector<std::string> vector_pre, vector_lines, vector_combine;
   bool vector_ok = true;
   // The same body for the last iterations, fewer than kLanes (`kActiveLanes` of them, from the
-  // vector variable on): loads and stores touch only those lanes. `partial_ok` turns false where
-  // that form is missing (a reduction, a tile, a 16-bit store): the iterations then run scalar.
+  // vector variable on): loads and stores touch only those lanes, and reductions take the
+  // reduction's identity from the others. `partial_ok` turns false where that form is missing (a
+  // tile, a 16-bit store): the iterations then run scalar.
   std::vector<std::string> partial_lines;
   bool partial_ok = true;
   // The outer scope of a transposing kernel runs tile by tile along `tile_var` (the plan's choice).

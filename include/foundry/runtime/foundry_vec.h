@@ -265,6 +265,11 @@ inline VecF iota(int64_t start, int64_t step) {
 // ---- selection, conversion, bits ---------------------------------------------------------------
 inline VecF select(Mask m, VecF a, VecF b) { return (VecF)(((Mask)a & m) | ((Mask)b & ~m)); }
 inline Mask select(Mask m, Mask a, Mask b) { return (a & m) | (b & ~m); }
+// `v` in its first `n` lanes and `fill` in the others: a partial vector's value as a reduction
+// takes it (`fill` the reduction's identity).
+inline VecF first_lanes(VecF v, int n, float fill) {
+  return select(index_compare(-static_cast<int64_t>(n), 1, Compare::Lt), v, splat(fill));
+}
 inline VecF to_float(Mask m) { return select(m, splat(1.0f), splat(0.0f)); }
 inline Mask nonzero(VecF x) { return x != splat(0.0f); }
 inline Mask isnan(VecF x) { return x != x; }
