@@ -87,7 +87,9 @@ void generate_sources(const std::string& sample_dir, const std::string& name, co
                       const codegen::KernelOptions& options, const std::optional<lower::ReductionSplit>& split) {
   Graph graph = load_model(sample_dir + "/model.pt2");
   verify_graph(graph);
-  run_graph_passes(graph);
+  PassOptions pass_options;
+  pass_options.device = options.device;
+  run_graph_passes(graph, pass_options);
   lower::LowerOptions lower_options;
   lower_options.libraries = lower::libraries_for(options.device);
   lower_options.reduction_split = split ? *split : lower::reduction_split_for(options.device);

@@ -548,7 +548,7 @@ TEST_CASE("the pass pipeline runs in order and reports each pass", "[passes][fas
   CHECK(table.find("total") != std::string::npos);
 
   passes::PassOptions none;
-  none.disabled = {"decompose", "dce", "remove-noops", "cse", "fold-constants", "fold-conv-bn"};
+  none.disabled = {"decompose", "dce", "remove-noops", "cse", "fold-constants", "fold-conv-bn", "fuse-attention"};
   CHECK(passes::run_graph_passes(g, none).empty());
 }
 

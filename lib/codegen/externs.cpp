@@ -385,7 +385,7 @@ ExternsSource generate_externs(const ir::LoopProgram& program, const sched::Sche
   ExternsSource out;
   std::ostringstream state, builds, functions, decls;
   int index = 0;
-  bool uses_lapack = false, uses_sort = false, uses_depthwise = false;
+  bool uses_lapack = false, uses_sort = false, uses_depthwise = false, uses_attention = false;
   for (const auto& step : schedule.steps) {
     if (!step.is_extern) continue;
     const ir::LoopNode& node = *step.extern_node;
@@ -435,6 +435,13 @@ ExternsSource generate_externs(const ir::LoopProgram& program, const sched::Sche
       uses_sort = true;
       continue;
     }
+    if (const auto* attention = std::get_if<ir::Attention>(&node.call.op)) {
+      spdlog::info("{} ({}) runs as one fused attention", fn, description);
+      functions << "// " << description << "\nvoid " << fn << "(const State* s" << signature << ") {\n  (void)s;\n"
+                << attention_statements(node, *attention, local, threads) << "}\n\n";
+      uses_attention = true;
+      continue;
+    }
     if (runs_depthwise(node)) {
       spdlog::info("{} ({}) runs on foundryc's depthwise loops", fn, description);
       state << "  foundry_rt::DepthwiseRows " << member << ";  // " << fn << "\n";
@@ -473,6 +480,7 @@ ExternsSource generate_externs(const ir::LoopProgram& program, const sched::Sche
       << "#include <new>\n\n#include \"foundry_dnnl.h\"\n#include \"foundry_externs.h\"\n"
       << (uses_lapack ? std::string(kLapackInclude) + "\n" : "") << (uses_sort ? "#include \"foundry_sort.h\"\n" : "")
       << (uses_depthwise ? "#include \"foundry_depthwise.h\"\n" : "")
+      << (uses_attention ? "#include \"foundry_attention.h\"\n" : "")
       << "\n"
       << "namespace " << n << "_externs {\n\nconstexpr const char* kModel = " << c_string_literal(n)
       << ";  // names the model in warnings\n"

@@ -28,6 +28,10 @@ std::string linalg_statements(const ir::LoopNode& node, const ir::Linalg& call,
 // `threads` threads (foundryc --threads; 0: the runtime's default); sort_externs.cpp.
 std::string sort_statements(const ir::LoopNode& node, const ir::SortRows& call,
                             const std::map<const ir::Buffer*, std::string>& ptrs, int threads);
+// The statements of a fused attention (foundry_attention.h) over the function's pointers, its
+// blocks of queries on up to `threads` threads; attention_externs.cpp.
+std::string attention_statements(const ir::LoopNode& node, const ir::Attention& call,
+                                 const std::map<const ir::Buffer*, std::string>& ptrs, int threads);
 // Whether a library call is a float32 depthwise 2-d convolution that runs on foundryc's own loops
 // (foundry_depthwise.h) instead of oneDNN; the block of create() that builds what its rows read
 // into state member `member` (a foundry_rt::DepthwiseRows), and the statements of one call;

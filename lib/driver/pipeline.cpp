@@ -154,7 +154,9 @@ void run_frontend(const PipelineOptions& opts, PipelineState& state, const Stage
 }
 
 void run_passes(const PipelineOptions& opts, PipelineState& state, const StageContext& ctx) {
-  std::vector<PassReport> reports = run_graph_passes(*state.graph);
+  PassOptions options;
+  options.device = opts.device;
+  std::vector<PassReport> reports = run_graph_passes(*state.graph, options);
   if (opts.timing_out) *opts.timing_out << format_pass_reports(reports) << std::flush;
   ctx.dump("graph_post_passes.txt", print_graph(*state.graph));
 }

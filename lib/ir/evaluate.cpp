@@ -709,6 +709,47 @@ void run_sort(const SortRows& call, Storage& out, const std::unordered_map<const
   for (size_t e = 0; e < positions.size(); ++e) out.elems[e] = make_int(out.dtype, positions[e]);
 }
 
+// Attention by its definition, in double: each row's scores whole, then softmax, then the weighted
+// sum of values (generated code runs it in blocks, foundry_attention.h).
+void run_attention(const Attention& call, Storage& out, const std::unordered_map<const Buffer*, Storage>& memory,
+                   const std::vector<int64_t>& out_sizes) {
+  const StaticOperand q = static_operand(call.query), kt = static_operand(call.key_t), v = static_operand(call.value);
+  const StaticOperand mask = call.mask ? static_operand(*call.mask) : StaticOperand{};
+  const int64_t N = out_sizes[0], L = out_sizes[1], Ev = out_sizes[2], E = q.sizes[2], S = v.sizes[1];
+  const size_t batch_rank = call.mask ? mask.sizes.size() - 2 : 0;
+  std::vector<double> scores(static_cast<size_t>(S));
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < L; ++i) {
+      std::vector<int64_t> mask_index(batch_rank + 2);
+      for (int64_t rest = n, d = static_cast<int64_t>(batch_rank) - 1; d >= 0; --d) {
+        mask_index[d] = rest % mask.sizes[d];
+        rest /= mask.sizes[d];
+      }
+      double top = -INFINITY;
+      for (int64_t j = 0; j < S; ++j) {
+        double dot = 0;
+        for (int64_t e = 0; e < E; ++e) dot += operand_at(memory, q, {n, i, e}) * operand_at(memory, kt, {n, e, j});
+        double score = call.scale * dot;
+        if (call.mask) {
+          mask_index[batch_rank] = i;
+          mask_index[batch_rank + 1] = j;
+          score += operand_at(memory, mask, mask_index);
+        }
+        scores[j] = score;
+        top = std::isnan(score) || score > top ? score : top;
+      }
+      double total = 0;
+      for (double& x : scores) total += (x = std::exp(x - top));
+      const bool all_masked = top == -INFINITY;
+      for (int64_t d = 0; d < Ev; ++d) {
+        double acc = 0;
+        for (int64_t j = 0; j < S; ++j) acc += scores[j] * operand_at(memory, v, {n, j, d});
+        double value = all_masked ? (call.masked_rows_zero ? 0.0 : NAN) : acc / total;
+        out.elems[(n * L + i) * Ev + d] = make(out.dtype, value);
+      }
+    }
+}
+
 void apply_activation(Activation activation, Storage& out) {
   if (activation == Activation::None) return;
   for (Elem& e : out.elems) e = make(out.dtype, foundry_rt::activated(activation, e.f));
@@ -720,7 +761,8 @@ void run_extern(const LoopNode& node, std::unordered_map<const Buffer*, Storage>
   std::visit(overloaded{[&](const Matmul& call) { run_matmul(call, out, memory, sizes); },
                         [&](const Convolution& call) { run_convolution(call, out, memory, sizes); },
                         [&](const Linalg& call) { run_linalg(call, out, memory); },
-                        [&](const SortRows& call) { run_sort(call, out, memory); }},
+                        [&](const SortRows& call) { run_sort(call, out, memory); },
+                        [&](const Attention& call) { run_attention(call, out, memory, sizes); }},
              node.call.op);
   apply_activation(node.call.activation, out);
 }

@@ -6,7 +6,8 @@ std::string extern_name(const ExternCall& call) {
   return std::visit(overloaded{[](const Matmul& m) -> std::string { return m.batched ? "bmm" : m.bias ? "addmm" : "mm"; },
                                [](const Convolution&) -> std::string { return "convolution"; },
                                [](const Linalg& l) -> std::string { return "linalg." + linalg_name(l.op); },
-                               [](const SortRows&) -> std::string { return "sort"; }},
+                               [](const SortRows&) -> std::string { return "sort"; },
+                               [](const Attention&) -> std::string { return "attention"; }},
                     call.op);
 }
 
@@ -39,7 +40,12 @@ std::vector<const Operand*> operands(const ExternCall& call) {
                                  for (const Operand& op : l.inputs) out.push_back(&op);
                                  return out;
                                },
-                               [](const SortRows& s) { return std::vector<const Operand*>{&s.input}; }},
+                               [](const SortRows& s) { return std::vector<const Operand*>{&s.input}; },
+                               [](const Attention& a) {
+                                 std::vector<const Operand*> out = {&a.query, &a.key_t, &a.value};
+                                 if (a.mask) out.push_back(&*a.mask);
+                                 return out;
+                               }},
                     call.op);
 }
 

@@ -108,6 +108,10 @@ std::string call_arguments(const ExternCall& call) {
                  [](const SortRows& r) {
                    return "(" + operand_list({&r.input}) + ")" + ints_param("dim", {r.dim}) + " k=" + to_string(r.k) +
                           (r.descending ? " descending" : "");
+                 },
+                 [](const Attention& a) {
+                   return "(" + operand_list({&a.query, &a.key_t, &a.value, a.mask ? &*a.mask : nullptr}) + ")" +
+                          float_param("scale", a.scale) + (a.masked_rows_zero ? " masked_rows_zero" : "");
                  }},
       call.op);
 }
@@ -234,7 +238,11 @@ std::string extern_inputs(const ExternCall& call) {
                    for (const Operand& op : l.inputs) out += (out.empty() ? "" : ", ") + operand_shape(op);
                    return out;
                  },
-                 [](const SortRows& r) { return operand_shape(r.input); }},
+                 [](const SortRows& r) { return operand_shape(r.input); },
+                 [](const Attention& a) {
+                   return "softmax(" + shortest_number(a.scale) + " * " + operand_shape(a.query) + " x " +
+                          operand_shape(a.key_t) + (a.mask ? " + mask" : "") + ") x " + operand_shape(a.value);
+                 }},
       call.op);
 }
 
@@ -252,6 +260,9 @@ std::string extern_options(const ExternCall& call) {
                                [](const SortRows& r) {
                                  return ", the first " + to_string(r.k) + " positions along dim " + std::to_string(r.dim) +
                                         (r.descending ? ", descending" : ", ascending");
+                               },
+                               [](const Attention& a) {
+                                 return std::string(a.masked_rows_zero ? ", rows of -inf scores give zeros" : "");
                                }},
                     call.op);
 }

@@ -71,6 +71,7 @@ Outs lower_batch_norm_batch_stats(LoweringContext&, const Node&);  // _native_ba
 // nn.cpp
 Outs lower_mm(LoweringContext&, const Node&);
 Outs lower_bmm(LoweringContext&, const Node&);
+Outs lower_foundry_attention(LoweringContext&, const Node&);
 Outs lower_addmm(LoweringContext&, const Node&);
 Outs lower_convolution(LoweringContext&, const Node&);              // convolution, conv2d
 Outs lower_max_pool2d_with_indices(LoweringContext&, const Node&);  // also max_pool2d

@@ -551,6 +551,45 @@ Outs lower_bmm(LoweringContext& ctx, const Node& node) {
   return {matmul(ctx, a, b, out_dtype(node), out_sizes(ctx, node), true)};
 }
 
+namespace {
+
+// A matrix (the last two dims of a 3-d operand) that sgemm reads in place: static strides, one of
+// the two unit and the other at least the extent it steps over.
+bool sgemm_matrix_layout(const ir::Operand& op) {
+  for (const Expr& e : op.strides)
+    if (!e.is_const()) return false;
+  const int64_t rows = op.sizes[1].const_value(), cols = op.sizes[2].const_value();
+  const int64_t rs = op.strides[1].const_value(), cs = op.strides[2].const_value();
+  return op.strides[0].const_value() >= 0 && ((cs == 1 && rs >= cols) || (rs == 1 && cs >= rows));
+}
+
+ir::Operand attention_operand(LoweringContext& ctx, const TensorRef& ref) {
+  ir::Operand op = ctx.strided_operand(ref);
+  if (sgemm_matrix_layout(op)) return op;
+  TensorRef copy = ref;
+  copy.buffer = nullptr;  // a contiguous copy, even of a buffer's own (strided) view
+  return ctx.strided_operand(ctx.realize_operand_copy(copy));
+}
+
+}  // namespace
+
+// _foundry_attention (passes/fuse_attention.h): one library call, float32, static sizes.
+Outs lower_foundry_attention(LoweringContext& ctx, const Node& node) {
+  if (out_dtype(node) != DType::Float32) ctx.fail("the fused attention takes float32 operands");
+  for (const char* name : {"query", "key_t", "value", "mask"})
+    if (node.arg(name).kind == Arg::Kind::Tensor && node.arg(name).tensor->type.has_symbolic_sizes())
+      ctx.need_static_sizes();
+  ir::Attention call;
+  call.query = attention_operand(ctx, ctx.tensor(node.arg("query")));
+  call.key_t = attention_operand(ctx, ctx.tensor(node.arg("key_t")));
+  call.value = attention_operand(ctx, ctx.tensor(node.arg("value")));
+  const Arg& mask = node.arg("mask");
+  if (!mask.is_none()) call.mask = ctx.strided_operand(ctx.tensor(mask));
+  call.scale = float_arg(node, "scale");
+  call.masked_rows_zero = bool_arg(node, "masked_rows_zero");
+  return {ctx.extern_call({call}, DType::Float32, out_sizes(ctx, node))};
+}
+
 Outs lower_addmm(LoweringContext& ctx, const Node& node) {
   DType dtype = out_dtype(node);
   TensorRef bias = ctx.tensor(node.arg("self"), dtype);

@@ -257,6 +257,28 @@ std::vector<TensorType> scaled_dot_product_attention(const Node& node) {
   return {make_type(q.dtype, sizes)};
 }
 
+// query [N, L, E], key_t [N, E, S], value [N, S, Ev] -> [N, L, Ev].
+std::vector<TensorType> foundry_attention(const Node& node) {
+  const TensorType& q = shape::tensor(node, "query");
+  const TensorType& kt = shape::tensor(node, "key_t");
+  const TensorType& v = shape::tensor(node, "value");
+  if (q.rank() != 3 || kt.rank() != 3 || v.rank() != 3) throw UserError("_foundry_attention: operands must be 3-d");
+  if (kt.sizes[0] != q.sizes[0] || v.sizes[0] != q.sizes[0] || kt.sizes[1] != q.sizes[2] || v.sizes[1] != kt.sizes[2])
+    throw UserError("_foundry_attention: query " + format_sizes(q.sizes) + ", key_t " + format_sizes(kt.sizes) +
+                    " and value " + format_sizes(v.sizes) + " do not match");
+  if (kt.dtype != q.dtype || v.dtype != q.dtype) throw UserError("_foundry_attention: operands of different dtypes");
+  const Arg& mask = shape::arg(node, "mask");
+  if (!mask.is_none()) {
+    // The scores' shape before the batch was folded: [batch dims..., L, S], batch dims multiplying to N.
+    const TensorType& m = shape::tensor(node, "mask");
+    const bool fits = m.rank() >= 2 && m.sizes[m.rank() - 2] == q.sizes[1] && m.sizes.back() == kt.sizes[2] &&
+                      shape::product(std::vector<int64_t>(m.sizes.begin(), m.sizes.end() - 2)) == q.sizes[0];
+    if (!fits || m.dtype != q.dtype)
+      throw UserError("_foundry_attention: the mask " + format_sizes(m.sizes) + " is not the scores' shape");
+  }
+  return {make_type(q.dtype, {q.sizes[0], q.sizes[1], v.sizes[2]})};
+}
+
 namespace {
 
 // input [N, C, *spatial] (conv2d also takes unbatched [C, H, W]); transposed: weight [C, O/G, *k].

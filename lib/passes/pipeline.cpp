@@ -12,6 +12,7 @@
 #include "foundry/passes/decompose.h"
 #include "foundry/passes/fold_constants.h"
 #include "foundry/passes/fold_conv_bn.h"
+#include "foundry/passes/fuse_attention.h"
 #include "foundry/passes/remove_noops.h"
 #include "foundry/support/error.h"
 
@@ -23,25 +24,29 @@ const std::vector<GraphPass>& graph_passes() {
       // IR) hold composite and in-place ops that no other pass nor the lowering understands; an
       // in-place op must become functional before dce, which keeps nodes with side effects and
       // cannot see that later readers of the mutated value depend on it. A no-op on core ATen.
-      {"decompose", decompose_training_ops, "rewrite training-IR ops (linear, conv2d, in-place ops, ...) into core ATen"},
+      {"decompose", decompose_training_ops, "rewrite training-IR ops (linear, conv2d, in-place ops, ...) into core ATen", ""},
       // First, so that every later pass walks only what the outputs need (exported graphs carry
       // unused multi-output results and runtime assertions).
-      {"dce", eliminate_dead_code, "drop unused nodes before the other passes look at them"},
+      {"dce", eliminate_dead_code, "drop unused nodes before the other passes look at them", ""},
       // Before CSE and folding: forwarding clones, aliases and identity views to their sources
       // exposes equal expressions to CSE and weights to the constant folder (a clone of a weight
       // would otherwise be folded into a copy of it).
-      {"remove-noops", remove_noops, "forward identity views, copies and aliases; drop asserts"},
+      {"remove-noops", remove_noops, "forward identity views, copies and aliases; drop asserts", ""},
       // Before folding, so that duplicated weight arithmetic is computed and stored once.
-      {"cse", eliminate_common_subexpressions, "merge duplicated computations"},
+      {"cse", eliminate_common_subexpressions, "merge duplicated computations", ""},
       // Before conv-bn folding: weights produced by arithmetic on weights (casts, scaling)
       // become plain constants, which the conv-bn rewrite requires.
-      {"fold-constants", [](Graph& g) { return fold_constants(g); }, "compute weight-only subgraphs at compile time"},
+      {"fold-constants", [](Graph& g) { return fold_constants(g); }, "compute weight-only subgraphs at compile time", ""},
       // After constant folding (see above); creates new constants and leaves the original
       // convolution weights and batch-norm statistics unused.
-      {"fold-conv-bn", fold_conv_batch_norm, "fold inference batch norms into the preceding convolution"},
+      {"fold-conv-bn", fold_conv_batch_norm, "fold inference batch norms into the preceding convolution", ""},
+      // After the constant folder and CSE have settled the chain (a causal mask computed from
+      // aranges is one value by then); before the last dce, which removes the chain it replaces.
+      // The CPU only: the GPU backend has no fused attention call.
+      {"fuse-attention", fuse_attention, "run attention over long sequences as one call without its score matrix", "cpu"},
       // Last: removes what the rewrites left behind, including weights no node reads any more
       // (folded batch-norm statistics), so they are not embedded in the model.
-      {"dce", eliminate_dead_code, "drop nodes and weights the rewrites left unused"},
+      {"dce", eliminate_dead_code, "drop nodes and weights the rewrites left unused", ""},
   };
   return passes;
 }
@@ -62,6 +67,7 @@ std::vector<PassReport> run_graph_passes(Graph& g, const PassOptions& options) {
   std::vector<PassReport> reports;
   for (const GraphPass& pass : graph_passes()) {
     if (std::find(options.disabled.begin(), options.disabled.end(), pass.name) != options.disabled.end()) continue;
+    if (!pass.only_device.empty() && pass.only_device != options.device) continue;
     PassReport r;
     r.name = pass.name;
     r.nodes_before = g.nodes.size();

@@ -59,18 +59,31 @@ struct SortRows {
   bool descending = false;
 };
 
+// softmax(scale * query x key_t + mask) x value, the softmax along each row of scores, for each
+// entry of the batch: query [N, L, E], key_t [N, E, S] (the keys transposed, as the first product
+// reads them), value [N, S, Ev], output [N, L, Ev]; the optional additive mask is broadcast to the
+// scores' shape before the batch was folded, [batch dims..., L, S] with the batch dims multiplying
+// to N. The fused form of the products and softmax that attention decomposes to
+// (passes/fuse_attention.h): runtime/foundry_attention.h runs it without the [L, S] scores.
+struct Attention {
+  Operand query, key_t, value;
+  std::optional<Operand> mask;
+  double scale = 1.0;
+  bool masked_rows_zero = false;  // rows of all -inf scores give zeros (_safe_softmax), not NaN
+};
+
 // An activation applied to every output element: an epilogue folded into the call
 // (sched/epilogue.h). The runtime's table (FOUNDRY_ACTIVATIONS), so that the IR, the reference
 // evaluator and the generated code name and compute the same ones.
 using Activation = foundry_rt::Activation;
 
 struct ExternCall {
-  std::variant<Matmul, Convolution, Linalg, SortRows> op;
+  std::variant<Matmul, Convolution, Linalg, SortRows, Attention> op;
   Activation activation = Activation::None;
 };
 
 // The aten op the call computes: "mm", "bmm", "addmm" or "convolution"; a LAPACK call
-// "linalg.<routine>" (linalg_name); "sort" for SortRows.
+// "linalg.<routine>" (linalg_name); "sort" for SortRows; "attention".
 std::string extern_name(const ExternCall& call);
 // Its name in FOUNDRY_ACTIVATIONS ("relu", ...); "" for None.
 std::string activation_name(Activation activation);

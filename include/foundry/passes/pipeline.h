@@ -10,10 +10,22 @@
 
 namespace foundry::passes {
 
+struct PassOptions {
+  // Re-verify the graph (verify_graph) after each pass; nullopt: in debug builds only.
+  std::optional<bool> verify;
+  // Names of passes to leave out.
+  std::vector<std::string> disabled;
+  // The device compiled for ("cpu", "cuda"): passes whose rewrites only one backend runs
+  // (fuse-attention: the CPU's fused attention call) are left out for the others.
+  std::string device = "cpu";
+};
+
+
 struct GraphPass {
   std::string name;                  // "dce", "fold-constants", ... (names may repeat)
   std::function<bool(Graph&)> run;   // returns whether it changed the graph
   std::string why;                   // one line: why it is there, at this point
+  std::string only_device;           // "" for every device, else the one it runs for
 };
 
 // The pipeline, in order.
@@ -26,12 +38,6 @@ struct PassReport {
   size_t nodes_before = 0, nodes_after = 0;
 };
 
-struct PassOptions {
-  // Re-verify the graph (verify_graph) after each pass; nullopt: in debug builds only.
-  std::optional<bool> verify;
-  // Names of passes to leave out.
-  std::vector<std::string> disabled;
-};
 
 // Runs the pipeline on `g` in place. Throws InternalError naming the pass when verification
 // after it fails (a bug in the pass); a graph that is invalid before the first pass gives the
