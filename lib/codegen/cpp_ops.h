@@ -90,6 +90,8 @@ class CppVectorOps final : public ir::Ops {
     scopes_.top().vector_lines.push_back(line);
     scopes_.top().partial_lines.push_back(partial ? *partial : line);
   }
+  // One element of `buf` at `at` (C++ of an index) as a scalar of the compute type (16-bit floats widened).
+  std::string element(const ir::Buffer& buf, const std::string& at);
   std::string partial_gather(const ir::Buffer& buf, const ir::Expr& index, bool is_bool);
 };
 

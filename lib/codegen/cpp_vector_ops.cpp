@@ -32,13 +32,16 @@ Val CppVectorOps::def(DType t, const std::optional<std::string>& rhs, bool loade
   return v;
 }
 
+std::string CppVectorOps::element(const ir::Buffer& buf, const std::string& at) {
+  std::string e = scopes_.ptr(buf) + "[" + at + "]";
+  const char* half = half_name(buf.dtype);
+  return half ? "foundry_rt::" + std::string(half) + "_to_float(" + e + ")" : e;
+}
+
 // A load in the partial vector: the active lanes one by one (the others 0), nothing else read.
 std::string CppVectorOps::partial_gather(const ir::Buffer& buf, const Expr& index, bool is_bool) {
-  const char* half = half_name(buf.dtype);
-  std::string e = scopes_.ptr(buf) + "[" + lane_index(index) + "]";
-  if (half) e = "foundry_rt::" + std::string(half) + "_to_float(" + e + ")";
   return std::string(is_bool ? "foundry_vec::gather_bool_first" : "foundry_vec::gather_first") + "([&](int64_t " +
-         kLane + ") { return " + e + "; }, kActiveLanes)";
+         kLane + ") { return " + element(buf, lane_index(index)) + "; }, kActiveLanes)";
 }
 
 // `v` in vector form: its own temporary when the current loop defines it, otherwise a value of
@@ -73,13 +76,8 @@ Val CppVectorOps::load(const ir::Buffer& buf, const Expr& index) {
   bool is_bool = buf.dtype == DType::Bool;
   const char* half = half_name(buf.dtype);
   std::string p = scopes_.ptr(buf);
-  // One element as a scalar of the compute type (16-bit floats widened).
-  auto element = [&](const std::string& at) {
-    std::string e = p + "[" + at + "]";
-    return half ? "foundry_rt::" + std::string(half) + "_to_float(" + e + ")" : e;
-  };
   auto step = lane_step(index);
-  if (!step) return def(buf.dtype, vector_splat(buf.dtype, element(scopes_.idx(index))), true);
+  if (!step) return def(buf.dtype, vector_splat(buf.dtype, element(buf, scopes_.idx(index))), true);
   const std::string partial = partial_gather(buf, index, is_bool);
   if (*step == 1) {
     std::string fn = is_bool ? "load_bool" : half ? "load_" + std::string(half) : "load";
@@ -96,7 +94,7 @@ Val CppVectorOps::load(const ir::Buffer& buf, const Expr& index) {
   if (buf.dtype == DType::Float32 && stride && stride->is_const(2))
     return def(buf.dtype, "foundry_vec::load_stride2(" + p + " + " + scopes_.idx(index) + ")", true, partial);
   return def(buf.dtype, std::string(is_bool ? "foundry_vec::gather_bool" : "foundry_vec::gather") + "([&](int64_t " +
-                            kLane + ") { return " + element(lane_index(index)) + "; })", true, partial);
+                            kLane + ") { return " + element(buf, lane_index(index)) + "; })", true, partial);
 }
 
 // A float load of a tiled scope (the plan chose `tile_var`: see plan_tiles in cpp_kernel.cpp)
@@ -128,8 +126,10 @@ void CppVectorOps::store(const ir::Buffer& buf, const Expr& index, Val v, ir::St
   if (lane_step(index) == 1) {
     std::string fn = is_bool ? "store_bool" : half ? "store_" + std::string(half) : "store";
     std::string args = p + " + " + scopes_.idx(index) + ", " + *x;
+    std::optional<std::string> partial;  // 16-bit stores have no partial form: their loop keeps a scalar tail
     if (half) scopes_.top().partial_ok = false;
-    emit("foundry_vec::" + fn + "(" + args + ");", "foundry_vec::" + fn + "_first(" + args + ", kActiveLanes);");
+    else partial = "foundry_vec::" + fn + "_first(" + args + ", kActiveLanes);";
+    emit("foundry_vec::" + fn + "(" + args + ");", partial);
     return;
   }
   if (half) {  // lane by lane, each encoded: left to the scalar loop
