@@ -37,7 +37,10 @@ struct Operands {
 
 // Random operands with the cases that decide the softmax's rules: a row of the mask all -inf
 // (5), one with a single key left (9), -inf here and there; a NaN in one query (head 1, row 30)
-// and +inf in one key (head 2, key 100, element 0: its scores are +-inf or NaN).
+// and +inf in one key (head 2, key 100, element 0: its scores are +-inf or NaN). The mask is -inf
+// for every row from key 256 on, a block of keys the fused call skips, except where an operand
+// is not finite: head 1's first rows (the NaN query) and head 0, whose key 280 is +inf (its
+// scores +inf - inf = NaN for the rows whose query is positive there).
 Operands operands() {
   Operands o{normal(kHeads * kQueries * kHead, 1), normal(kHeads * kQueries * kHead, 2), normal(kHeads * kKeys * kHead, 3),
              normal(kHeads * kValue * kKeys, 4), std::vector<float>(kQueries * kKeys, 0.0f)};
@@ -46,9 +49,12 @@ Operands operands() {
     o.mask[5 * kKeys + j] = -inf;
     if (j != 123) o.mask[9 * kKeys + j] = -inf;
     if (j % 7 == 3) o.mask[20 * kKeys + j] = -inf;
+    if (j >= 256)
+      for (int64_t i = 0; i < kQueries; ++i) o.mask[i * kKeys + j] = -inf;
   }
   for (std::vector<float>* q : {&o.q, &o.q2}) (*q)[(1 * kQueries + 30) * kHead + 3] = std::nanf("");
   o.k[(2 * kKeys + 100) * kHead + 0] = inf;
+  o.k[(0 * kKeys + 280) * kHead + 0] = inf;
   return o;
 }
 

@@ -152,6 +152,25 @@ inline void softmax_row(float* s, const float* mask, int64_t n, float& row_max, 
   row_max = m;
 }
 
+// Whether a [rows, cols] matrix (strides rs, cs) holds only finite numbers; read in memory order.
+inline bool all_finite(const float* p, int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  if (rs < cs) return all_finite(p, cols, rows, cs, rs);
+  bool finite = true;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) finite &= std::isfinite(p[i * rs + j * cs]);
+  return finite;
+}
+
+// Whether the mask is -inf for every score of a block (a causal mask above the diagonal): then
+// with finite operands every score is -inf, and the block is skipped (its products, its
+// exponentials). A NaN or infinite operand would make -inf + its score NaN, as PyTorch has it.
+inline bool masked_out(const Mask& mask, const float* mask_rows, int64_t rows, int64_t k0, int64_t keys) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < keys; ++j)
+      if (mask_rows[i * mask.row + (k0 + j) * mask.col] != -INFINITY) return false;
+  return true;
+}
+
 // Rows [q0, q0 + rows) of batch entry b.
 inline void query_block(const Problem& p, const Matrices& q, const Matrices& kt, const Matrices& v, const Mask& mask,
                         int64_t b, int64_t q0, int64_t rows, float* out) {
@@ -161,8 +180,15 @@ inline void query_block(const Problem& p, const Matrices& q, const Matrices& kt,
   std::fill(s.maxima.begin(), s.maxima.begin() + rows, -INFINITY);
   std::fill(s.totals.begin(), s.totals.begin() + rows, 0.0f);
   const float* mask_rows = mask.data ? mask.data + mask_offset(mask, b) + q0 * mask.row : nullptr;
+  int queries_finite = -1;  // checked when a block is first masked out
   for (int64_t k0 = 0; k0 < p.keys; k0 += kKeyBlock) {
     const int64_t keys = std::min(kKeyBlock, p.keys - k0);
+    if (mask_rows && masked_out(mask, mask_rows, rows, k0, keys)) {
+      if (queries_finite < 0)
+        queries_finite = all_finite(q.data + b * q.batch + q0 * q.rows, rows, p.head_dim, q.rows, q.cols);
+      if (queries_finite && all_finite(kt.data + b * kt.batch + k0 * kt.cols, p.head_dim, keys, kt.rows, kt.cols))
+        continue;
+    }
     const GemmOperand a = gemm_operand(q.data + b * q.batch + q0 * q.rows, q.rows, q.cols);
     const GemmOperand bt = gemm_operand(kt.data + b * kt.batch + k0 * kt.cols, kt.rows, kt.cols);
     gemm(a, bt, rows, keys, p.head_dim, p.scale, 0.0f, s.scores.data(), kKeyBlock);
