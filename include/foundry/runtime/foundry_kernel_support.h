@@ -111,20 +111,27 @@ constexpr double kMinRegionNs = 200;       // below any parallel region measured
 // again when the last measurement is over a second old: it follows the machine's load. When other
 // processes hold the cores, one region can take a time slice (milliseconds), and that is what a
 // step on threads would pay there; on idle cores it is a few microseconds. A measurement times up
-// to 16 regions after one that wakes the pool, and stops once 2 ms have passed. 0 inside a
+// to 16 regions after one that wakes the pool, and stops once 2 ms have passed. A slow one (over
+// kSlowRegionNs) holds for 50 ms, then twice as long each time it is slow again, up to the second:
+// right after the pool starts, its thread may still share the caller's core (on the 2-core build
+// machine about one process in five measured 300 us there, then 0.7-0.9 us 50 ms later, and kept
+// every step of a model on one thread for the next second), and a busy spell may end. 0 inside a
 // parallel region, where a nested region is serial.
+constexpr double kSlowRegionNs = 20000;
 inline double parallel_region_ns(int threads) {
 #ifdef _OPENMP
-  // Per team size: the last median and when it was taken (racing measurements both store one).
+  // Per team size: the last median, when it was taken and how long it holds (racing measurements
+  // each store theirs).
   static float measured[FOUNDRY_MAX_THREADS + 1];
-  static double measured_at[FOUNDRY_MAX_THREADS + 1];
+  static double measured_at[FOUNDRY_MAX_THREADS + 1], holds_for[FOUNDRY_MAX_THREADS + 1];
   if (threads < 2 || threads > FOUNDRY_MAX_THREADS || omp_in_parallel()) return 0;
   float known;
-  double at;
+  double at, hold;
   __atomic_load(&measured[threads], &known, __ATOMIC_RELAXED);
   __atomic_load(&measured_at[threads], &at, __ATOMIC_RELAXED);
+  __atomic_load(&holds_for[threads], &hold, __ATOMIC_RELAXED);
   const double now = omp_get_wtime();
-  if (known > 0 && now - at < 1.0) return known;
+  if (known > 0 && now - at < hold) return known;
   double times[16];
   int timed = 0;
   double begin = now;
@@ -142,8 +149,11 @@ inline double parallel_region_ns(int threads) {
       times[j - 1] = t;
     }
   float median = static_cast<float>(times[timed / 2]) > 1.0f ? static_cast<float>(times[timed / 2]) : 1.0f;
+  const bool slow_again = known > kSlowRegionNs && median > kSlowRegionNs;
+  hold = median <= kSlowRegionNs ? 1.0 : slow_again ? (2 * hold < 1.0 ? 2 * hold : 1.0) : 0.05;
   __atomic_store(&measured[threads], &median, __ATOMIC_RELAXED);
   __atomic_store(&measured_at[threads], &begin, __ATOMIC_RELAXED);
+  __atomic_store(&holds_for[threads], &hold, __ATOMIC_RELAXED);
   return median;
 #else
   (void)threads;
