@@ -200,6 +200,25 @@ def _():
     return HFWrapper(GPT2LMHeadModel(cfg), ["input_ids", "attention_mask"], use_cache=False), (tokens(VOCAB), padding_mask())
 
 
+LONG_SEQ = 256  # long enough that foundryc fuses the attention (passes/fuse_attention.h)
+
+
+@model("hf_gpt2_long", "transformers", "transformers GPT2LMHeadModel, 128 wide, 2 heads, 256 tokens (30 padding)")
+def _():
+    from transformers import GPT2Config, GPT2LMHeadModel
+    cfg = GPT2Config(vocab_size=VOCAB, n_positions=512, n_embd=128, n_layer=2, n_head=2, bos_token_id=0, eos_token_id=0)
+    return (HFWrapper(GPT2LMHeadModel(cfg), ["input_ids", "attention_mask"], use_cache=False),
+            (tokens(VOCAB, LONG_SEQ), padding_mask(LONG_SEQ, pad=30)))
+
+
+@model("hf_bert_long", "transformers", "transformers BertModel, 128 wide, 2 heads, 256 tokens (30 padding)")
+def _():
+    from transformers import BertConfig, BertModel
+    cfg = BertConfig(vocab_size=VOCAB, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=256, max_position_embeddings=512)
+    return HFWrapper(BertModel(cfg), ["input_ids", "attention_mask"]), (tokens(VOCAB, LONG_SEQ), padding_mask(LONG_SEQ, pad=30))
+
+
 @model("hf_llama", "transformers", "transformers LlamaForCausalLM, tiny config, attention mask, no KV cache")
 def _():
     from transformers import LlamaConfig, LlamaForCausalLM
