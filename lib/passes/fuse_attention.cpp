@@ -145,7 +145,9 @@ std::optional<Replacement> fuse(Rewriter& rw, Node& second) {
   const std::vector<int64_t>& qs = q->type.sizes;
   const std::vector<int64_t>& vs = v->type.sizes;
   const int64_t N = qs[0], L = qs[1], S = vs[1];
-  if (N * L * S * qs[2] * vs[2] == 0 || L * S < kMinFusedScores) return std::nullopt;
+  for (int64_t size : {N, L, S, qs[2], vs[2]})
+    if (size == 0) return std::nullopt;
+  if (L < (kMinFusedScores + S - 1) / S) return std::nullopt;  // L * S < kMinFusedScores, without overflow
   Value* mask = nullptr;
   if (s->mask) {
     const std::vector<int64_t>& ms = s->masked->type.sizes;

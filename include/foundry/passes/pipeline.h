@@ -20,7 +20,6 @@ struct PassOptions {
   std::string device = "cpu";
 };
 
-
 struct GraphPass {
   std::string name;                  // "dce", "fold-constants", ... (names may repeat)
   std::function<bool(Graph&)> run;   // returns whether it changed the graph
@@ -37,7 +36,6 @@ struct PassReport {
   bool changed = false;
   size_t nodes_before = 0, nodes_after = 0;
 };
-
 
 // Runs the pipeline on `g` in place. Throws InternalError naming the pass when verification
 // after it fails (a bug in the pass); a graph that is invalid before the first pass gives the
