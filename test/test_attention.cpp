@@ -21,7 +21,6 @@ namespace foundry::test {
 namespace {
 
 constexpr int64_t kHeads = 3, kQueries = 70, kKeys = 300, kHead = 20, kValue = 12;
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 std::vector<float> normal(size_t n, unsigned seed) {
   std::mt19937 gen(seed);

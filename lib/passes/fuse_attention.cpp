@@ -12,7 +12,7 @@ namespace foundry::passes {
 
 namespace {
 
-bool is_view(const Node& n) { return n.target == "view" || n.target == "_unsafe_view"; }
+bool is_reshape_view(const Node& n) { return n.target == "view" || n.target == "_unsafe_view"; }
 
 Value* tensor_of(const Node& n, const char* name) {
   if (!shape::has_arg(n, name)) return nullptr;
@@ -28,7 +28,7 @@ Node* sole_producer(const Rewriter& rw, const Value* v, const char* target) {
 
 // `v` seen back through views whose inputs only the chain reads.
 Value* before_views(const Rewriter& rw, Value* v) {
-  for (Node* n = rw.producer(v); n && is_view(*n); n = rw.producer(v)) {
+  for (Node* n = rw.producer(v); n && is_reshape_view(*n); n = rw.producer(v)) {
     Value* in = tensor_of(*n, "self");
     if (!in || !rw.has_single_user(in)) break;
     v = in;
@@ -90,7 +90,7 @@ std::optional<Scores> scores_before(const Rewriter& rw, Value* x) {
     Value* in = tensor_of(*n, "self");
     const bool scaling = n->target == "mul.Tensor" || n->target == "mul.Scalar" || n->target == "div.Tensor" ||
                          n->target == "div.Scalar";
-    if (!in || !rw.has_single_user(in) || !(is_view(*n) || scaling)) break;
+    if (!in || !rw.has_single_user(in) || !(is_reshape_view(*n) || scaling)) break;
     if (scaling) {
       const Arg& by = shape::arg(*n, "other");
       if (!by.is_number() || !std::isfinite(by.as_double()) || by.as_double() == 0) return std::nullopt;
