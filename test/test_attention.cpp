@@ -182,6 +182,16 @@ TEST_CASE("attention: nothing is fused for the GPU, whose backend has no fused c
   CHECK(count_ops(b.g, "_softmax") == 2);
 }
 
+TEST_CASE("attention: a fused call on an empty operand, as a crafted archive could hold, is refused naming the node",
+          "[attention][fast]") {
+  Builder b;
+  Value* q = b.input("q", {2, 4, 0});
+  Value* kt = b.input("kt", {2, 0, 5});
+  Value* v = b.input("v", {2, 5, 3});
+  b.output(b.op("_foundry_attention", {pos(q), pos(kt), pos(v)}));
+  CHECK_THROWS_WITH(lower::lower_graph(b.g), Catch::Contains("_foundry_attention") && Catch::Contains("is empty"));
+}
+
 // Two attentions over 1024 tokens (scripts/export_attention_sample.py, torch 2.11): a causal
 // scaled_dot_product_attention (its mask computed from aranges, its softmax the safe one) and a
 // written-out one with an additive key mask; each is one fused call.

@@ -576,9 +576,12 @@ ir::Operand attention_operand(LoweringContext& ctx, const TensorRef& ref) {
 // _foundry_attention (passes/fuse_attention.h): one library call, float32, static sizes.
 Outs lower_foundry_attention(LoweringContext& ctx, const Node& node) {
   if (out_dtype(node) != DType::Float32) ctx.fail("the fused attention takes float32 operands");
-  for (const char* name : {"query", "key_t", "value", "mask"})
-    if (node.arg(name).kind == Arg::Kind::Tensor && node.arg(name).tensor->type.has_symbolic_sizes())
-      ctx.need_static_sizes();
+  for (const char* name : {"query", "key_t", "value", "mask"}) {
+    if (node.arg(name).kind != Arg::Kind::Tensor) continue;
+    const TensorType& t = node.arg(name).tensor->type;
+    if (t.has_symbolic_sizes()) ctx.need_static_sizes();
+    if (t.numel() == 0) ctx.fail(std::string("the fused attention's ") + name + " is empty");
+  }
   ir::Attention call;
   call.query = attention_operand(ctx, ctx.tensor(node.arg("query")));
   call.key_t = attention_operand(ctx, ctx.tensor(node.arg("key_t")));
