@@ -123,8 +123,8 @@ inline void softmax_row(float* s, const float* mask, int64_t n, float& row_max, 
     x = first_lanes(x, rest, -INFINITY);
     top = foundry_vec::select(x > top, x, top);
   }
-  float m = row_max;
-  for (int l = 0; l < kLanes; ++l) m = top[l] > m ? top[l] : m;
+  const float lanes_max = foundry_vec::combine_lanes<float>(top, [](float a, float b) { return a > b ? a : b; });
+  float m = lanes_max > row_max ? lanes_max : row_max;  // a NaN row_max stays
   if (m == -INFINITY && std::any_of(s, s + n, [](float x) { return x != x; })) m = NAN;
   if (m == -INFINITY) {
     std::fill(s, s + n, 0.0f);
@@ -144,8 +144,7 @@ inline void softmax_row(float* s, const float* mask, int64_t n, float& row_max, 
     foundry_vec::store_first(s + j, e, rest);
     sum += e;
   }
-  float added = 0;
-  for (int l = 0; l < kLanes; ++l) added += sum[l];
+  const float added = foundry_vec::combine_lanes<float>(sum, [](float a, float b) { return a + b; });
   total = total * rescale + added;
   if (rescale != 1.0f)
     for (int64_t d = 0; d < value_dim; ++d) sums[d] *= rescale;
