@@ -15,6 +15,7 @@
 
 #include "foundry/ir/ops.h"
 #include "foundry/ir/record.h"
+#include "sched/conv_calls.h"
 
 namespace foundry::sched {
 
@@ -215,18 +216,6 @@ bool same_elements(const ir::Buffer& out, const ir::Buffer& epilogue_out) {
   return ir::simplify(out.numel(), {}) == ir::simplify(epilogue_out.numel(), {});
 }
 
-// A convolution whose every output channel reads its own input channel: these run on
-// foundry_depthwise.h, which applies any activation in registers, where oneDNN's swish post-op
-// made samples/effnet_block's depthwise and 1x1 convolutions 0.28 ms slower each at one thread,
-// as much as the SiLU kernel it would save.
-bool depthwise(const ir::LoopNode& call) {
-  const auto* conv = std::get_if<ir::Convolution>(&call.call.op);
-  if (!conv || conv->transposed || conv->input.sizes.size() < 2 || conv->weight.sizes.size() < 2) return false;
-  const ir::Expr groups(conv->groups);
-  return conv->groups > 1 && conv->input.sizes[1] == groups && conv->weight.sizes[0] == groups &&
-         conv->weight.sizes[1].is_const(1);
-}
-
 // What the fold reads the program through: the nodes reading each buffer, the node writing it, and
 // each node's position.
 struct ProgramIndex {
@@ -305,27 +294,6 @@ std::pair<std::vector<ir::LoopNode*>, ir::Activation> activation_epilogue(const 
   return {};
 }
 
-// A convolution that oneDNN computes as a product on its operands as stored: it runs faster
-// without an activation, which then stays a kernel (foundry_rt::conv_is_stored_product). On the
-// 2-core Xeon, mobilenet_v2's 1x1 24 -> 144 at 56x56 with its relu6 took 0.48 ms folded against
-// 0.20 + 0.11 for the product and a kernel.
-bool stored_product(const ir::LoopNode& call) {
-  const auto* conv = std::get_if<ir::Convolution>(&call.call.op);
-  if (!conv) return false;
-  auto values = [](const std::vector<ir::Expr>& exprs) -> std::optional<std::vector<int64_t>> {
-    std::vector<int64_t> v;
-    for (const ir::Expr& e : exprs) {
-      if (!e.is_const()) return std::nullopt;
-      v.push_back(e.const_value());
-    }
-    return v;
-  };
-  auto in = values(conv->input.sizes), in_strides = values(conv->input.strides), w = values(conv->weight.sizes),
-       out = values(call.ranges);
-  return in && in_strides && w && out &&
-         foundry_rt::conv_is_stored_product(*in, *in_strides, *w, conv->padding, *out, conv->groups, conv->transposed);
-}
-
 }  // namespace
 
 int fold_activations_into_externs(ir::LoopProgram& program) {
@@ -341,8 +309,14 @@ int fold_activations_into_externs(ir::LoopProgram& program) {
     // computation (the U-Net sample's: relu 0.26 -> 1.6 ms, tanh 0.55 -> 6.2 ms at one thread):
     // a kernel applies them far faster, fused with the output's readers.
     if (const auto* conv = std::get_if<ir::Convolution>(&node->call.op); conv && conv->transposed) continue;
+    // A product on the stored operands runs faster without an activation, which then stays a
+    // kernel: on the 2-core Xeon, mobilenet_v2's 1x1 24 -> 144 at 56x56 with its relu6 took 0.48 ms
+    // folded against 0.20 + 0.11 for the product and a kernel.
     if (stored_product(*node)) continue;
     auto [epilogue, activation] = activation_epilogue(*node, index);
+    // A SiLU only into depthwise loops, which apply any activation in registers: oneDNN's swish
+    // post-op made samples/effnet_block's depthwise and 1x1 convolutions 0.28 ms slower each at
+    // one thread, as much as the SiLU kernel it would save.
     if (epilogue.empty() || (activation == ir::Activation::Silu && !depthwise(*node))) continue;
     node->call.activation = activation;
     ++folded;
