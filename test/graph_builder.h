@@ -120,13 +120,10 @@ inline std::vector<NpyArray> evaluate(const Graph& g, const std::vector<NpyArray
   return ir::evaluate_program(lower::lower_graph(g), inputs);
 }
 
-// Lowers, schedules, generates and builds `g` into dir/model.so (symbol prefix `name`), with the
+// Schedules, generates and builds `program` into dir/model.so (symbol prefix `name`), with the
 // compile cache in `cache`.
-inline void compile_graph(const Graph& g, const std::string& dir, const std::string& cache, bool vectorize = true,
-                          const std::string& name = "bounds") {
-  lower::LowerOptions lower_options;
-  lower_options.dynamic_shapes = true;  // as foundryc does
-  ir::LoopProgram program = lower::lower_graph(g, lower_options);
+inline void compile_program(const ir::LoopProgram& program, const std::string& dir, const std::string& cache,
+                            bool vectorize = true, const std::string& name = "bounds") {
   sched::Schedule schedule = sched::schedule_program(program, {});
   codegen::KernelOptions kernel_options;
   kernel_options.vectorize = vectorize;
@@ -135,6 +132,14 @@ inline void compile_graph(const Graph& g, const std::string& dir, const std::str
   build::CompileOptions options;
   options.cache_dir = cache;
   build::compile_model(dir, options);
+}
+
+// Lowers `g` (with dynamic sizes, as foundryc does) and compiles it as compile_program does.
+inline void compile_graph(const Graph& g, const std::string& dir, const std::string& cache, bool vectorize = true,
+                          const std::string& name = "bounds") {
+  lower::LowerOptions lower_options;
+  lower_options.dynamic_shapes = true;
+  compile_program(lower::lower_graph(g, lower_options), dir, cache, vectorize, name);
 }
 
 }  // namespace foundry::test

@@ -104,6 +104,7 @@ std::string convolution_loops(const ir::LoopNode& node, const ir::Convolution& c
   array_decl("weight_sizes", to3d(w.sizes, 1, 2), decls);
   array_decl("weight_strides", to3d(w.strides, 0, 2), decls);
   array_decl("output_sizes", to3d(node.ranges, 1, 2), decls);
+  array_decl("output_strides", to3d(node.output->strides, 0, 2), decls);
   array_decl("conv_stride", to3d(exprs_of(call.stride), 1, 0), decls);
   array_decl("conv_padding", to3d(exprs_of(call.padding), 0, 0), decls);
   array_decl("conv_dilation", to3d(exprs_of(call.dilation), 1, 0), decls);
@@ -115,7 +116,7 @@ std::string convolution_loops(const ir::LoopNode& node, const ir::Convolution& c
         << (bias ? ptrs.at(bias->buffer) : "/*bias=*/nullptr") << ", /*bias_stride=*/"
         << (bias ? cpp_size(bias->strides[0]) : "0") << ", /*bias_offset=*/" << (bias ? cpp_size(bias->offset) : "0")
         << ", conv_stride, conv_padding, conv_dilation, /*groups=*/" << call.groups << ", " << ptrs.at(node.output)
-        << ");\n";
+        << ", output_strides);\n";
   return decls.str();
 }
 
@@ -234,6 +235,8 @@ std::string convolution_spec(const ir::LoopNode& node, const ir::Convolution& ca
   spec << "    spec.input_sizes = " << expr_list(x.sizes) << ";\n    spec.input_strides = " << expr_list(x.strides)
        << ";\n    spec.weight_sizes = " << expr_list(w.sizes) << ";\n    spec.weight_strides = " << expr_list(w.strides)
        << ";\n    spec.output_sizes = " << expr_list(node.ranges) << ";\n";
+  if (node.output->strides != ir::contiguous_strides(node.output->sizes))  // sched/channels_last.h
+    spec << "    spec.output_strides = " << expr_list(node.output->strides) << ";\n";
   if (call.groups != 1) spec << "    spec.groups = " << call.groups << ";\n";
   if (call.bias) spec << "    spec.has_bias = true;\n    spec.bias_stride = " << cpp_size(call.bias->strides[0]) << ";\n";
   spec << "    spec.stride = " << int_list(call.stride) << ";\n    spec.padding = " << int_list(call.padding)

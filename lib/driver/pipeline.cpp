@@ -31,6 +31,7 @@
 #include "foundry/ir/print.h"
 #include "foundry/lower/lowering.h"
 #include "foundry/passes/pipeline.h"
+#include "foundry/sched/channels_last.h"
 #include "foundry/sched/epilogue.h"
 #include "foundry/sched/schedule.h"
 #include "foundry/support/error.h"
@@ -180,6 +181,9 @@ void run_schedule(const PipelineOptions& opts, PipelineState& state, const Stage
   if (opts.fusion && opts.device == "cpu") {
     int folded = sched::fold_activations_into_externs(*state.program);
     if (folded) spdlog::info("{} activation(s) folded into the library calls before them", folded);
+    // After the fold: a folded activation no longer stands between two convolutions.
+    int kept = sched::keep_channels_last(*state.program);
+    if (kept) spdlog::info("{} activation(s) between convolutions stored channels last", kept);
   }
   state.schedule = sched::schedule_program(*state.program, options);
   ctx.dump("ir_post_fusion.txt", sched::print_schedule(*state.schedule));

@@ -755,6 +755,23 @@ void apply_activation(Activation activation, Storage& out) {
   for (Elem& e : out.elems) e = make(out.dtype, foundry_rt::activated(activation, e.f));
 }
 
+// A library call computes its output in order; a buffer laid out otherwise (channels last:
+// sched/channels_last.h) takes each element at its own place.
+void place_in_layout(const Buffer& buf, Storage& out) {
+  if (buf.strides == contiguous_strides(buf.sizes)) return;
+  const std::vector<int64_t> sizes = const_sizes(buf.sizes, buf.name), strides = const_sizes(buf.strides, buf.name);
+  std::vector<Elem> placed(out.elems.size());
+  for (size_t e = 0; e < out.elems.size(); ++e) {
+    int64_t rest = static_cast<int64_t>(e), at = 0;
+    for (size_t d = sizes.size(); d-- > 0;) {
+      at += rest % sizes[d] * strides[d];
+      rest /= sizes[d];
+    }
+    placed.at(static_cast<size_t>(at)) = out.elems[e];
+  }
+  out.elems = std::move(placed);
+}
+
 void run_extern(const LoopNode& node, std::unordered_map<const Buffer*, Storage>& memory) {
   Storage& out = memory.at(node.output);
   std::vector<int64_t> sizes = const_sizes(node.ranges, "extern output");
@@ -765,6 +782,7 @@ void run_extern(const LoopNode& node, std::unordered_map<const Buffer*, Storage>
                         [&](const Attention& call) { run_attention(call, out, memory, sizes); }},
              node.call.op);
   apply_activation(node.call.activation, out);
+  place_in_layout(*node.output, out);
 }
 
 int64_t static_numel(const Buffer& buf) {

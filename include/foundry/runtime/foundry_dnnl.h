@@ -327,7 +327,8 @@ inline dnnl::primitive_attr attributes(Activation act) {
 struct ConvSpec {
   dims input_sizes, input_strides;    // [N, C, spatial...]
   dims weight_sizes, weight_strides;  // [O, C/groups, kernel...]; transposed: [C, O/groups, kernel...]
-  dims output_sizes;                  // contiguous
+  dims output_sizes;
+  dims output_strides;                // empty: contiguous
   int64_t groups = 1;
   // A transposed convolution (oneDNN's deconvolution); its output_padding is in output_sizes.
   bool transposed = false;
@@ -362,10 +363,12 @@ struct MatmulSpec {
 // A convolution over strided NC(D)(H)W input/output and (G)OI(D)(H)W weights, or a transposed
 // one over (G)IO(D)(H)W weights (PyTorch's layout: a oneDNN deconvolution, its weights seen
 // through strides with the two channel dims swapped).
-// It runs on activations in the layout oneDNN prefers (channels in blocks of 16 with AVX-512):
-// for plain NCHW it has only its generic matrix-product convolution, 2 to 10 times slower
-// (squeezenet1_1 and small_cnn 1.9x at one thread, mobilenet_v3_small's 5x5 depthwise layers
-// more); the input and output are reordered on each call, one copy each, which costs far less.
+// It runs on activations in the layout oneDNN prefers (channels last for float32 with AVX-512,
+// in blocks of 8 or 16 channels elsewhere): for plain NCHW it has only its generic
+// matrix-product convolution, 2 to 10 times slower (squeezenet1_1 and small_cnn 1.9x at one
+// thread, mobilenet_v3_small's 5x5 depthwise layers more); an input or output stored otherwise
+// is reordered on each call, one copy each, which costs far less (and none between two
+// convolutions: sched/channels_last.h stores those activations channels last).
 struct Conv {
   bool ok = false;
   std::string error;  // oneDNN's message when the primitive could not be built
@@ -418,7 +421,7 @@ struct Conv {
       if (!spec.transposed) pad_r[d] = std::max<int64_t>(0, pad_r[d]);
     }
     src_md = strided(in, spec.input_strides, type);
-    dst_md = strided(out, contiguous(out), type);
+    dst_md = strided(out, spec.output_strides.empty() ? contiguous(out) : spec.output_strides, type);
     src_in.build(src_md, retyped(src_md, compute));
     dst_out.build(retyped(dst_md, compute), dst_md);
     dims wd = w, ws = w_strides;
@@ -480,6 +483,7 @@ struct Conv {
   // 0.19 against 0.11). samples/effnet_block at one thread: 5.16 -> 4.42 ms on that machine.
   static bool product_on_operands(const ConvSpec& spec) {
     return spec.activation == Activation::None &&
+           (spec.output_strides.empty() || spec.output_strides == contiguous(spec.output_sizes)) &&
            conv_is_stored_product(spec.input_sizes, spec.input_strides, spec.weight_sizes, spec.padding,
                                   spec.output_sizes, spec.groups, spec.transposed);
   }
@@ -744,7 +748,7 @@ inline void warn_fallback(std::atomic<bool>& warned, const char* model, const ch
 // Every size and stride a spec describes, as the key of its primitive.
 inline std::vector<int64_t> shape_key(const ConvSpec& s) {
   std::vector<int64_t> k;
-  for (const dims* d : {&s.input_sizes, &s.input_strides, &s.weight_sizes, &s.weight_strides, &s.output_sizes})
+  for (const dims* d : {&s.input_sizes, &s.input_strides, &s.weight_sizes, &s.weight_strides, &s.output_sizes, &s.output_strides})
     k.insert(k.end(), d->begin(), d->end());
   return k;
 }

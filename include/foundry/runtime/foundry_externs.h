@@ -57,17 +57,16 @@ void matmul(int64_t batch, int64_t M, int64_t N, int64_t K, Strided<T> a, Stride
 }
 
 // Convolution with up to three spatial dims (fewer are passed as size-1 dims), N C D H W input,
-// O I/groups KD KH KW weight, strided operands (element strides, rank 5), optional bias.
+// O I/groups KD KH KW weight, strided operands and output (element strides, rank 5), optional bias.
 template <typename T>
 void conv3d(const int64_t* in_sizes, const int64_t* w_sizes, const int64_t* out_sizes, const T* x,
             const int64_t* xs, int64_t x_off, const T* w, const int64_t* ws, int64_t w_off, const T* bias,
             int64_t bias_stride, int64_t bias_off, const int64_t* stride, const int64_t* padding,
-            const int64_t* dilation, int64_t groups, T* out) {
+            const int64_t* dilation, int64_t groups, T* out, const int64_t* os) {
   int64_t N = out_sizes[0], Cout = out_sizes[1], OD = out_sizes[2], OH = out_sizes[3], OW = out_sizes[4];
   int64_t Cin = in_sizes[1], D = in_sizes[2], H = in_sizes[3], W = in_sizes[4];
   int64_t KD = w_sizes[2], KH = w_sizes[3], KW = w_sizes[4];
   int64_t cin_g = Cin / groups, cout_g = Cout / groups;
-  T* o = out;
   for (int64_t n = 0; n < N; ++n)
     for (int64_t co = 0; co < Cout; ++co) {
       int64_t g = co / cout_g;
@@ -92,7 +91,7 @@ void conv3d(const int64_t* in_sizes, const int64_t* w_sizes, const int64_t* out_
                 }
               }
             }
-            *o++ = static_cast<T>(acc);
+            out[n * os[0] + co * os[1] + od * os[2] + oh * os[3] + ow * os[4]] = static_cast<T>(acc);
           }
     }
 }
@@ -104,7 +103,7 @@ template <typename T>
 void conv_transpose3d(const int64_t* in_sizes, const int64_t* w_sizes, const int64_t* out_sizes, const T* x,
                       const int64_t* xs, int64_t x_off, const T* w, const int64_t* ws, int64_t w_off, const T* bias,
                       int64_t bias_stride, int64_t bias_off, const int64_t* stride, const int64_t* padding,
-                      const int64_t* dilation, int64_t groups, T* out) {
+                      const int64_t* dilation, int64_t groups, T* out, const int64_t* os) {
   const int64_t N = out_sizes[0], Cout = out_sizes[1], Cin = in_sizes[1];
   const int64_t cin_g = Cin / groups, cout_g = Cout / groups;
   // The input position along dim d of output position o and kernel position k; -1 when none.
@@ -113,7 +112,6 @@ void conv_transpose3d(const int64_t* in_sizes, const int64_t* w_sizes, const int
     if (num < 0 || num % stride[d] != 0 || num / stride[d] >= in_sizes[2 + d]) return -1;
     return num / stride[d];
   };
-  T* o = out;
   for (int64_t n = 0; n < N; ++n)
     for (int64_t co = 0; co < Cout; ++co) {
       const int64_t g = co / cout_g, co_g = co - g * cout_g;
@@ -138,7 +136,7 @@ void conv_transpose3d(const int64_t* in_sizes, const int64_t* w_sizes, const int
                 }
               }
             }
-            *o++ = static_cast<T>(acc);
+            out[n * os[0] + co * os[1] + od * os[2] + oh * os[3] + ow * os[4]] = static_cast<T>(acc);
           }
     }
 }
