@@ -226,21 +226,27 @@ TEST_CASE("foundry-run: without --inputs it runs on random inputs of the model's
   }
 }
 
-TEST_CASE("foundry-run: --cpu times on a CPU the process may use, and names one it may not", "[cli][fast]") {
+TEST_CASE("foundry-run: --cpu times one thread on a CPU the process may use, names one it may not, and refuses more threads",
+          "[cli][fast]") {
   TempDir tmp("foundry_run_");
   compile_sample("mlp", tmp / "out");
   cpu_set_t allowed;
   REQUIRE(sched_getaffinity(0, sizeof(allowed), &allowed) == 0);
   int cpu = 0;
   while (!CPU_ISSET(cpu, &allowed)) ++cpu;
-  ProcResult r = foundry_run({tmp / "out", "--bench", "3", "--cpu", std::to_string(cpu)});
+  ProcResult r = foundry_run({tmp / "out", "--bench", "3", "--threads", "1", "--cpu", std::to_string(cpu)});
   INFO(r.out << r.err);
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("\nbenchmark: median "));
-  check_error(foundry_run({tmp / "out", "--bench", "3", "--cpu", "1023"}), 1,
+  check_error(foundry_run({tmp / "out", "--bench", "3", "--threads", "1", "--cpu", "1023"}), 1,
               "--cpu 1023: not a CPU this process may run on");
-  check_error(foundry_run({tmp / "out", "--bench", "3", "--cpu", "-2"}), 2, "--cpu");
+  check_error(foundry_run({tmp / "out", "--bench", "3", "--threads", "1", "--cpu", "-2"}), 2, "--cpu");
   check_error(foundry_run({tmp / "out", "--cpu", std::to_string(cpu)}), 2, "--cpu requires --bench");
+  // The pool's threads would inherit the pin (scripts/bench/gomp_pin_inheritance.c).
+  for (const char* threads : {"0", "2"})
+    check_error(foundry_run({tmp / "out", "--bench", "3", "--threads", threads, "--cpu", std::to_string(cpu)}), 2,
+                "--cpu needs --threads 1: the threads OpenMP starts after the pin would inherit its CPU");
+  check_error(foundry_run({tmp / "out", "--bench", "3", "--cpu", std::to_string(cpu)}), 2, "--cpu needs --threads 1");
 }
 
 TEST_CASE("foundry-run: random input values", "[cli][fast]") {

@@ -46,8 +46,10 @@ BenchStats stats_of(std::vector<double> ms) {
   return {at(0.5), at(0.1), at(0.9), ms.front()};
 }
 
-// Pins the calling thread to CPU `cpu` (nothing for -1). Threads it starts later inherit that;
-// the model's pool, started by the warm-up runs, keeps every core.
+// Pins the calling thread to CPU `cpu` (nothing for -1). Only with one thread (main() refuses
+// more): the threads it starts later inherit the pin, and libgomp ends the pool threads that a
+// smaller team leaves out (a oneDNN call may size its team to its work) and starts them again for
+// the next larger team, which would put them on this one CPU.
 void pin_calling_thread(int cpu) {
   if (cpu < 0) return;
   cpu_set_t set;
@@ -389,8 +391,9 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", opt.warmup, "untimed runs before benchmarking (default 3)");
   app.add_option("--threads", opt.threads, "threads the model may use");
   app.add_option("--cpu", opt.cpu,
-                 "--bench: pin the calling thread to this CPU after the warm-up runs (the model's thread pool, started "
-                 "by then, keeps every core), so that runs at different thread counts can be timed on the same core")
+                 "--bench with --threads 1: pin the calling thread to this CPU after the warm-up runs, so that runs "
+                 "can be timed on the same core (not with more threads: the threads OpenMP starts after the pin would "
+                 "inherit it)")
       ->check(CLI::NonNegativeNumber)
       ->needs(bench);
   app.add_option("--device", opt.device,
@@ -402,6 +405,8 @@ int main(int argc, char** argv) {
   if (std::optional<int> exit_code = foundry::cli::parse(app, argc, argv, "foundry-run")) return *exit_code;
   if (!opt.expected.empty() && opt.inputs.empty())
     return usage_error("--expected needs --inputs: random inputs have no expected outputs");
+  if (opt.cpu >= 0 && opt.threads != 1)
+    return usage_error("--cpu needs --threads 1: the threads OpenMP starts after the pin would inherit its CPU");
   try {
     return run(opt);
   } catch (const foundry::UserError& e) {

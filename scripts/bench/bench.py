@@ -91,10 +91,10 @@ def parse_args():
                         " with a baseline, this build and the baseline) alternating; each figure is"
                         " the median of its rounds' medians")
     p.add_argument("--rotate-cpus", action="store_true",
-                   help="pin each round's timed foundry-run processes (every thread count, and the"
-                        " baseline) to one CPU after their warm-up, the next CPU for the next round:"
-                        " the thread counts are then compared on the same cores, not on whichever"
-                        " ones the system gave each process (foundry-run --cpu)")
+                   help="pin each round's timed one-thread foundry-run processes (and the baseline's)"
+                        " to one CPU after their warm-up, the next CPU for the next round, not"
+                        " whichever one the system gave each process (foundry-run --cpu; not with"
+                        " more threads, whose pool would inherit the pin)")
     p.add_argument("--baseline-prebuilt", type=Path,
                    help="with --prebuilt: folder of the baseline's compiled models (as --baseline)")
     p.add_argument("--baseline-env", action="append", default=[], metavar="VAR=VALUE",
@@ -357,6 +357,8 @@ def time_foundry(ctx, name, out, inputs, expected, threads, first, env=None, cpu
         check = check_reference(name, inputs, saved)
         shutil.rmtree(saved, ignore_errors=True)
     runs = ctx.runs_for(probe["median_ms"] / 1e3)
+    # Only a one-thread run is pinned: threads that libgomp starts after the pin would inherit it.
+    cpu = cpu if threads == 1 else None
     res = foundry_run(ctx, out, inputs, threads, ["--cpu", cpu] if cpu is not None else [], runs=runs,
                       warmup=ctx.warmup, env=env)
     if cpu is not None:
@@ -462,7 +464,7 @@ def more_rounds(ctx, rec, out, base, inputs):
                     theirs[t].append(res["median_ms"])
     for t, row in rows.items():
         row["foundry"].update(round_medians_ms=mine[t], median_ms=statistics.median(mine[t]))
-        if ctx.args.rotate_cpus:
+        if ctx.args.rotate_cpus and t == 1:
             row["foundry"]["round_cpus"] = cpus
         if t in theirs:
             row["rounds"] = {"foundry_ms": mine[t], "baseline_ms": theirs[t]}
