@@ -1,11 +1,10 @@
 #include "foundry/sched/channels_last.h"
 
 #include <algorithm>
-#include <map>
 #include <set>
 
-#include "foundry/ir/record.h"
 #include "sched/conv_calls.h"
+#include "sched/uses.h"
 
 namespace foundry::sched {
 
@@ -42,30 +41,27 @@ bool whole(const ir::Operand& op, const ir::Buffer* b) {
 }  // namespace
 
 int keep_channels_last(ir::LoopProgram& program) {
-  std::map<const ir::Buffer*, std::set<ir::LoopNode*>> readers;
-  std::map<const ir::Buffer*, std::vector<const ir::LoopNode*>> writers;
-  for (const auto& node : program.nodes) {
-    ir::Accesses acc = ir::record_accesses(*node);
-    for (const auto& r : acc.reads) readers[r.buffer].insert(node.get());
-    for (const auto& w : acc.writes) writers[w.buffer].push_back(node.get());
-  }
+  const Uses uses = collect_uses(program);
   const std::set<const ir::Buffer*> outputs(program.outputs.begin(), program.outputs.end());
   int changed = 0;
   for (const auto& buffer : program.buffers) {
     ir::Buffer* out = buffer.get();
-    const std::vector<const ir::LoopNode*>& writing = writers[out];
-    if (writing.size() != 1 || writing[0]->output != out || !onednn_convolution(*writing[0])) continue;
-    if (out->kind != ir::BufferKind::Computed || outputs.count(out) || out->sizes.size() < 3 ||
-        !out->offset.is_const(0) || out->strides != ir::contiguous_strides(out->sizes))
+    auto writers = uses.writers.find(out), readers = uses.readers.find(out);
+    if (writers == uses.writers.end() || writers->second.size() != 1 || readers == uses.readers.end()) continue;
+    const ir::LoopNode& writer = **writers->second.begin();
+    if (writer.output != out || !onednn_convolution(writer) || out->kind != ir::BufferKind::Computed ||
+        outputs.count(out) || out->sizes.size() < 3 || !out->offset.is_const(0) ||
+        out->strides != ir::contiguous_strides(out->sizes))
       continue;
-    const std::set<ir::LoopNode*>& reading = readers[out];
-    const bool only_convolutions = !reading.empty() && std::all_of(reading.begin(), reading.end(), [&](ir::LoopNode* r) {
+    const bool only_convolutions = std::all_of(readers->second.begin(), readers->second.end(), [&](const ir::LoopNode* r) {
       const ir::Convolution* conv = onednn_convolution(*r);
       return conv && whole(conv->input, out) && conv->weight.buffer != out && (!conv->bias || conv->bias->buffer != out);
     });
     if (!only_convolutions) continue;
     out->strides = channels_last_strides(out->sizes);
-    for (ir::LoopNode* r : reading) std::get<ir::Convolution>(r->call.op).input.strides = out->strides;
+    for (const auto& node : program.nodes)
+      if (auto* conv = std::get_if<ir::Convolution>(&node->call.op); conv && conv->input.buffer == out)
+        conv->input.strides = out->strides;
     ++changed;
   }
   return changed;

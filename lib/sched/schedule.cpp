@@ -12,29 +12,13 @@
 #include "foundry/sched/fusion.h"
 #include "foundry/sched/kernel_walk.h"
 #include "foundry/support/error.h"
+#include "sched/uses.h"
 
 namespace foundry::sched {
 
 using ir::Expr;
 
 namespace {
-
-// Who reads and writes each buffer, from the nodes' recorded accesses.
-struct Uses {
-  std::map<const ir::LoopNode*, ir::Accesses> accesses;
-  std::map<const ir::Buffer*, std::set<const ir::LoopNode*>> readers, writers;
-};
-
-Uses collect_uses(const ir::LoopProgram& program) {
-  Uses uses;
-  for (const auto& node : program.nodes) {
-    ir::Accesses acc = ir::record_accesses(*node);
-    for (const auto& r : acc.reads) uses.readers[r.buffer].insert(node.get());
-    for (const auto& w : acc.writes) uses.writers[w.buffer].insert(node.get());
-    uses.accesses[node.get()] = std::move(acc);
-  }
-  return uses;
-}
 
 // A pointwise node is computed inside its readers instead of being stored when that costs less:
 // always for one reader; for several, when its body loads a single element of a buffer that is
