@@ -759,16 +759,11 @@ void apply_activation(Activation activation, Storage& out) {
 // sched/channels_last.h) takes each element at its own place.
 void place_in_layout(const Buffer& buf, Storage& out) {
   if (buf.strides == contiguous_strides(buf.sizes)) return;
-  const std::vector<int64_t> sizes = const_sizes(buf.sizes, buf.name), strides = const_sizes(buf.strides, buf.name);
   std::vector<Elem> placed(out.elems.size());
-  for (size_t e = 0; e < out.elems.size(); ++e) {
-    int64_t rest = static_cast<int64_t>(e), at = 0;
-    for (size_t d = sizes.size(); d-- > 0;) {
-      at += rest % sizes[d] * strides[d];
-      rest /= sizes[d];
-    }
-    placed.at(static_cast<size_t>(at)) = out.elems[e];
-  }
+  size_t e = 0;
+  for_each_point(const_sizes(buf.sizes, buf.name), [&](const std::vector<int64_t>& p) {
+    placed.at(static_cast<size_t>(buf.linear_index(to_index(p)).const_value())) = out.elems[e++];
+  });
   out.elems = std::move(placed);
 }
 
