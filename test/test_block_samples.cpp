@@ -32,13 +32,16 @@ TEST_CASE("samples/vit_block (ViT-Tiny encoder block) compiled matches PyTorch",
   compile_block_sample("vit_block");
 }
 
-// The loop nests (format only; the test above checks the values). Where every access walks
-// adjacent loops as one contiguous range, they run as one loop (merge_loops.h): the SiLU after the
-// 1x1 expansion over [144, 56, 56] in whole vectors with no scalar tail, and the
-// squeeze-excitation's mean over 56x56 as one reduction loop of 3136, on threads by channel. The
-// SiLU after the depthwise convolution is that call's (sched/epilogue.cpp), so the mean reads the
-// call's output. The channel scale that multiplies [144, 56, 56] keeps the channel loop apart (it
-// is read at i0 alone), merging the two spatial ones.
+// The loop nests (format only; the test above checks the values). The activations between the
+// convolutions are stored channels last (sched/channels_last.h), and pointwise kernels loop over
+// them as stored (sched/storage_order.h). Where every access walks adjacent loops as one
+// contiguous range, they run as one loop (merge_loops.h): the SiLUs after the 1x1 expansion and
+// after the depthwise convolution (which runs on oneDNN, channels last, so the SiLU stays a
+// kernel) over 144 x 56 x 56 in whole vectors with no scalar tail. The squeeze-excitation's mean
+// over 56x56 is one reduction loop of 3136 per channel, on threads by channel, reading its
+// activation across (144 floats apart). The channel scale that multiplies the activation loops
+// over pixels, its vectors over channels (it is read at the channel alone), merging the spatial
+// loops.
 TEST_CASE("samples/effnet_block: contiguous loops run as one (format)", "[samples][codegen][fast]") {
   TempDir tmp("foundry_block_");
   ProcResult r = run_foundryc({samples_dir() + "/effnet_block/model.pt2", "-o", tmp / "src", "--emit=source",
@@ -51,14 +54,17 @@ TEST_CASE("samples/effnet_block: contiguous loops run as one (format)", "[sample
     CHECK-NEXT: for (int64_t i0 = 0; i0 < 451584; i0 += 8) {
     CHECK: foundry_vec::sigmoid(
     CHECK-NOT: foundry_rt::sigmoid(
-    CHECK: void cpp_fused_mean_1(
+    CHECK: void cpp_fused_mul_sigmoid_1(
+    CHECK-NEXT: #pragma omp parallel for num_threads(foundry_rt::kernel_team(451584, 0))
+    CHECK-NEXT: for (int64_t i0 = 0; i0 < 451584; i0 += 8) {
+    CHECK: void cpp_fused_mean_2(
     CHECK-NEXT: #pragma omp parallel for num_threads(foundry_rt::kernel_team(451728, 0))
     CHECK-NEXT: for (int64_t i0 = 0; i0 < 144; ++i0) {
     CHECK: for (int64_t r0 = 0; r0 < 3136; r0 += 8) {
-    CHECK-NEXT: foundry_vec::load(in_ptr0 + ((3136 * i0) + r0));
-    CHECK: void cpp_fused_mul_3(
-    CHECK: for (int64_t i0 = 0; i0 < 144; ++i0) {
-    CHECK-NEXT: for (int64_t i1 = 0; i1 < 3136; i1 += 8) {
+    CHECK-NEXT: in_ptr0[(i0 + (144 * lane) + (144 * r0))]
+    CHECK: void cpp_fused_mul_4(
+    CHECK: for (int64_t i0 = 0; i0 < 3136; ++i0) {
+    CHECK-NEXT: for (int64_t i1 = 0; i1 < 144; i1 += 8) {
   )") == "");
 }
 

@@ -261,10 +261,11 @@ TEST_CASE("externs: a U-Net's transposed convolutions are oneDNN deconvolutions 
   CHECK_THAT(off.err, Catch::Contains("runs on the portable loops: FOUNDRY_NO_DNNL=1 is set"));
 }
 
-// Depthwise convolutions with output rows of at least 14 run on foundryc's own loops over the
-// activations as stored (foundry_depthwise.h), narrower ones on oneDNN; both match PyTorch. The
-// loops' values at every vector width: test_simd.cpp.
-TEST_CASE("externs: depthwise convolutions of wide rows run on foundryc's loops, narrow ones on oneDNN, and match PyTorch",
+// Depthwise convolutions between channels-last activations (sched/channels_last.h) run on
+// oneDNN's kernel for that layout, without reorders, and match PyTorch. On NCHW activations with
+// output rows of at least 14 they run on foundryc's own loops instead (foundry_depthwise.h:
+// test_channels_last.cpp; their values at every vector width: test_simd.cpp).
+TEST_CASE("externs: depthwise convolutions between channels-last activations run on oneDNN and match PyTorch",
           "[externs]") {
   TempDir tmp("foundry_externs_");
   // A weight of one input channel per output channel, as many groups as channels.
@@ -272,8 +273,8 @@ TEST_CASE("externs: depthwise convolutions of wide rows run on foundryc's loops,
   const std::regex on_loops(depthwise + "runs on foundryc's depthwise loops"), depthwise_on_dnnl(depthwise + "runs on oneDNN");
   // effnet_block: 144 channels 3x3 at 56x56, 5x5 stride 2 to 28x28, 240 channels 5x5 at 28x28.
   std::string log = compile_named_sample("effnet_block", tmp / "eff", tmp / "cache", {"-v"});
-  CHECK(count_matches(log, on_loops) == 3);
-  CHECK(count_occurrences(read_file(tmp / "eff/externs.cpp"), "  foundry_rt::depthwise_conv2d(shape, ") == 3);
+  CHECK(count_matches(log, on_loops) == 0);
+  CHECK(count_matches(log, depthwise_on_dnnl) == 3);
   ProcResult run = run_sample("effnet_block", tmp / "eff", "");
   INFO(run.out << run.err);
   CHECK(run.exit_code == 0);
@@ -283,8 +284,8 @@ TEST_CASE("externs: depthwise convolutions of wide rows run on foundryc's loops,
   ProcResult r = run_foundryc({dir + "/model.pt2", "-o", tmp / "mb", "--cache-dir", tmp / "cache", "-v"});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
-  CHECK(count_matches(r.err, on_loops) == 1);
-  CHECK(count_matches(r.err, depthwise_on_dnnl) == 10);
+  CHECK(count_matches(r.err, on_loops) == 0);
+  CHECK(count_matches(r.err, depthwise_on_dnnl) == 11);
   run = run_process({foundry_run_exe(), tmp / "mb", "--inputs", dir + "/inputs", "--expected", dir + "/expected"});
   INFO(run.out << run.err);
   CHECK(run.exit_code == 0);

@@ -41,7 +41,10 @@ bool runs_depthwise(const ir::LoopNode& node) {
   // Both widths static: what the rows read is built when the model is created.
   constexpr int64_t kMinOutputWidth = 14;
   const ir::Expr& out_w = node.ranges[3];
-  return x.strides[3].is_const(1) && x.sizes[3].is_const() && out_w.is_const() && out_w.const_value() >= kMinOutputWidth;
+  // Rows in and rows out: channels-last activations (sched/channels_last.h) run on oneDNN.
+  const bool rows_out = node.output->strides == ir::contiguous_strides(node.output->sizes);
+  return rows_out && x.strides[3].is_const(1) && x.sizes[3].is_const() && out_w.is_const() &&
+         out_w.const_value() >= kMinOutputWidth;
 }
 
 std::string depthwise_build(const ir::LoopNode& node, const std::string& member) {

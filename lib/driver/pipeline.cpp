@@ -34,6 +34,7 @@
 #include "foundry/sched/channels_last.h"
 #include "foundry/sched/epilogue.h"
 #include "foundry/sched/schedule.h"
+#include "foundry/sched/storage_order.h"
 #include "foundry/support/error.h"
 #include "foundry/support/interrupt.h"
 
@@ -179,11 +180,14 @@ void run_schedule(const PipelineOptions& opts, PipelineState& state, const Stage
   options.fusion = opts.fusion;
   // A CUDA model's matrix products are plain cuBLAS calls: activations stay in the kernels.
   if (opts.fusion && opts.device == "cpu") {
+    // Layouts first: whether a 1x1 convolution is a product on NCHW operands, which takes no
+    // activation, or a oneDNN call on channels-last ones, which does, depends on them.
+    int kept = sched::keep_channels_last(*state.program);
+    if (kept) spdlog::info("{} activation(s) stored channels last", kept);
     int folded = sched::fold_activations_into_externs(*state.program);
     if (folded) spdlog::info("{} activation(s) folded into the library calls before them", folded);
-    // After the fold: a folded activation no longer stands between two convolutions.
-    int kept = sched::keep_channels_last(*state.program);
-    if (kept) spdlog::info("{} activation(s) between convolutions stored channels last", kept);
+    int reordered = sched::loop_in_storage_order(*state.program);
+    if (reordered) spdlog::info("{} pointwise node(s) loop in their output's storage order", reordered);
   }
   state.schedule = sched::schedule_program(*state.program, options);
   ctx.dump("ir_post_fusion.txt", sched::print_schedule(*state.schedule));

@@ -4,12 +4,13 @@
 
 namespace foundry::sched {
 
-bool depthwise(const ir::LoopNode& call) {
+bool nchw_depthwise(const ir::LoopNode& call) {
   const auto* conv = std::get_if<ir::Convolution>(&call.call.op);
   if (!conv || conv->transposed || conv->input.sizes.size() < 2 || conv->weight.sizes.size() < 2) return false;
   const ir::Expr groups(conv->groups);
   return conv->groups > 1 && conv->input.sizes[1] == groups && conv->weight.sizes[0] == groups &&
-         conv->weight.sizes[1].is_const(1);
+         conv->weight.sizes[1].is_const(1) && conv->input.strides == ir::contiguous_strides(conv->input.sizes) &&
+         call.output->strides == ir::contiguous_strides(call.output->sizes);
 }
 
 bool stored_product(const ir::LoopNode& call) {

@@ -4,7 +4,8 @@
 // foundry_externs.h) and both indices the plain position of element i. The two buffers may
 // differ in shape with the same elements (a linear layer's [tokens, features] product read as
 // [1, tokens, features]): the call computes its own shape (its node's ranges) into the
-// epilogue's buffer. A SiLU is folded only into depthwise convolutions (see depthwise()).
+// epilogue's buffer. A SiLU is folded only into depthwise convolutions on NCHW activations
+// (nchw_depthwise()).
 #include "foundry/sched/epilogue.h"
 
 #include <algorithm>
@@ -317,7 +318,7 @@ int fold_activations_into_externs(ir::LoopProgram& program) {
     // A SiLU only into depthwise loops, which apply any activation in registers: oneDNN's swish
     // post-op made samples/effnet_block's depthwise and 1x1 convolutions 0.28 ms slower each at
     // one thread, as much as the SiLU kernel it would save.
-    if (epilogue.empty() || (activation == ir::Activation::Silu && !depthwise(*node))) continue;
+    if (epilogue.empty() || (activation == ir::Activation::Silu && !nchw_depthwise(*node))) continue;
     node->call.activation = activation;
     ++folded;
     node->output = epilogue.back()->output;

@@ -35,7 +35,9 @@ bool inlinable(const ir::LoopNode& node, const Uses& uses, const std::set<const 
   const ir::Buffer* out = node.output;
   if (acc.writes.size() != 1 || acc.writes[0].buffer != out || acc.writes[0].mode != ir::StoreMode::Set) return false;
   if (out->kind != ir::BufferKind::Computed || outputs.count(out) || uses.writers.at(out).size() != 1) return false;
-  if (!(acc.writes[0].index == ir::simplify(out->linear_index(node.index_symbols()), ir::node_extents(node))))
+  // Row-major over the node's own loops, which is how a reader's position is mapped back to them
+  // (kernel_walk.cpp): the output's layout when its loops run in storage order (storage_order.h).
+  if (!(acc.writes[0].index == ir::simplify(ir::ravel_index(node.index_symbols(), node.ranges), ir::node_extents(node))))
     return false;
   auto readers = uses.readers.find(out);
   if (readers == uses.readers.end()) return false;
