@@ -38,8 +38,9 @@ TEST_CASE("samples/vit_block (ViT-Tiny encoder block) compiled matches PyTorch",
 // contiguous range, they run as one loop (merge_loops.h): the SiLUs after the 1x1 expansion and
 // after the depthwise convolution (which runs on oneDNN, channels last, so the SiLU stays a
 // kernel) over 144 x 56 x 56 in whole vectors with no scalar tail. The squeeze-excitation's mean
-// over 56x56 is one reduction loop of 3136 per channel, on threads by channel, reading its
-// activation across (144 floats apart). The channel scale that multiplies the activation loops
+// over 56x56 is one reduction loop of 3136, eight channels at a time (each its own accumulator,
+// the channels in SIMD lanes: a pixel's eight channels are adjacent), the tiles of channels on
+// threads. The channel scale that multiplies the activation loops
 // over pixels, its vectors over channels (it is read at the channel alone), merging the spatial
 // loops.
 TEST_CASE("samples/effnet_block: contiguous loops run as one (format)", "[samples][codegen][fast]") {
@@ -59,9 +60,12 @@ TEST_CASE("samples/effnet_block: contiguous loops run as one (format)", "[sample
     CHECK-NEXT: for (int64_t i0 = 0; i0 < 451584; i0 += 8) {
     CHECK: void cpp_fused_mean_2(
     CHECK-NEXT: #pragma omp parallel for num_threads(foundry_rt::kernel_team(451728, 0))
-    CHECK-NEXT: for (int64_t i0 = 0; i0 < 144; ++i0) {
-    CHECK: for (int64_t r0 = 0; r0 < 3136; r0 += 8) {
-    CHECK-NEXT: in_ptr0[(i0 + (144 * lane) + (144 * r0))]
+    CHECK-NEXT: for (int64_t i0_tile = 0; i0_tile < 144; i0_tile += 8) {
+    CHECK: double acc0_lanes[8];
+    CHECK: for (int64_t r0 = 0; r0 < 3136; ++r0) {
+    CHECK-NEXT: #pragma omp simd
+    CHECK-NEXT: for (int64_t lane = 0; lane < i0_lanes; ++lane) {
+    CHECK: in_ptr0[(i0 + (144 * r0))]
     CHECK: void cpp_fused_mul_4(
     CHECK: for (int64_t i0 = 0; i0 < 3136; ++i0) {
     CHECK-NEXT: for (int64_t i1 = 0; i1 < 144; i1 += 8) {

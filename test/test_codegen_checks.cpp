@@ -140,7 +140,8 @@ TEST_CASE("codegen checks: norm_softmax, a layer norm kernel, a library call, a 
 }
 
 // The activations between the convolutions are channels last (sched/channels_last.h): the pool
-// takes a vector of channels per window position, and the mean over the pixels reads across.
+// takes a vector of channels per window position, and the mean over the pixels takes a tile of
+// channels at a time, in SIMD lanes (cpp_kernel.cpp's lane_var).
 TEST_CASE("codegen checks: small_cnn, convolutions as library calls between pooling kernels", "[codegen][fast]") {
   Sources s = emit_sources("small_cnn");
   CHECK(file_check(s.kernels, R"(
@@ -151,7 +152,9 @@ TEST_CASE("codegen checks: small_cnn, convolutions as library calls between pool
     CHECK: foundry_vec::store(out_ptr0 +
     CHECK: // cpp_fused_mean_1: mean (aten.mean.dim)
     CHECK-NEXT: void cpp_fused_mean_1(const float* __restrict__ in_ptr0, float* __restrict__ out_ptr0) {
-    CHECK: foundry_vec::gather(
+    CHECK: for (int64_t i1_tile = 0; i1_tile < 32; i1_tile += {{8|16}}) {
+    CHECK: #pragma omp simd
+    CHECK-NEXT: for (int64_t lane = 0; lane < i1_lanes; ++lane) {
   )") == "");
   CHECK(file_check(s.wrapper, R"(
     CHECK: const auto* arg0 = static_cast<const float*>(inputs[0].data);  // float32[2, 3, 32, 32]

@@ -192,6 +192,66 @@ TEST_CASE("simd: partial last vectors compute their lanes and touch nothing past
   CHECK(mismatches == 0);
 }
 
+// Reductions whose elements lie far apart while their outputs are adjacent (sums, maxima, minima
+// and means over the rows of a matrix, a mean over the middle dimension) run lane by lane along
+// the outputs (cpp_kernel.cpp's lane_var): each lane its own accumulator, a tile of 21 outputs a
+// whole tile and a partial one. Against a direct computation.
+TEST_CASE("simd: reductions across run lane by lane along their outputs and match a direct computation",
+          "[simd][fast]") {
+  constexpr int64_t R = 29, C = 21, A = 3, M = 37, B = 19;
+  Builder b;
+  // One input each: reductions of one input share a kernel, which then runs as before.
+  Value* x = b.input("x", {R, C});
+  Value* z = b.input("z", {R, C});
+  Value* u = b.input("u", {R, C});
+  Value* y = b.input("y", {A, M, B});
+  auto square_plus_one = [&](Value* v) {
+    return b.op("add.Scalar", {pos(b.op("mul.Tensor", {pos(v), pos(v)})), pos(Arg::of_float(1.0))});
+  };
+  b.output(b.op("sum.dim_IntList", {pos(x), pos(ints({0}))}));
+  b.output(b.op("amax", {pos(b.op("mul.Scalar", {pos(square_plus_one(z)), pos(Arg::of_float(-1.0))})), pos(ints({0}))}));
+  b.output(b.op("amin", {pos(square_plus_one(u)), pos(ints({0}))}));
+  b.output(b.op("mean.dim", {pos(y), pos(ints({1}))}));
+  std::vector<NpyArray> inputs = make_inputs(b.g);
+  TempDir tmp;
+  compile_graph(b.g, tmp / "model", tmp / "cache", true, "across");
+  const std::string kernels = read_file(tmp / "model/kernels.cpp");
+  INFO(kernels);
+  CHECK(count_occurrences(kernels, "_lanes[lane];") >= 4);
+  CHECK(count_occurrences(kernels, "foundry_vec::gather(") == 0);
+  LoadedModel model(tmp / "model/model.so", "across", tmp / "model");
+  std::vector<NpyArray> out = model.run(inputs);
+  REQUIRE(out.size() == 4);
+  const float *xs = inputs[0].as<float>(), *zs = inputs[1].as<float>(), *us = inputs[2].as<float>(),
+              *ys = inputs[3].as<float>();
+  int64_t mismatches = 0;
+  auto expect = [&](bool ok, const std::string& what) {
+    if (ok) return;
+    ++mismatches;
+    UNSCOPED_INFO(what);
+  };
+  for (int64_t c = 0; c < C; ++c) {
+    double sum = 0;
+    float hi = -INFINITY, lo = INFINITY;
+    for (int64_t r = 0; r < R; ++r) {
+      sum += xs[r * C + c];
+      hi = std::max(hi, -(zs[r * C + c] * zs[r * C + c] + 1.0f));
+      lo = std::min(lo, us[r * C + c] * us[r * C + c] + 1.0f);
+    }
+    expect(std::abs(out[0].as<float>()[c] - sum) <= 1e-5 * (1 + std::abs(sum)), "sum " + std::to_string(c));
+    expect(out[1].as<float>()[c] == hi, "amax " + std::to_string(c));
+    expect(out[2].as<float>()[c] == lo, "amin " + std::to_string(c));
+  }
+  for (int64_t a = 0; a < A; ++a)
+    for (int64_t j = 0; j < B; ++j) {
+      double sum = 0;
+      for (int64_t m = 0; m < M; ++m) sum += ys[(a * M + m) * B + j];
+      const double mean = sum / M;
+      expect(std::abs(out[3].as<float>()[a * B + j] - mean) <= 1e-5 * (1 + std::abs(mean)), "mean " + std::to_string(a * B + j));
+    }
+  CHECK(mismatches == 0);
+}
+
 TEST_CASE("simd: models match PyTorch with vector loops of each width and without", "[simd][corpus]") {
   if (!require_corpus()) return;
   TempDir tmp;

@@ -37,6 +37,11 @@ struct LoopPlan {
   std::string team;  // e.g. "foundry_rt::kernel_team(128 * s0, 0)"
   bool simd_inner = false;
   std::string tile_var;
+  // A reduction that reads across (its elements far apart, its outputs adjacent along the last
+  // outer loop): that loop goes `lanes` outputs at a time, each lane with its own accumulator, the
+  // lanes innermost (`omp simd`), so each step of the reduction reads whole vectors.
+  std::string lane_var;
+  int lanes = 0;
 };
 
 // Builds a kernel's loop nest: the walk opens a scope per loop block, the handlers fill it, and
@@ -59,7 +64,15 @@ class NestBuilder final : public sched::KernelVisitor {
     if (split_chunks_ > 0 && work.is_const() && work.const_value() >= min_split_work_)
       scopes_.top().split_chunks = split_chunks_;
   }
-  void end_reduction(const sched::Member&) override { close_into_enclosing(); }
+  void end_reduction(const sched::Member&) override {
+    close_into_enclosing();
+    lane_split_ = scopes_.top().lines.size();
+  }
+  // Emits the kernel's reduction lane by lane along `var` (LoopPlan::lane_var).
+  void set_lanes(const std::string& var, int lanes) {
+    lane_var_ = var;
+    lanes_ = lanes;
+  }
   void begin_inner(const sched::Member&, const ir::Index& ranges, const std::vector<std::string>& vars) override {
     scopes_.open(ranges, vars);
   }
@@ -78,6 +91,7 @@ class NestBuilder final : public sched::KernelVisitor {
   // into pieces on threads for a whole-tensor reduction).
   Stmts close(const LoopPlan* plan) {
     Scope b = scopes_.close();
+    if (!lane_var_.empty()) return plan ? close_lane_tiles(b, *plan) : close_lane_reduction(b);
     int lanes = scopes_.lanes();
     // A row shorter than a vector runs as one partial vector, or else scalar.
     bool vector = lanes > 1 && b.vector_ok && !b.vars.empty() && b.nested == 0 &&
@@ -89,25 +103,12 @@ class NestBuilder final : public sched::KernelVisitor {
     if (vector) append_lines(out, b.vector_pre);
     bool tiled = vector && !b.tile_var.empty();
     Stmts body = tiled ? tiled_vector_loops(b) : vector ? vector_loops(b, plan) : b.lines;
-    // Kernel errors are thread-local: a parallel loop that may report one collects the workers'.
-    bool collect_errors = plan && plan->parallel_dims > 0 && scopes_.may_fail;
     for (size_t d = b.vars.size() - (vector ? 1 : 0); d-- > 0;) {
       Loop loop = scalar_loop(b, d, plan, tiled);
-      if (collect_errors && loop.threads == Loop::Threads::Team) loop.threads = Loop::Threads::Shared;
       loop.body = std::move(body);
       body = {std::move(loop)};
     }
-    if (collect_errors) {
-      ParallelRegion region{plan->team, "", "|:errors", {}};
-      append_lines(region.body, {"const int saved_error = foundry_rt::kernel_error;", "foundry_rt::kernel_error = 0;"});
-      append(region.body, body);
-      append_lines(region.body, {"errors |= foundry_rt::kernel_error;", "foundry_rt::kernel_error = saved_error;"});
-      out.push_back(std::string("int errors = 0;"));
-      out.push_back(std::move(region));
-      out.push_back(std::string("if (errors) foundry_rt::fail(errors);"));
-    } else {
-      append(out, body);
-    }
+    append(out, collect_errors(std::move(body), plan));
     if (vector) append_lines(out, b.vector_combine);
     append_lines(out, b.post);
     return out;
@@ -120,6 +121,100 @@ class NestBuilder final : public sched::KernelVisitor {
   int split_chunks_ = 0;
   int64_t min_split_work_ = 0;
 
+
+  std::string lane_var_;  // LoopPlan::lane_var, "" when the kernel has none
+  int lanes_ = 0;
+  size_t lane_split_ = 0;          // the outer scope's statements up to the reduction's loops
+  std::vector<std::string> lane_post_;  // the reduction's results, per lane
+  std::vector<Accumulator> lane_accumulators_;
+
+  // Kernel errors are thread-local: a parallel loop that may report one collects the workers'
+  // (its team a region around the loops, which share it).
+  Stmts collect_errors(Stmts body, const LoopPlan* plan) {
+    if (!plan || plan->parallel_dims == 0 || !scopes_.may_fail) return body;
+    for (Stmt& s : body)
+      if (auto* loop = std::get_if<Loop>(&s.node); loop && loop->threads == Loop::Threads::Team)
+        loop->threads = Loop::Threads::Shared;
+    ParallelRegion region{plan->team, "", "|:errors", {}};
+    append_lines(region.body, {"const int saved_error = foundry_rt::kernel_error;", "foundry_rt::kernel_error = 0;"});
+    append(region.body, body);
+    append_lines(region.body, {"errors |= foundry_rt::kernel_error;", "foundry_rt::kernel_error = saved_error;"});
+    Stmts out;
+    out.push_back(std::string("int errors = 0;"));
+    out.push_back(std::move(region));
+    out.push_back(std::string("if (errors) foundry_rt::fail(errors);"));
+    return out;
+  }
+
+  // The statements that open one lane: its position along lane_var and its accumulators.
+  std::vector<std::string> lane_head(const std::vector<Accumulator>& accumulators) const {
+    std::vector<std::string> head{"const int64_t " + lane_var_ + " = " + lane_var_ + "_tile + lane;"};
+    for (const Accumulator& a : accumulators) head.push_back(a.type + "& " + a.name + " = " + a.name + "_lanes[lane];");
+    return head;
+  }
+
+  // `lines` for each lane of the current tile, the lanes in SIMD.
+  Loop lane_loop(const std::vector<std::string>& head, const Stmts& lines) const {
+    Loop loop = loop_over("lane", "0", lane_var_ + "_lanes");
+    loop.simd = true;
+    append_lines(loop.body, head);
+    append(loop.body, lines);
+    return loop;
+  }
+
+  // The reduction of a lane-tiled kernel: an accumulator per lane (each starting as the scalar
+  // one does), its loops outside, the lanes inside; its results are read per lane after them.
+  Stmts close_lane_reduction(const Scope& b) {
+    Stmts out;
+    Loop start = loop_over("lane", "0", std::to_string(lanes_));
+    for (const Accumulator& a : b.accumulators) {
+      const std::string decl = a.type + " " + a.name + " = ";
+      auto pre = std::find_if(b.pre.begin(), b.pre.end(), [&](const std::string& l) { return l.rfind(decl, 0) == 0; });
+      FOUNDRY_CHECK(pre != b.pre.end() && b.pre.size() == b.accumulators.size(), "bug: a lane reduction's accumulator");
+      out.push_back(a.type + " " + a.name + "_lanes[" + std::to_string(lanes_) + "];");
+      start.body.push_back(a.name + "_lanes[lane] = " + pre->substr(decl.size()));
+    }
+    out.push_back(std::move(start));
+    Stmts body{lane_loop(lane_head(b.accumulators), b.lines)};
+    for (size_t d = b.vars.size(); d-- > 0;) {
+      Loop loop = loop_over(b.vars[d], "0", scopes_.idx(b.ranges[d]));
+      loop.body = std::move(body);
+      body = {std::move(loop)};
+    }
+    append(out, body);
+    lane_accumulators_ = b.accumulators;
+    lane_post_ = b.post;
+    return out;
+  }
+
+  // The outer loops of a lane-tiled kernel: lane_var's loop goes a tile of lanes at a time; the
+  // reduction's results and the statements after them run per lane.
+  Stmts close_lane_tiles(const Scope& b, const LoopPlan& plan) {
+    const size_t last = b.vars.size() - 1;
+    const std::string n = scopes_.idx(b.ranges[last]), width = std::to_string(lanes_);
+    Stmts tile;
+    tile.push_back("const int64_t " + lane_var_ + "_lanes = " + n + " - " + lane_var_ + "_tile < " + width + " ? " + n +
+                   " - " + lane_var_ + "_tile : " + width + ";");
+    tile.insert(tile.end(), b.lines.begin(), b.lines.begin() + static_cast<std::ptrdiff_t>(lane_split_));
+    Stmts after(lane_post_.begin(), lane_post_.end());
+    after.insert(after.end(), b.lines.begin() + static_cast<std::ptrdiff_t>(lane_split_), b.lines.end());
+    tile.push_back(lane_loop(lane_head(lane_accumulators_), after));
+    Stmts body = std::move(tile);
+    for (size_t d = b.vars.size(); d-- > 0;) {
+      Loop loop = scalar_loop(b, d, &plan, false);
+      if (d == last) {
+        loop.var = lane_var_ + "_tile";
+        loop.step = lanes_;
+        loop.simd = false;
+      }
+      loop.body = std::move(body);
+      body = {std::move(loop)};
+    }
+    Stmts out(b.pre.begin(), b.pre.end());
+    append(out, collect_errors(std::move(body), &plan));
+    append_lines(out, b.post);
+    return out;
+  }
 
   // Loop `d` of scope `b` run one iteration at a time: threads over the plan's leading loops,
   // `omp simd` over the innermost; a tiled scope's tile loop steps a tile at a time.
@@ -423,6 +518,44 @@ std::string plan_tile_var(const sched::Kernel& kernel, const ir::Accesses& acc, 
   return "";
 }
 
+// The loop a reduction kernel runs lane by lane (LoopPlan::lane_var), "" for none: a kernel of
+// one plain reduction (a sum, product, max or min, no position) and the outer statements after
+// it, whose last outer loop every access either ignores or walks one element per step, and one
+// of whose reads moves otherwise with the reduction's innermost loop: the vector loop over the
+// reduction would gather there (a mean over the pixels of a channels-last activation, a sum over
+// the rows of a matrix).
+std::string plan_lane_var(const sched::Kernel& kernel, const ir::Accesses& acc, const std::vector<std::string>& outer,
+                          const LoopPlan& plan, int lanes, int chunks) {
+  if (lanes <= 1 || outer.empty() || chunks > 0 || !plan.tile_var.empty() || kernel.members.empty()) return "";
+  const sched::Member& first = kernel.members.front();
+  if (first.role != sched::MemberRole::Reduction || sched::member_loop_ranges(first).empty()) return "";
+  const ir::ReduceOp op = first.node->reduce_op;
+  if (op != ir::ReduceOp::Sum && op != ir::ReduceOp::Prod && op != ir::ReduceOp::Max && op != ir::ReduceOp::Min)
+    return "";
+  for (size_t k = 1; k < kernel.members.size(); ++k)
+    if (kernel.members[k].role != sched::MemberRole::Outer) return "";
+  const std::string& v = outer.back();
+  const std::string r = sched::member_loop_var(kernel, first, sched::member_loop_ranges(first).size() - 1);
+  const Expr& range = kernel.ranges.back();
+  if (range.is_const() && range.const_value() < 2) return "";
+  bool across = false;
+  for (const auto* list : {&acc.reads, &acc.writes})
+    for (const auto& a : *list) {
+      const std::set<std::string> symbols = ir::free_symbols(a.index);
+      for (const std::string& sym : symbols)
+        if (sym.rfind("ind", 0) == 0) return "";
+      if (!symbols.count(v)) {
+        if (list == &acc.writes) return "";
+        continue;
+      }
+      auto step = ir::affine_coefficient(a.index, v);
+      if (!step || !step->is_const(1) || (list == &acc.writes && a.mode != ir::StoreMode::Set)) return "";
+      auto along = ir::affine_coefficient(a.index, r);
+      across = across || (list == &acc.reads && symbols.count(r) && !(along && along->is_const(1)));
+    }
+  return across ? v : "";
+}
+
 }  // namespace
 
 ir::Accesses kernel_accesses(const sched::Kernel& kernel, const sched::Schedule& schedule) {
@@ -495,6 +628,12 @@ EmittedKernel emit_kernel(const sched::Kernel& unmerged, const sched::Schedule& 
   int chunks = split_chunks(kernel, options);
   if (chunks > 0) plan.parallel_dims = 0;  // one outer iteration: the threads run inside reductions
   plan.tile_var = plan_tile_var(kernel, accesses, outer, plan, lanes, nested);
+  plan.lane_var = plan_lane_var(kernel, accesses, outer, plan, lanes, chunks);
+  // Lane by lane, each lane's statements are scalar: the compiler runs the lanes in SIMD.
+  if (!plan.lane_var.empty()) {
+    plan.lanes = lanes;
+    lanes = 1;
+  }
 
   ScopeStack scopes(ptrs, lanes);
   scopes.open(kernel.ranges, outer);
@@ -508,6 +647,7 @@ EmittedKernel emit_kernel(const sched::Kernel& unmerged, const sched::Schedule& 
   if (lanes > 1) vector.emplace(scopes);
   SharedOps ops(scopes, scalar, vector ? &*vector : nullptr);
   NestBuilder builder(scopes, ops, options.threads, chunks, options.min_parallel_work);
+  if (!plan.lane_var.empty()) builder.set_lanes(plan.lane_var, plan.lanes);
   sched::walk_kernel(kernel, schedule, builder);
   Stmts body = builder.close(&plan);
 
