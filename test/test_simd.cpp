@@ -18,6 +18,20 @@ using foundry::Value;
 namespace fs = std::filesystem;
 namespace {
 
+// `g` compiled with this machine's vector loops and run once on `inputs`: its kernels' source
+// (for the format checks) and its outputs.
+struct CompiledRun {
+  std::string kernels;
+  std::vector<NpyArray> out;
+};
+CompiledRun compile_and_run(const foundry::Graph& g, const std::vector<NpyArray>& inputs, const std::string& name) {
+  TempDir tmp;
+  compile_graph(g, tmp / "model", tmp / "cache", true, name);
+  CompiledRun run{read_file(tmp / "model/kernels.cpp"), {}};
+  run.out = LoadedModel(tmp / "model/model.so", name, tmp / "model").run(inputs);
+  return run;
+}
+
 // The -march levels (or the one-lane build) that this CPU can run.
 std::vector<std::string> runnable_widths() {
   std::vector<std::string> widths = {"-DFOUNDRY_VEC_SCALAR", "-march=x86-64"};
@@ -95,15 +109,13 @@ TEST_CASE("simd: windows with padding vectorize their edge tests and match a dir
   float* xs = inputs[0].as<float>();
   xs[5 * W + 7] = std::numeric_limits<float>::quiet_NaN();  // image 0, channel 0, row 5
   xs[(C * H + 10) * W] = -std::numeric_limits<float>::infinity();  // image 1, channel 0, the left edge
-  TempDir tmp;
-  compile_graph(b.g, tmp / "model", tmp / "cache", true, "windows");
-  const std::string kernels = read_file(tmp / "model/kernels.cpp");
+  const CompiledRun run = compile_and_run(b.g, inputs, "windows");
+  const std::string& kernels = run.kernels;
   INFO(kernels);
   CHECK(count_occurrences(kernels, "foundry_vec::index_compare(") >= 4);
   CHECK(count_occurrences(kernels, "foundry_vec::load_stride2(") >= 1);
   CHECK(count_occurrences(kernels, "const int kActiveLanes") >= 2);  // 21 and 46 outputs a row: partial vectors
-  LoadedModel model(tmp / "model/model.so", "windows", tmp / "model");
-  std::vector<NpyArray> out = model.run(inputs);
+  const std::vector<NpyArray>& out = run.out;
   REQUIRE(out.size() == 2);
   auto at = [&](int64_t n, int64_t c, int64_t h, int64_t w) { return xs[((n * C + c) * H + h) * W + w]; };
   auto same = [](float a, float b) { return a == b || (std::isnan(a) && std::isnan(b)); };
@@ -157,13 +169,11 @@ TEST_CASE("simd: partial last vectors compute their lanes and touch nothing past
   b.output(b.op("amax", {pos(b.op("mul.Scalar", {pos(q), pos(Arg::of_float(-1.0))})), pos(ints({1}))}));
   b.output(b.op("amin", {pos(q), pos(ints({1}))}));
   std::vector<NpyArray> inputs = make_inputs(b.g);
-  TempDir tmp;
-  compile_graph(b.g, tmp / "model", tmp / "cache", true, "partial");
-  const std::string kernels = read_file(tmp / "model/kernels.cpp");
+  const CompiledRun run = compile_and_run(b.g, inputs, "partial");
+  const std::string& kernels = run.kernels;
   INFO(kernels);
   CHECK(count_occurrences(kernels, "const int kActiveLanes") >= 1);
-  LoadedModel model(tmp / "model/model.so", "partial", tmp / "model");
-  std::vector<NpyArray> out = model.run(inputs);
+  const std::vector<NpyArray>& out = run.out;
   REQUIRE(out.size() == 7);
   const float* xs = inputs[0].as<float>();
   int64_t mismatches = 0;
@@ -213,14 +223,12 @@ TEST_CASE("simd: reductions across run lane by lane along their outputs and matc
   b.output(b.op("amin", {pos(square_plus_one(u)), pos(ints({0}))}));
   b.output(b.op("mean.dim", {pos(y), pos(ints({1}))}));
   std::vector<NpyArray> inputs = make_inputs(b.g);
-  TempDir tmp;
-  compile_graph(b.g, tmp / "model", tmp / "cache", true, "across");
-  const std::string kernels = read_file(tmp / "model/kernels.cpp");
+  const CompiledRun run = compile_and_run(b.g, inputs, "across");
+  const std::string& kernels = run.kernels;
   INFO(kernels);
   CHECK(count_occurrences(kernels, "_lanes[lane];") >= 4);
   CHECK(count_occurrences(kernels, "foundry_vec::gather(") == 0);
-  LoadedModel model(tmp / "model/model.so", "across", tmp / "model");
-  std::vector<NpyArray> out = model.run(inputs);
+  const std::vector<NpyArray>& out = run.out;
   REQUIRE(out.size() == 4);
   const float *xs = inputs[0].as<float>(), *zs = inputs[1].as<float>(), *us = inputs[2].as<float>(),
               *ys = inputs[3].as<float>();
