@@ -3,6 +3,7 @@
 // Include guards rather than #pragma once: several models' copies may meet in one build.
 #ifndef FOUNDRY_KERNEL_SUPPORT_H
 #define FOUNDRY_KERNEL_SUPPORT_H
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include "foundry_c_api.h"  // FOUNDRY_MAX_THREADS
 #ifdef _OPENMP
 #include <omp.h>
+#include <sched.h>  // sched_getcpu
 #endif
 
 // The helpers kernels call are also device functions when nvcc compiles a CUDA model's kernels.
@@ -106,39 +108,24 @@ constexpr double kNsPerByte = 0.07;
 // on the team). The threads start their kernels and fetch operands that another core wrote.
 constexpr double kDnnlTeamNs = 25000;
 constexpr double kMinRegionNs = 200;       // below any parallel region measured (about 1 us on 2-16 cores)
+constexpr double kSlowRegionNs = 20000;    // above any measured on idle cores
 
-// The median time of an empty parallel region of `threads` threads, in nanoseconds, measured
-// again when the last measurement is over a second old: it follows the machine's load. When other
-// processes hold the cores, one region can take a time slice (milliseconds), and that is what a
-// step on threads would pay there; on idle cores it is a few microseconds. A measurement times up
-// to 16 regions after one that wakes the pool, and stops once 2 ms have passed. A slow one (over
-// kSlowRegionNs) holds for 50 ms, then twice as long each time it is slow again, up to the second:
-// right after the pool starts, its thread may still share the caller's core (on the 2-core build
-// machine about one process in five measured 300 us there, then 0.7-0.9 us 50 ms later, and kept
-// every step of a model on one thread for the next second), and a busy spell may end. 0 inside a
-// parallel region, where a nested region is serial.
-constexpr double kSlowRegionNs = 20000;
-inline double parallel_region_ns(int threads) {
 #ifdef _OPENMP
-  // Per team size: the last median, when it was taken and how long it holds (racing measurements
-  // each store theirs).
-  static float measured[FOUNDRY_MAX_THREADS + 1];
-  static double measured_at[FOUNDRY_MAX_THREADS + 1], holds_for[FOUNDRY_MAX_THREADS + 1];
-  if (threads < 2 || threads > FOUNDRY_MAX_THREADS || omp_in_parallel()) return 0;
-  float known;
-  double at, hold;
-  __atomic_load(&measured[threads], &known, __ATOMIC_RELAXED);
-  __atomic_load(&measured_at[threads], &at, __ATOMIC_RELAXED);
-  __atomic_load(&holds_for[threads], &hold, __ATOMIC_RELAXED);
-  const double now = omp_get_wtime();
-  if (known > 0 && now - at < hold) return known;
+// Empty parallel regions of `threads` threads timed: up to 16 after one that wakes the pool,
+// stopping once `budget_s` has passed (at least one timed). Their median in nanoseconds (1 at
+// least), and whether two of the team's threads ran on one CPU in the last of them.
+struct RegionTiming {
+  double median_ns;
+  bool shared_cpu;
+};
+inline RegionTiming time_parallel_regions(int threads, double budget_s) {
   double times[16];
-  int timed = 0;
-  double begin = now;
-  for (int k = 0; k < 17 && (k < 2 || omp_get_wtime() - begin < 2e-3); ++k) {
+  int timed = 0, cpu[FOUNDRY_MAX_THREADS];
+  double begin = omp_get_wtime();
+  for (int k = 0; k < 17 && (k < 2 || omp_get_wtime() - begin < budget_s); ++k) {
     double start = omp_get_wtime();
 #pragma omp parallel num_threads(threads)
-    { __asm__ __volatile__("" ::: "memory"); }
+    { cpu[omp_get_thread_num()] = sched_getcpu(); }
     if (k == 0) begin = omp_get_wtime();  // the pool is awake
     else times[timed++] = (omp_get_wtime() - start) * 1e9;
   }
@@ -148,15 +135,75 @@ inline double parallel_region_ns(int threads) {
       times[j] = times[j - 1];
       times[j - 1] = t;
     }
-  float median = static_cast<float>(times[timed / 2]) > 1.0f ? static_cast<float>(times[timed / 2]) : 1.0f;
-  const bool slow_again = known > kSlowRegionNs && median > kSlowRegionNs;
-  hold = median <= kSlowRegionNs ? 1.0 : slow_again ? (2 * hold < 1.0 ? 2 * hold : 1.0) : 0.05;
-  __atomic_store(&measured[threads], &median, __ATOMIC_RELAXED);
-  __atomic_store(&measured_at[threads], &begin, __ATOMIC_RELAXED);
-  __atomic_store(&holds_for[threads], &hold, __ATOMIC_RELAXED);
-  return median;
+  bool shared = false;
+  for (int i = 1; i < threads; ++i)
+    for (int j = 0; j < i; ++j) shared |= cpu[i] == cpu[j];
+  return {times[timed / 2] > 1.0 ? times[timed / 2] : 1.0, shared};
+}
+
+// Seconds that settling a pool (see region_measure) may spend now: 100 ms at the start, earned
+// back at 1% of the time that passes, and `spent` taken off.
+inline double settle_allowance(double now, double spent = 0) {
+  static std::atomic<double> left{0.1}, last{0};
+  const double before = last.exchange(now);
+  double l = left.load() + (before > 0 ? 0.01 * (now - before) : 0) - spent;
+  l = l < 0 ? 0 : l > 0.1 ? 0.1 : l;
+  left.store(l);
+  return l;
+}
+
+// The median time of an empty parallel region of `threads` threads now, in nanoseconds. A
+// measurement stops once 2 ms have passed. When other processes hold the cores, one region can
+// take a time slice (milliseconds), and that is what a step on threads would pay there; on idle
+// cores it is a few microseconds.
+// Slow regions on a shared CPU are another matter. On Linux 6.18 (the 2-core build machine), a
+// pool that has just started, or that slept for 20 ms after little work, often wakes with its
+// threads on the caller's CPU: its regions take 150-300 us, and keep doing so for the next 12-30
+// ms of back-to-back regions, until the scheduler moves a thread away (sleeping does not help;
+// work does). Taken at its word, such a measure kept every step on one thread for the process's
+// life (pointwise_64k at 2 threads: 8.6 us a run in 11 processes of 15, 5.0 in the others). So
+// while the regions are slow and two threads share a CPU, the regions keep coming, within
+// settle_allowance(). On cores that other processes hold, the threads are each on their own.
+inline double region_measure(int threads) {
+  RegionTiming t = time_parallel_regions(threads, 2e-3);
+  if (t.median_ns <= kSlowRegionNs || !t.shared_cpu) return t.median_ns;
+  const double begin = omp_get_wtime(), allowed = settle_allowance(begin);
+  while (t.median_ns > kSlowRegionNs && omp_get_wtime() - begin < allowed) t = time_parallel_regions(threads, 2e-3);
+  settle_allowance(omp_get_wtime(), omp_get_wtime() - begin);
+  return t.median_ns;
+}
+#endif
+
+// The median time of an empty parallel region of `threads` threads, in nanoseconds: the last
+// region_measure(), measured again when it is over a second old (it follows the machine's load),
+// or always when `fresh` (a choice that lasts: see LastingChoice). A slow one (over kSlowRegionNs)
+// holds for 50 ms, then twice as long each time it is slow again, up to the second: a busy spell
+// may end. 0 inside a parallel region, where a nested region is serial, and without OpenMP.
+struct RegionMeasure {  // per team size; racing measurements each store theirs
+  float ns;
+  double at, holds_for;
+};
+inline double parallel_region_ns(int threads, bool fresh = false) {
+#ifdef _OPENMP
+  static RegionMeasure measures[FOUNDRY_MAX_THREADS + 1];
+  if (threads < 2 || threads > FOUNDRY_MAX_THREADS || omp_in_parallel()) return 0;
+  RegionMeasure& m = measures[threads];
+  float known;
+  double at, hold;
+  __atomic_load(&m.ns, &known, __ATOMIC_RELAXED);
+  __atomic_load(&m.at, &at, __ATOMIC_RELAXED);
+  __atomic_load(&m.holds_for, &hold, __ATOMIC_RELAXED);
+  double now = omp_get_wtime();
+  if (!fresh && known > 0 && now - at < hold) return known;
+  float ns = static_cast<float>(region_measure(threads));
+  const bool slow_again = known > kSlowRegionNs && ns > kSlowRegionNs;
+  hold = ns <= kSlowRegionNs ? 1.0 : slow_again ? (2 * hold < 1.0 ? 2 * hold : 1.0) : 0.05;
+  __atomic_store(&m.ns, &ns, __ATOMIC_RELAXED);
+  __atomic_store(&m.at, &now, __ATOMIC_RELAXED);
+  __atomic_store(&m.holds_for, &hold, __ATOMIC_RELAXED);
+  return ns;
 #else
-  (void)threads;
+  (void)threads, (void)fresh;
   return 0;
 #endif
 }
@@ -203,6 +250,14 @@ inline void step_done(size_t step) {
   if (step_profile) step_profile->mark(step);
 }
 
+// Set while a choice is made that lasts (a oneDNN call's team, fixed when the model is created):
+// team_for then measures the parallel regions afresh.
+inline thread_local bool lasting_choice = false;
+struct LastingChoice {
+  LastingChoice() { lasting_choice = true; }
+  ~LastingChoice() { lasting_choice = false; }
+};
+
 // `cap` when a step of about `serial_ns` on one thread gains enough on `cap` threads, else 1: the
 // time saved must pay region_payback() parallel regions and `team_ns`, what the step itself loses
 // on a team beyond the region (a oneDNN call's, kDnnlTeamNs).
@@ -213,7 +268,7 @@ inline int choose_team(double serial_ns, int cap, double team_ns = 0) {
   // No region costs less than kMinRegionNs: a smaller step needs no measurement (which starts
   // the pool's threads).
   if (saved < region_payback() * kMinRegionNs) return 1;
-  return saved >= region_payback() * parallel_region_ns(cap) ? cap : 1;
+  return saved >= region_payback() * parallel_region_ns(cap, lasting_choice) ? cap : 1;
 }
 inline int team_for(double serial_ns, int cap, double team_ns = 0) {
   int team = choose_team(serial_ns, cap, team_ns);
