@@ -235,7 +235,7 @@ int main() {
   CHECK(r.out == "right 1, stored layout: plain 1\n");
 }
 
-TEST_CASE("externs: a U-Net's transposed convolutions are oneDNN deconvolutions and match PyTorch on oneDNN and on the portable loops",
+TEST_CASE("externs: a U-Net's transposed convolutions run on oneDNN and match PyTorch there and on the portable loops",
           "[externs][fast]") {
   // samples/unet (scripts/export_unet_sample.py): ConvTranspose2d with stride 2, then relu; with
   // padding, output_padding and groups 2, then tanh; with dilation 2 and no bias.
@@ -259,6 +259,125 @@ TEST_CASE("externs: a U-Net's transposed convolutions are oneDNN deconvolutions 
   INFO("stdout: " << off.out << "\nstderr: " << off.err);
   CHECK(off.exit_code == 0);
   CHECK_THAT(off.err, Catch::Contains("runs on the portable loops: FOUNDRY_NO_DNNL=1 is set"));
+}
+
+TEST_CASE("externs: a transposed convolution of stride above 1 runs as one ordinary convolution and an interleave, and matches direct loops",
+          "[externs][fast]") {
+  // Conv's sub-pixel form (SubPixel in foundry_dnnl.h) over 1, 2 and 3 spatial dims, strides 2
+  // and 3, padding, output padding, groups, a folded relu, a channels-last output; with dilation 2
+  // it stays a oneDNN deconvolution. Each result is checked against direct loops in double over
+  // PyTorch's definition (output o takes input i = (o + padding - k) / stride where exact).
+  TempDir tmp("foundry_externs_");
+  write_file(tmp / "deconv.cpp", R"cpp(#include "foundry_dnnl.h"
+#include <cmath>
+#include <cstdio>
+#include <vector>
+using namespace foundry_rt::dnnl_glue;
+struct Case {
+  dims in, kernel, stride, padding, out_padding;
+  int64_t out_ch, groups, dilation;
+  bool bias, relu, channels_last_out;
+};
+static dims padded3(const dims& d, int64_t fill) {  // spatial dims as three
+  dims r(3 - d.size(), fill);
+  r.insert(r.end(), d.begin(), d.end());
+  return r;
+}
+static void check(const Case& c) {
+  const size_t spatial = c.in.size() - 2;
+  const int64_t in_ch = c.in[1], groups = c.groups, per_out = c.out_ch / groups, per_in = in_ch / groups;
+  ConvSpec spec;
+  spec.input_sizes = c.in;
+  spec.input_strides = Conv::contiguous(c.in);
+  spec.weight_sizes = {in_ch, per_out};
+  spec.output_sizes = {c.in[0], c.out_ch};
+  for (size_t d = 0; d < spatial; ++d) {
+    spec.weight_sizes.push_back(c.kernel[d]);
+    spec.output_sizes.push_back((c.in[d + 2] - 1) * c.stride[d] - 2 * c.padding[d] + c.dilation * (c.kernel[d] - 1) + 1 + c.out_padding[d]);
+  }
+  spec.weight_strides = Conv::contiguous(spec.weight_sizes);
+  const dims& out = spec.output_sizes;
+  dims out_strides = Conv::contiguous(out);
+  if (c.channels_last_out) {  // [N, H, W, C] in memory
+    int64_t run = out[1];
+    out_strides[1] = 1;
+    for (size_t d = out.size(); d-- > 2;) out_strides[d] = run, run *= out[d];
+    out_strides[0] = run;
+    spec.output_strides = out_strides;
+  }
+  spec.groups = groups;
+  spec.transposed = true;
+  spec.stride = c.stride;
+  spec.padding = c.padding;
+  spec.dilation = dims(spatial, c.dilation);
+  spec.has_bias = c.bias;
+  spec.bias_stride = 1;
+  spec.activation = c.relu ? foundry_rt::Activation::Relu : foundry_rt::Activation::None;
+  std::vector<float> x(static_cast<size_t>(product(c.in))), w(static_cast<size_t>(product(spec.weight_sizes))), b(c.out_ch), y(static_cast<size_t>(product(out)));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) - 3.0f;
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 5) * 0.25f - 0.5f;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 3) - 1.0f;
+  spec.constant_weights = w.data();
+  Conv conv;
+  build(conv, spec, "deconv", "call0");
+  if (!conv.ok) {
+    std::printf("not built: %s\n", conv.error.c_str());
+    return;
+  }
+  conv.run(x.data(), w.data(), c.bias ? b.data() : nullptr, y.data());
+  const dims i3 = padded3(dims(c.in.begin() + 2, c.in.end()), 1), o3 = padded3(dims(out.begin() + 2, out.end()), 1);
+  const dims k3 = padded3(c.kernel, 1), s3 = padded3(c.stride, 1), p3 = padded3(c.padding, 0);
+  const dims os3 = padded3(dims(out_strides.begin() + 2, out_strides.end()), 0);
+  int wrong = 0;
+  for (int64_t n = 0; n < c.in[0]; ++n)
+    for (int64_t o = 0; o < c.out_ch; ++o)
+      for (int64_t od = 0; od < o3[0]; ++od)
+        for (int64_t oh = 0; oh < o3[1]; ++oh)
+          for (int64_t ow = 0; ow < o3[2]; ++ow) {
+            double want = c.bias ? b[o] : 0.0;
+            const int64_t g = o / per_out;
+            for (int64_t ci = g * per_in; ci < (g + 1) * per_in; ++ci)
+              for (int64_t kd = 0; kd < k3[0]; ++kd)
+                for (int64_t kh = 0; kh < k3[1]; ++kh)
+                  for (int64_t kw = 0; kw < k3[2]; ++kw) {
+                    const int64_t at[3] = {od, oh, ow}, k[3] = {kd, kh, kw};
+                    int64_t i[3];
+                    bool inside = true;
+                    for (int d = 0; d < 3; ++d) {
+                      const int64_t num = at[d] + p3[d] - k[d] * (d < 3 - int(spatial) ? 1 : c.dilation);
+                      inside &= num >= 0 && num % s3[d] == 0 && num / s3[d] < i3[d];
+                      i[d] = num / s3[d];
+                    }
+                    if (!inside) continue;
+                    const double xv = x[((n * in_ch + ci) * i3[0] + i[0]) * i3[1] * i3[2] + i[1] * i3[2] + i[2]];
+                    const double wv = w[((ci * per_out + o % per_out) * k3[0] + kd) * k3[1] * k3[2] + kh * k3[2] + kw];
+                    want += xv * wv;
+                  }
+            if (c.relu && want < 0) want = 0;
+            const float got = y[n * out_strides[0] + o * out_strides[1] + od * os3[0] + oh * os3[1] + ow * os3[2]];
+            wrong += std::fabs(got - want) > 1e-4 + 1e-4 * std::fabs(want);
+          }
+  std::printf("wrong %d, sub-pixel %d\n", wrong, conv.sub.on ? 1 : 0);
+}
+int main() {
+  check({{1, 32, 15, 17}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, 16, 2, 1, true, false, false});  // samples/unet's second
+  check({{2, 8, 7, 5}, {2, 2}, {2, 2}, {0, 0}, {0, 0}, 6, 1, 1, false, true, true});
+  check({{1, 4, 11}, {5}, {3}, {2}, {2}, 5, 1, 1, true, false, false});
+  check({{1, 3, 4, 5, 6}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {0, 1, 0}, 4, 1, 1, true, true, false});
+  check({{1, 6, 9, 8}, {4, 4}, {2, 3}, {1, 0}, {0, 2}, 8, 2, 1, true, false, true});
+  check({{1, 8, 9, 9}, {3, 3}, {2, 2}, {2, 2}, {1, 1}, 8, 1, 2, true, false, false});  // dilation 2: a deconvolution
+  return 0;
+}
+)cpp");
+  ProcResult cc = run_process({"c++", "-std=c++17", "-fopenmp", "-I", test_source_dir() + "/../include/foundry/runtime",
+                               tmp / "deconv.cpp", "-o", tmp / "deconv", "-ldnnl", "-lsleef"});
+  INFO(cc.err);
+  REQUIRE(cc.exit_code == 0);
+  ProcResult r = run_process({"/usr/bin/env", "-u", "FOUNDRY_NO_DNNL", tmp / "deconv"});
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "wrong 0, sub-pixel 1\nwrong 0, sub-pixel 1\nwrong 0, sub-pixel 1\nwrong 0, sub-pixel 1\n"
+                 "wrong 0, sub-pixel 1\nwrong 0, sub-pixel 0\n");
 }
 
 // Depthwise convolutions between channels-last activations (sched/channels_last.h) run on
