@@ -12,6 +12,17 @@
 
 namespace {
 
+// Writes `source` (a program over the runtime headers) as NAME.cpp in `tmp`, compiles it with
+// OpenMP, oneDNN and SLEEF, and runs it with oneDNN allowed.
+ProcResult run_runtime_program(const TempDir& tmp, const std::string& name, const std::string& source) {
+  write_file(tmp / (name + ".cpp"), source);
+  ProcResult cc = run_process({"c++", "-std=c++17", "-fopenmp", "-I", test_source_dir() + "/../include/foundry/runtime",
+                               tmp / (name + ".cpp"), "-o", tmp / name, "-ldnnl", "-lsleef"});
+  INFO(cc.err);
+  REQUIRE(cc.exit_code == 0);
+  return run_process({"/usr/bin/env", "-u", "FOUNDRY_NO_DNNL", tmp / name});
+}
+
 std::string sample_dir(const std::string& name) { return samples_dir() + "/" + name; }
 
 // Compiles samples/NAME into `out` (with `extra` options); returns foundryc's stderr.
@@ -129,7 +140,7 @@ TEST_CASE("externs: oneDNN failures are reported with oneDNN's own message, a fa
   // count, run twice with a row count oneDNN rejects (-1): the run fails, as a generated call
   // would catch it, and the model warns once.
   TempDir tmp("foundry_externs_");
-  write_file(tmp / "glue.cpp", R"cpp(#include "foundry_dnnl.h"
+  ProcResult r = run_runtime_program(tmp, "glue", R"cpp(#include "foundry_dnnl.h"
 using namespace foundry_rt::dnnl_glue;
 int main() {
   Matmul unbuilt;
@@ -157,11 +168,6 @@ int main() {
   return !unbuilt.ok && built.ok ? 0 : 1;
 }
 )cpp");
-  ProcResult cc = run_process({"c++", "-std=c++17", "-I", test_source_dir() + "/../include/foundry/runtime",
-                               tmp / "glue.cpp", "-o", tmp / "glue", "-ldnnl"});
-  INFO(cc.err);
-  REQUIRE(cc.exit_code == 0);
-  ProcResult r = run_process({"/usr/bin/env", "-u", "FOUNDRY_NO_DNNL", tmp / "glue"});
   INFO(r.err);
   CHECK(r.exit_code == 0);
   const std::regex not_built(
@@ -179,7 +185,7 @@ TEST_CASE("externs: a 1x1 convolution without an activation runs on its operands
   // or over 512 input channels, oneDNN's preferred layout is kept. Each result, bias and relu
   // included, is checked against direct loops in double, from weights and inputs of a fixed pattern.
   TempDir tmp("foundry_externs_");
-  write_file(tmp / "conv.cpp", R"cpp(#include "foundry_dnnl.h"
+  ProcResult r = run_runtime_program(tmp, "conv", R"cpp(#include "foundry_dnnl.h"
 #include <cmath>
 #include <cstdio>
 #include <vector>
@@ -225,11 +231,6 @@ int main() {
   return 0;
 }
 )cpp");
-  ProcResult cc = run_process({"c++", "-std=c++17", "-fopenmp", "-I", test_source_dir() + "/../include/foundry/runtime",
-                               tmp / "conv.cpp", "-o", tmp / "conv", "-ldnnl", "-lsleef"});
-  INFO(cc.err);
-  REQUIRE(cc.exit_code == 0);
-  ProcResult r = run_process({"/usr/bin/env", "-u", "FOUNDRY_NO_DNNL", tmp / "conv"});
   INFO(r.err);
   CHECK(r.exit_code == 0);
   CHECK(r.out == "right 1, stored layout: plain 1\n");
@@ -268,7 +269,7 @@ TEST_CASE("externs: a transposed convolution of stride above 1 runs as one ordin
   // it stays a oneDNN deconvolution. Each result is checked against direct loops in double over
   // PyTorch's definition (output o takes input i = (o + padding - k) / stride where exact).
   TempDir tmp("foundry_externs_");
-  write_file(tmp / "deconv.cpp", R"cpp(#include "foundry_dnnl.h"
+  ProcResult r = run_runtime_program(tmp, "deconv", R"cpp(#include "foundry_dnnl.h"
 #include <cmath>
 #include <cstdio>
 #include <vector>
@@ -369,11 +370,6 @@ int main() {
   return 0;
 }
 )cpp");
-  ProcResult cc = run_process({"c++", "-std=c++17", "-fopenmp", "-I", test_source_dir() + "/../include/foundry/runtime",
-                               tmp / "deconv.cpp", "-o", tmp / "deconv", "-ldnnl", "-lsleef"});
-  INFO(cc.err);
-  REQUIRE(cc.exit_code == 0);
-  ProcResult r = run_process({"/usr/bin/env", "-u", "FOUNDRY_NO_DNNL", tmp / "deconv"});
   INFO(r.err);
   CHECK(r.exit_code == 0);
   CHECK(r.out == "wrong 0, sub-pixel 1\nwrong 0, sub-pixel 1\nwrong 0, sub-pixel 1\nwrong 0, sub-pixel 1\n"
