@@ -265,9 +265,10 @@ TEST_CASE("externs: a U-Net's transposed convolutions run on oneDNN and match Py
 TEST_CASE("externs: a transposed convolution of stride above 1 runs as one ordinary convolution and an interleave, and matches direct loops",
           "[externs][fast]") {
   // Conv's sub-pixel form (SubPixel in foundry_dnnl.h) over 1, 2 and 3 spatial dims, strides 2
-  // and 3, padding, output padding, groups, a folded relu, a channels-last output; with dilation 2
-  // it stays a oneDNN deconvolution. Each result is checked against direct loops in double over
-  // PyTorch's definition (output o takes input i = (o + padding - k) / stride where exact).
+  // and 3, padding, output padding, groups, a folded relu, a channels-last output, one thread and
+  // two; with dilation 2 it stays a oneDNN deconvolution. Each result is checked against direct
+  // loops in double over PyTorch's definition (output o takes input i = (o + padding - k) / stride
+  // where exact).
   TempDir tmp("foundry_externs_");
   ProcResult r = run_runtime_program(tmp, "deconv", R"cpp(#include "foundry_dnnl.h"
 #include <cmath>
@@ -278,6 +279,7 @@ struct Case {
   dims in, kernel, stride, padding, out_padding;
   int64_t out_ch, groups, dilation;
   bool bias, relu, channels_last_out;
+  int team = 0;  // 2: built for and run on two threads
 };
 static dims padded3(const dims& d, int64_t fill) {  // spatial dims as three
   dims r(3 - d.size(), fill);
@@ -314,6 +316,8 @@ static void check(const Case& c) {
   spec.has_bias = c.bias;
   spec.bias_stride = 1;
   spec.activation = c.relu ? foundry_rt::Activation::Relu : foundry_rt::Activation::None;
+  spec.team_cap = c.team > 0 ? c.team : 1;
+  spec.team = c.team;
   std::vector<float> x(static_cast<size_t>(product(c.in))), w(static_cast<size_t>(product(spec.weight_sizes))), b(c.out_ch), y(static_cast<size_t>(product(out)));
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) - 3.0f;
   for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 5) * 0.25f - 0.5f;
@@ -362,10 +366,10 @@ static void check(const Case& c) {
 }
 int main() {
   check({{1, 32, 15, 17}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, 16, 2, 1, true, false, false});  // samples/unet's second
-  check({{2, 8, 7, 5}, {2, 2}, {2, 2}, {0, 0}, {0, 0}, 6, 1, 1, false, true, true});
+  check({{2, 8, 7, 5}, {2, 2}, {2, 2}, {0, 0}, {0, 0}, 6, 1, 1, false, true, true, 2});
   check({{1, 4, 11}, {5}, {3}, {2}, {2}, 5, 1, 1, true, false, false});
   check({{1, 3, 4, 5, 6}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {0, 1, 0}, 4, 1, 1, true, true, false});
-  check({{1, 6, 9, 8}, {4, 4}, {2, 3}, {1, 0}, {0, 2}, 8, 2, 1, true, false, true});
+  check({{1, 6, 9, 8}, {4, 4}, {2, 3}, {1, 0}, {0, 2}, 8, 2, 1, true, false, true, 2});
   check({{1, 8, 9, 9}, {3, 3}, {2, 2}, {2, 2}, {1, 1}, 8, 1, 2, true, false, false});  // dilation 2: a deconvolution
   return 0;
 }

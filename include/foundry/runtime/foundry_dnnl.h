@@ -377,6 +377,7 @@ struct SubPixel {
   dims out_sizes, out_strides;       // the transposed convolution's output, as stored
   dims z_sizes, z_strides;           // [N, channels * phases, Q...]; the strides of its blocks
   std::vector<int64_t> channel_offset;  // of each channel of z within its pixel's block
+  std::vector<int64_t> row_at, row_phase;  // per output along the last dim: its z offset and phase there
   std::vector<float> weights;        // [channels * phases, I / G, K...], each group's channels together
 
   // Whether `spec` is one, and if so its sizes, strides and weights ([I, O / G, k...] as stored).
@@ -425,6 +426,13 @@ struct SubPixel {
     z_strides.assign(blocking.strides, blocking.strides + z_sizes.size());
     channel_offset.resize(static_cast<size_t>(channels * phases));
     for (int64_t ch = 0; ch < channels * phases; ++ch) channel_offset[ch] = ch / block * z_strides[1] + ch % block;
+    const size_t last = out_sizes.size() - 1;
+    row_at.resize(static_cast<size_t>(out_sizes[last]));
+    row_phase.resize(row_at.size());
+    for (int64_t o = 0; o < out_sizes[last]; ++o) {
+      row_at[o] = (o + padding[last - 2]) / stride[last - 2] * z_strides[last];
+      row_phase[o] = (o + padding[last - 2]) % stride[last - 2];
+    }
     return on = true;
   }
 
@@ -482,11 +490,6 @@ struct SubPixel {
   void interleave(const float* z, float* y, int team) const {
     const size_t spatial = taps.size(), last = spatial + 1;
     const int64_t width = out_sizes[last], rows = product(out_sizes, 0) / width;
-    std::vector<int64_t> at(static_cast<size_t>(width)), phase_of(static_cast<size_t>(width));  // per output of a row
-    for (int64_t o = 0; o < width; ++o) {
-      at[o] = (o + padding[spatial - 1]) / stride[spatial - 1] * z_strides[last];
-      phase_of[o] = (o + padding[spatial - 1]) % stride[spatial - 1];
-    }
 #pragma omp parallel for num_threads(team) if (team > 1) schedule(static)
     for (int64_t row = 0; row < rows; ++row) {
       int64_t rest = row, z_at = 0, y_at = 0, phase = 0, phase_step = stride[spatial - 1];
@@ -505,7 +508,7 @@ struct SubPixel {
       const int64_t* channel = channel_offset.data() + c * phases + phase;
       float* yr = y + y_at;
       const int64_t step = out_strides[last];
-      for (int64_t o = 0; o < width; ++o) yr[o * step] = zr[at[o] + channel[phase_of[o]]];
+      for (int64_t o = 0; o < width; ++o) yr[o * step] = zr[row_at[o] + channel[row_phase[o]]];
     }
   }
 };
