@@ -654,19 +654,21 @@ struct Conv {
     const dims wd = sub.weight_dims(spec);
     dims pad_l, pad_r;
     sub.pads(spec.input_sizes, pad_l, pad_r);
-    user_w_md = strided(wd, contiguous(wd));
-    w_in.build(user_w_md, user_w_md);
-    bias_md = spec.has_bias ? strided({sub.channels * sub.phases}, {1}) : dnnl::memory::desc();
+    const dnnl::memory::desc phase_bias_md = spec.has_bias ? strided({sub.channels * sub.phases}, {1}) : dnnl::memory::desc();
     const dims ones(sub.taps.size(), 1), none(sub.taps.size(), 0);
     dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                                          any_src, dnnl::memory::desc(wd, dt::f32, dnnl::memory::format_tag::any),
-                                         bias_md, dnnl::memory::desc(sub.z_sizes, dt::f32, dnnl::memory::format_tag::any),
+                                         phase_bias_md, dnnl::memory::desc(sub.z_sizes, dt::f32, dnnl::memory::format_tag::any),
                                          ones, none, pad_l, pad_r);
     dnnl::convolution_forward::primitive_desc pd(desc, attributes(spec.activation), engine());
+    // Checked before any member changes: the deconvolution built instead reads them as they are.
     if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0 || !sub.take_layout(pd.dst_desc())) {
-      bias_md = spec.has_bias ? bias_in.to : dnnl::memory::desc();
+      sub.weights = {};
       return false;
     }
+    user_w_md = strided(wd, contiguous(wd));
+    w_in.build(user_w_md, user_w_md);
+    bias_md = phase_bias_md;
     prim = dnnl::convolution_forward(pd);
     finish_operands(pd, sub.weights.data());
     conv_dst_md = pd.dst_desc();
