@@ -869,21 +869,17 @@ double run_ns(const Primitive& p, const std::vector<ZeroedBytes>& operands, cons
   return ns;
 }
 
-// FOUNDRY_LOG_TEAMS=1: each call timed at creation says both times and its choice on stderr.
-inline bool log_teams() {
-  static const bool on = [] {
-    const char* e = std::getenv("FOUNDRY_LOG_TEAMS");
-    return e && std::string(e) == "1";
-  }();
-  return on;
-}
-
 // `built`, or the same call built for the other team when that one is faster: decided by timing
 // both, five runs each in turn on zeroed operands (the best of each), when the estimate is a close
 // call. A call with a dynamic row count (serial_ns 0) keeps its choice per run.
 template <typename Primitive, typename Spec>
 void keep_faster_team(Primitive& built, Spec spec, const char* model, const char* call) {
-  if (built.serial_ns <= 0 || !close_call(built.serial_ns, spec.team_cap)) return;
+  if (built.serial_ns <= 0 || !close_call(built.serial_ns, spec.team_cap)) {
+    if (log_teams() && built.serial_ns > 0)
+      std::fprintf(stderr, "%s: %s runs on %d thread(s) by its estimate (%.1f us on one)\n", model, call, built.team,
+                   built.serial_ns / 1e3);
+    return;
+  }
   spec.team = built.team > 1 ? 1 : spec.team_cap;
   Primitive other;
   other.build(spec);

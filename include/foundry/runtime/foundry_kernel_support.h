@@ -174,6 +174,16 @@ inline double region_measure(int threads) {
 }
 #endif
 
+// FOUNDRY_LOG_TEAMS=1: team choices made at creation (foundry_dnnl.h), and parallel regions
+// measured slow, are said on stderr.
+inline bool log_teams() {
+  static const bool on = [] {
+    const char* e = std::getenv("FOUNDRY_LOG_TEAMS");
+    return e && e[0] == '1' && e[1] == 0;
+  }();
+  return on;
+}
+
 // The median time of an empty parallel region of `threads` threads, in nanoseconds: the last
 // region_measure(), measured again when it is over a second old (it follows the machine's load),
 // or always when `fresh` (a choice that lasts: see LastingChoice). A slow one (over kSlowRegionNs)
@@ -201,6 +211,9 @@ inline double parallel_region_ns(int threads, bool fresh = false) {
   __atomic_store(&m.ns, &ns, __ATOMIC_RELAXED);
   __atomic_store(&m.at, &now, __ATOMIC_RELAXED);
   __atomic_store(&m.holds_for, &hold, __ATOMIC_RELAXED);
+  if (ns > kSlowRegionNs && log_teams())
+    std::fprintf(stderr, "foundry: parallel regions of %d threads measured slow: %.0f us each; steps stay on one thread for %.2f s\n",
+                 threads, ns / 1e3, hold);
   return ns;
 #else
   (void)threads, (void)fresh;
