@@ -12,6 +12,8 @@
 #   scripts/bench.sh --threads 1,16 --rounds 7 --rotate-cpus (each round's processes timed on one CPU, the
 #                                                             next CPU each round: thread counts compared
 #                                                             on the same cores)
+#   scripts/bench.sh --threads 1,16 --rounds 5 --torch-rounds 3 (PyTorch too in 3 processes per mode and
+#                                                             thread count; medians of their medians)
 #   scripts/bench.sh --device cuda                           (on the GPU: against eager, torch.compile and
 #                                                             its reduce-overhead mode; CUDA add as roofline)
 #   scripts/bench.sh --help                                  (all options)

@@ -90,6 +90,11 @@ def parse_args():
                    help="time each model this many times per thread count, the thread counts (and"
                         " with a baseline, this build and the baseline) alternating; each figure is"
                         " the median of its rounds' medians")
+    p.add_argument("--torch-rounds", type=int, default=1,
+                   help="time PyTorch this many times per mode and thread count, each time in a new"
+                        " process; each figure is the median of the processes' medians. On a host whose"
+                        " speed changes from process to process, one PyTorch process against foundryc's"
+                        " median of --rounds is a lottery")
     p.add_argument("--rotate-cpus", action="store_true",
                    help="pin each round's timed one-thread foundry-run processes (and the baseline's)"
                         " to one CPU after their warm-up, the next CPU for the next round, not"
@@ -517,16 +522,27 @@ def bench_model(ctx, name):
     return rec
 
 
-def torch_phase(ctx, models, threads, mode, save):
+def torch_phase(ctx, models, threads, mode, save, round_no=1):
     """PyTorch's figures for every model that foundry-run timed, in row[mode] and, beside
-    foundry's median, row[f"{mode}_ratio"]; save() after each model."""
+    foundry's median, row[f"{mode}_ratio"]; save() after each model. A later round (round_no > 1)
+    adds its median to row[mode]["round_medians_ms"], and the figure becomes their median."""
     recs = {r["model"]: r for r in models if "threads" in r}
     if not recs:
         return
-    log(f"torch {mode}, {plural_threads(threads)}: {len(recs)} models in one process")
+    log(f"torch {mode}, {plural_threads(threads)}: {len(recs)} models in one process"
+        + (f", round {round_no}" if ctx.args.torch_rounds > 1 else ""))
 
     def on_result(name, data):
         row = recs[name]["threads"][threads]
+        before = row.get(mode, {}) if round_no > 1 else {}
+        earlier = before.get("round_medians_ms", [])
+        if "median_ms" in data:
+            data["round_medians_ms"] = earlier + [data["median_ms"]]
+            data["median_ms"] = statistics.median(data["round_medians_ms"])
+            if "compile_s" in before:  # the first round's first call: later ones find Inductor's cache
+                data["compile_s"] = before["compile_s"]
+        elif earlier:  # a failed round keeps the earlier rounds' figure
+            return
         row[mode] = data
         if "error" in data:
             log(f"{name}: {data['error']}")
@@ -782,7 +798,10 @@ def main():
                      + (f", foundryc's the median of {args.rounds} rounds' medians" if args.rounds > 1 else "")
                      + (", each round's timed runs on one CPU, the next CPU each round" if args.rotate_cpus else "")
                      + ";"
-                     " PyTorch in one process per mode and thread count for all models,"
+                     + (f" PyTorch the median of {args.torch_rounds} processes' medians per mode and thread count,"
+                        " each for all models," if args.torch_rounds > 1 else
+                        " PyTorch in one process per mode and thread count for all models,")
+                     + 
                      " Inductor with "
                      + ("a cache filled beforehand" if args.inductor_cache else "an empty cache"))
 
@@ -858,9 +877,10 @@ def main():
             models.append(bench_model(ctx, n))
             save_partial()
         # PyTorch after foundry: one process per (thread count, mode) for all models.
-        for t in ctx.threads:
-            for mode in ctx.torch_modes:
-                torch_phase(ctx, models, t, mode, save_partial)
+        for r in range(1, args.torch_rounds + 1):
+            for t in ctx.threads:
+                for mode in ctx.torch_modes:
+                    torch_phase(ctx, models, t, mode, save_partial, r)
         if args.no_compile:
             version = next((m["foundryc_version"] for m in models if m.get("foundryc_version")),
                            "unknown")
