@@ -157,6 +157,8 @@ int main(int argc, char**) {
   // its line on stderr names the team it kept, and 64 = 128 * 1 * 0.5. A payback of 0.001 takes
   // the parallel regions' cost out of the decision, so that the machine's load cannot make it clear.
   CHECK(r.err.find("timed at creation") == std::string::npos);
+  CHECK(r.err.find("teams: call0 runs on 1 thread(s) by its estimate") != std::string::npos);
+  CHECK(r.err.find("teams: call1 runs on 4 thread(s) by its estimate") != std::string::npos);
   ProcResult close = run_process({"/usr/bin/env", "-u", "FOUNDRY_NO_DNNL", "-u", "FOUNDRY_NUM_THREADS",
                                   "FOUNDRY_PARALLEL_PAYBACK=0.001", "FOUNDRY_LOG_TEAMS=1", tmp / "teams", "close"});
   INFO(close.err);
