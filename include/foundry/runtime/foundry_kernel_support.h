@@ -166,7 +166,7 @@ inline double settle_allowance(double now, double spent = 0) {
 // settle_allowance(). On cores that other processes hold, the threads are each on their own.
 // A measure for a choice that lasts (`lasting`: a oneDNN call's team, fixed at creation) settles
 // the same way wherever the threads are: on the 16-core host (a virtual machine) a pool woken after
-// creation's pauses measured 390-540 us a region for a few milliseconds in 3 of 4 processes of
+// creation's pauses measured 390-540 us a region for a few milliseconds in 4 of 8 processes of
 // samples/unet at 16 threads, and one of them built a convolution of 190 us for one thread, for
 // its life. A busy machine stays slow through the allowance, and the measure then says so.
 inline double region_measure(int threads, bool lasting = false) {
