@@ -801,8 +801,7 @@ def main():
                      + (f" PyTorch the median of {args.torch_rounds} processes' medians per mode and thread count,"
                         " each for all models," if args.torch_rounds > 1 else
                         " PyTorch in one process per mode and thread count for all models,")
-                     + 
-                     " Inductor with "
+                     + " Inductor with "
                      + ("a cache filled beforehand" if args.inductor_cache else "an empty cache"))
 
     ctx.models_dir = (args.models_dir or ctx.corpus / "models").resolve()
@@ -876,7 +875,7 @@ def main():
         for n in names:
             models.append(bench_model(ctx, n))
             save_partial()
-        # PyTorch after foundry: one process per (thread count, mode) for all models.
+        # PyTorch after foundry: one process per (round, thread count, mode) for all models.
         for r in range(1, args.torch_rounds + 1):
             for t in ctx.threads:
                 for mode in ctx.torch_modes:
