@@ -389,6 +389,10 @@ def time_torch(ctx, names, threads, mode, on_result, compile_only=False):
                "--min-runs", ctx.min_runs, "--device", ctx.args.device]
         if mode == "inductor" and ctx.args.inductor_cache:
             cmd += ["--cache-dir", inductor_cache(ctx, threads)]
+        elif mode == "inductor" and ctx.args.torch_rounds > 1:
+            # Round 1 compiles cold into an empty cache; later rounds find it (they time runs, and
+            # their compile_s is not reported).
+            cmd += ["--keep-cache", ctx.work / f"inductor-rounds-{threads}-{ctx.args.device}"]
         if compile_only:
             cmd += ["--compile-only"]
         for n in todo:

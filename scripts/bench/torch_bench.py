@@ -54,6 +54,9 @@ def parse_args():
                         " torch.cuda.synchronize()")
     p.add_argument("--cache-dir", help="Inductor cache to use and keep (default: a fresh one, removed"
                                        " afterwards, so that compile_s is a cold compile)")
+    p.add_argument("--keep-cache", help="Inductor cache to use and keep, compiling as without --cache-dir"
+                                        " (bench.py --torch-rounds: an empty one in the first round, whose"
+                                        " compile_s is then cold, found again by the later rounds)")
     p.add_argument("--compile-only", action="store_true",
                    help="only make the first call (fills --cache-dir) and report compile_s")
     args = p.parse_args()
@@ -79,7 +82,7 @@ def main():
         # Compiles run several processes at a time (bench.py --precompile-jobs) and the timing
         # runs hit the cache: no pool of compile workers to start in each process.
         os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
-    cache = args.cache_dir or tempfile.mkdtemp(prefix="foundry-bench-inductor-")
+    cache = args.cache_dir or args.keep_cache or tempfile.mkdtemp(prefix="foundry-bench-inductor-")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
     try:
         import torch
@@ -97,7 +100,7 @@ def main():
                 torch._dynamo.reset()
             gc.collect()  # pointwise_64m's inputs and outputs are 768 MiB
     finally:
-        if not args.cache_dir:
+        if not (args.cache_dir or args.keep_cache):
             shutil.rmtree(cache, ignore_errors=True)
 
 
