@@ -320,6 +320,16 @@ void write_file(const std::string& path, const std::string& contents) {
   if (!out) throw std::runtime_error("cannot write " + path);
 }
 
+std::string build_runtime_program(const std::string& dir, const std::string& name, const std::string& source) {
+  const std::string cpp = dir + "/" + name + ".cpp", exe = dir + "/" + name;
+  write_file(cpp, source);
+  ProcResult cc = run_process({"c++", "-std=c++17", "-fopenmp", "-I", test_source_dir() + "/../include/foundry/runtime", cpp,
+                               "-o", exe, "-ldnnl", "-lsleef"});
+  INFO(cc.err);
+  REQUIRE(cc.exit_code == 0);
+  return exe;
+}
+
 void extract_archive(const std::string& archive, const std::string& dir) {
   ProcResult r = run_process(
       {python3(), "-c", "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])", archive, dir});

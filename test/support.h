@@ -82,6 +82,10 @@ std::string run_sample_both_ways(const std::string& dir, const std::string& arch
 std::string read_file(const std::string& path);
 // Creates or replaces the file; throws std::runtime_error on failure.
 void write_file(const std::string& path, const std::string& contents);
+// Writes `source`, a program over the runtime headers (include/foundry/runtime), as DIR/NAME.cpp,
+// compiles it with OpenMP, oneDNN and SLEEF, REQUIRing that the compile succeeds; returns the
+// program's path.
+std::string build_runtime_program(const std::string& dir, const std::string& name, const std::string& source);
 // Extracts a .pt2 (a ZIP) into `dir` with Python's zipfile (an implementation independent of
 // ours); REQUIREs that it succeeds.
 void extract_archive(const std::string& archive, const std::string& dir);

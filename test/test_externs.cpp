@@ -12,15 +12,9 @@
 
 namespace {
 
-// Writes `source` (a program over the runtime headers) as NAME.cpp in `tmp`, compiles it with
-// OpenMP, oneDNN and SLEEF, and runs it with oneDNN allowed.
+// build_runtime_program, then runs it with oneDNN allowed.
 ProcResult run_runtime_program(const TempDir& tmp, const std::string& name, const std::string& source) {
-  write_file(tmp / (name + ".cpp"), source);
-  ProcResult cc = run_process({"c++", "-std=c++17", "-fopenmp", "-I", test_source_dir() + "/../include/foundry/runtime",
-                               tmp / (name + ".cpp"), "-o", tmp / name, "-ldnnl", "-lsleef"});
-  INFO(cc.err);
-  REQUIRE(cc.exit_code == 0);
-  return run_process({"/usr/bin/env", "-u", "FOUNDRY_NO_DNNL", tmp / name});
+  return run_process({"/usr/bin/env", "-u", "FOUNDRY_NO_DNNL", build_runtime_program(tmp.path(), name, source)});
 }
 
 std::string sample_dir(const std::string& name) { return samples_dir() + "/" + name; }

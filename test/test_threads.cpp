@@ -71,7 +71,7 @@ TEST_CASE("threads: each step takes the whole team or one thread by its work, on
   // each call; a kernel's team likewise. FOUNDRY_PARALLEL_PAYBACK=0 gives every step the whole
   // team, as before: oneDNN then runs even the small convolution on 4 threads.
   TempDir tmp("foundry_threads_");
-  write_file(tmp / "teams.cpp", R"cpp(#include "foundry_dnnl.h"
+  const std::string teams = build_runtime_program(tmp.path(), "teams", R"cpp(#include "foundry_dnnl.h"
 #include <dirent.h>
 #include <vector>
 using namespace foundry_rt::dnnl_glue;
@@ -139,19 +139,15 @@ int main(int argc, char**) {
               foundry_rt::kernel_team(int64_t(1) << 32, 1), omp_get_max_threads(), y[0], y2[127]);
 }
 )cpp");
-  ProcResult cc = run_process({"c++", "-std=c++17", "-fopenmp", "-I", test_source_dir() + "/../include/foundry/runtime",
-                               tmp / "teams.cpp", "-o", tmp / "teams", "-ldnnl", "-lsleef"});
-  INFO(cc.err);
-  REQUIRE(cc.exit_code == 0);
   ProcResult r = run_process({"/usr/bin/env", "-u", "FOUNDRY_NO_DNNL", "-u", "FOUNDRY_NUM_THREADS", "FOUNDRY_LOG_TEAMS=1",
-                              tmp / "teams"});
+                              teams});
   INFO(r.err);
   CHECK(r.exit_code == 0);
   // 768 = 1536 * 1 * 0.5: the large product ran and is right; 32 = 64 * 1 * 0.5, the product of
   // two rows, computed by the primitive built for one thread (the team's would start the pool).
   CHECK(r.out == "teams 1 4, threads 1 then 4, kernels 1 4 1, caller 3, y 768 32\n");
   ProcResult all = run_process({"/usr/bin/env", "-u", "FOUNDRY_NO_DNNL", "-u", "FOUNDRY_NUM_THREADS",
-                                "FOUNDRY_PARALLEL_PAYBACK=0", tmp / "teams"});
+                                "FOUNDRY_PARALLEL_PAYBACK=0", teams});
   CHECK(all.out == "teams 4 4, threads 4 then 4, kernels 4 4 1, caller 3, y 768 32\n");
   // The clear calls above are not timed; a close one is, and runs on the faster team (either):
   // its line on stderr names the team it kept, and 64 = 128 * 1 * 0.5. A payback of 0.001 takes
@@ -160,7 +156,7 @@ int main(int argc, char**) {
   CHECK(r.err.find("teams: call0 runs on 1 thread(s) by its estimate") != std::string::npos);
   CHECK(r.err.find("teams: call1 runs on 4 thread(s) by its estimate") != std::string::npos);
   ProcResult close = run_process({"/usr/bin/env", "-u", "FOUNDRY_NO_DNNL", "-u", "FOUNDRY_NUM_THREADS",
-                                  "FOUNDRY_PARALLEL_PAYBACK=0.001", "FOUNDRY_LOG_TEAMS=1", tmp / "teams", "close"});
+                                  "FOUNDRY_PARALLEL_PAYBACK=0.001", "FOUNDRY_LOG_TEAMS=1", teams, "close"});
   INFO(close.err);
   CHECK(close.exit_code == 0);
   const bool one = close.out == "close team 1 y 64\n", four = close.out == "close team 4 y 64\n";
@@ -171,7 +167,7 @@ int main(int argc, char**) {
   // the kept team follows from the logged times and the logged saving required (to the 0.05 us
   // they are printed to). Not timed at all, the call was clearly too small for the team.
   ProcResult strict = run_process({"/usr/bin/env", "-u", "FOUNDRY_NO_DNNL", "-u", "FOUNDRY_NUM_THREADS", "-u",
-                                   "FOUNDRY_PARALLEL_PAYBACK", "FOUNDRY_LOG_TEAMS=1", tmp / "teams", "close"});
+                                   "FOUNDRY_PARALLEL_PAYBACK", "FOUNDRY_LOG_TEAMS=1", teams, "close"});
   INFO(strict.err);
   CHECK(strict.exit_code == 0);
   std::smatch m;
