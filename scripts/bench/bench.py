@@ -545,7 +545,8 @@ def torch_phase(ctx, models, threads, mode, save, round_no=1):
             data["median_ms"] = statistics.median(data["round_medians_ms"])
             if "compile_s" in before:  # the first round's first call: later ones find Inductor's cache
                 data["compile_s"] = before["compile_s"]
-        elif earlier:  # a failed round keeps the earlier rounds' figure
+        elif earlier:  # a failed round keeps the earlier rounds' figure, and says why
+            log(f"{name}: torch {mode}, round {round_no}: {data.get('error')}; the earlier rounds' figure stays")
             return
         row[mode] = data
         if "error" in data:
