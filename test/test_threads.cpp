@@ -96,7 +96,11 @@ static int close_call_product() {
   build(close, m, "teams", "call3");
   std::vector<float> a(64 * n, 1.0f), b(n * n, 0.5f), y(64 * n);
   close.run(a.data(), b.data(), nullptr, y.data());
-  std::printf("close team %d y %g\n", close.team, y[64 * n - 1]);
+  // The twin (the call built for the other team) computes the same product: 64 = 128 * 1 * 0.5.
+  std::vector<float> y_twin(64 * n);
+  if (close.twin) close.twin->run(a.data(), b.data(), nullptr, y_twin.data());
+  std::printf("close team %d y %g, twin %d", close.team, y[64 * n - 1], close.twin ? close.twin->team : 0);
+  std::printf(close.twin ? " y %g\n" : "\n", y_twin[64 * n - 1]);
   return 0;
 }
 int main(int argc, char**) {
@@ -137,6 +141,18 @@ int main(int argc, char**) {
   std::printf("teams %d %d, threads %d then %d, kernels %d %d %d, caller %d, y %g %g\n", small.team, large.team,
               after_small, threads_now(), foundry_rt::kernel_team(100, 4), foundry_rt::kernel_team(int64_t(1) << 32, 4),
               foundry_rt::kernel_team(int64_t(1) << 32, 1), omp_get_max_threads(), y[0], y2[127]);
+  // The close-call rule on 16 threads: a 190 us call saves 178 us, clear against regions of 5 us
+  // (25 + 2 * 5 us, four times over) but timed when they measure 400 us; 16 ms saves enough
+  // against either. At a payback of 0 the regions cost nothing: the 190 us call is clear either way.
+  std::printf("close calls %d %d %d %d\n", close_call_at(190e3, 16, 5e3), close_call_at(190e3, 16, 400e3),
+              close_call_at(16e6, 16, 5e3), close_call_at(16e6, 16, 400e3));
+  // A timed call's run on 16 threads: the team chosen, but one thread while regions measure slow
+  // (400 us); a provisional choice (made in a slow spell) follows the estimate once they are fast
+  // again: 755 us saves 683 us beyond the 25 us of a oneDNN call's team, 30 us saves 3.1 us, short
+  // of two 5 us regions.
+  std::printf("twins %d %d %d %d %d\n", twin_team_now(16, 16, false, 755e3, 5e3), twin_team_now(16, 16, false, 755e3, 400e3),
+              twin_team_now(1, 16, true, 755e3, 5e3), twin_team_now(1, 16, false, 755e3, 5e3),
+              twin_team_now(16, 16, true, 30e3, 5e3));
 }
 )cpp");
   ProcResult r = run_process({"/usr/bin/env", "-u", "FOUNDRY_NO_DNNL", "-u", "FOUNDRY_NUM_THREADS", "FOUNDRY_LOG_TEAMS=1",
@@ -145,10 +161,10 @@ int main(int argc, char**) {
   CHECK(r.exit_code == 0);
   // 768 = 1536 * 1 * 0.5: the large product ran and is right; 32 = 64 * 1 * 0.5, the product of
   // two rows, computed by the primitive built for one thread (the team's would start the pool).
-  CHECK(r.out == "teams 1 4, threads 1 then 4, kernels 1 4 1, caller 3, y 768 32\n");
+  CHECK(r.out == "teams 1 4, threads 1 then 4, kernels 1 4 1, caller 3, y 768 32\nclose calls 0 1 0 0\ntwins 16 1 16 1 1\n");
   ProcResult all = run_process({"/usr/bin/env", "-u", "FOUNDRY_NO_DNNL", "-u", "FOUNDRY_NUM_THREADS",
                                 "FOUNDRY_PARALLEL_PAYBACK=0", teams});
-  CHECK(all.out == "teams 4 4, threads 4 then 4, kernels 4 4 1, caller 3, y 768 32\n");
+  CHECK(all.out == "teams 4 4, threads 4 then 4, kernels 4 4 1, caller 3, y 768 32\nclose calls 0 0 0 0\ntwins 16 1 16 1 16\n");
   // The clear calls above are not timed; a close one is, and runs on the faster team (either):
   // its line on stderr names the team it kept, and 64 = 128 * 1 * 0.5. A payback of 0.001 takes
   // the parallel regions' cost out of the decision, so that the machine's load cannot make it clear.
@@ -159,7 +175,7 @@ int main(int argc, char**) {
                                   "FOUNDRY_PARALLEL_PAYBACK=0.001", "FOUNDRY_LOG_TEAMS=1", teams, "close"});
   INFO(close.err);
   CHECK(close.exit_code == 0);
-  const bool one = close.out == "close team 1 y 64\n", four = close.out == "close team 4 y 64\n";
+  const bool one = close.out == "close team 1 y 64, twin 4 y 64\n", four = close.out == "close team 4 y 64, twin 1 y 64\n";
   CHECK((one || four));
   CHECK(close.err.find("teams: call3 timed at creation: ") != std::string::npos);
   CHECK(close.err.find(one ? ": runs on 1\n" : ": runs on 4\n") != std::string::npos);
@@ -178,10 +194,10 @@ int main(int argc, char**) {
     const double saved = one_us - team_us, must = std::stod(m[5].str());
     INFO("saved " << saved << " us, must save " << must << " us");
     if (std::abs(saved - must) > 0.1) CHECK(m[6] == (saved >= must ? "4" : "1"));
-    CHECK(strict.out == "close team " + m[6].str() + " y 64\n");
+    CHECK(strict.out == "close team " + m[6].str() + " y 64, twin " + (m[6] == "4" ? "1" : "4") + " y 64\n");
   } else {  // not timed: no log line of any form for it, and the estimate's team
     CHECK(strict.err.find("call3 timed at creation") == std::string::npos);
-    CHECK(strict.out == "close team 1 y 64\n");
+    CHECK(strict.out == "close team 1 y 64, twin 0\n");
   }
 }
 

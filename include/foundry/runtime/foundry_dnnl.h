@@ -118,15 +118,45 @@ inline int call_team(double macs, double elements, double weight_bytes, int cap)
 // factor of kCloseCall of what the team costs. Such a call is built for both teams at creation and
 // timed (keep_faster_team). The estimates miss by 2-3x either way: squeezenet1_1's 1x1
 // convolutions, estimated at 21 us, took 45-68 us on one thread.
+// Regions measured slow widen the range down to the cost with a region of idle cores: the call's
+// team lasts for its life, and a measure of the moment is not enough to settle it. On the 16-core
+// host (a virtual machine) spells of 360-630 us regions kept unet's convolutions of 190-755 us and
+// vit_block's products of 1.2 ms on one thread for the process's life: some by their estimates,
+// some timed 1.4-2.9x faster on the team but short of the two slow regions' saving asked of them.
 constexpr double kCloseCall = 4;
+// The rule, with parallel regions of `region_ns` (close_call measures them).
+inline bool close_call_at(double serial_ns, int cap, double region_ns) {
+  const double saved = serial_ns * (1.0 - 1.0 / cap);
+  const double cost = kDnnlTeamNs + region_payback() * region_ns;
+  const double idle_cost = kDnnlTeamNs + region_payback() * std::min(region_ns, kSlowRegionNs);
+  return saved >= idle_cost / kCloseCall && saved <= cost * kCloseCall;
+}
 inline bool close_call(double serial_ns, int cap) {
   if (cap <= 1 || region_payback() == 0) return false;
-  const double saved = serial_ns * (1.0 - 1.0 / cap);
   // Far below the cost with the cheapest region: clear, without measuring regions (which starts
   // the pool's threads).
-  if (saved < (kDnnlTeamNs + region_payback() * kMinRegionNs) / kCloseCall) return false;
-  const double cost = kDnnlTeamNs + region_payback() * parallel_region_ns(cap);
-  return saved >= cost / kCloseCall && saved <= cost * kCloseCall;
+  if (serial_ns * (1.0 - 1.0 / cap) < (kDnnlTeamNs + region_payback() * kMinRegionNs) / kCloseCall) return false;
+  return close_call_at(serial_ns, cap, parallel_region_ns(cap));
+}
+
+// A call timed at creation keeps the primitive built for the other team too (its `twin`), and each
+// run takes one of the two, as a generated kernel's step takes its team: one thread while parallel
+// regions measure slow now (a busy spell: the kernels' steps stay on one thread too); otherwise the
+// team chosen at creation, unless that choice was made while the regions measured slow
+// (`provisional`): then the estimate decides, as for any step. A team chosen at creation in such a
+// spell, or a thread alone chosen in one, no longer lasts for the process's life: on the 16-core
+// host (a virtual machine) such spells put vit_block's products on one thread in 3 of 5 processes
+// at 16 threads (2.6-2.9 ms a run against 0.57-1.2 ms in the others).
+inline int twin_team_now(int built_team, int cap, bool provisional, double serial_ns, double region_ns) {
+  if (region_ns > kSlowRegionNs) return 1;
+  if (!provisional) return built_team;
+  const double saved = serial_ns * (1.0 - 1.0 / cap) - kDnnlTeamNs;
+  return saved >= region_payback() * std::max(region_ns, kMinRegionNs) ? cap : 1;
+}
+template <typename Primitive>
+const Primitive& twin_for_run(const Primitive& p) {
+  const int team = twin_team_now(p.team, p.team_cap, p.provisional, p.serial_ns, parallel_region_ns(p.team_cap));
+  return team == p.team ? p : *p.twin;
 }
 
 // Zero-filled bytes: a call's operands when it is timed at creation.
@@ -534,8 +564,16 @@ struct Conv {
   Conversion src_in, w_in, bias_in, dst_out;     // float16 operands of a float32 primitive
   dnnl::memory weights;  // reordered constant weights, when packed
   int team = 1;          // threads it is built for and runs on
+  int team_cap = 1;      // the model's threads
   double serial_ns = 0;  // the estimate of its time on one thread (call_serial_ns)
   SubPixel sub;          // a transposed convolution run as an ordinary one and an interleave
+  std::shared_ptr<const Conv> twin;  // the call built for the other team (twin_for_run)
+  bool provisional = false;
+
+  // Shares the twin's packed weights when they are laid out alike (keep_faster_team).
+  void share_constants(const Conv& from) {
+    if (packed_weights && from.packed_weights && w_md == from.w_md) weights = from.weights;
+  }
 
   void build(const ConvSpec& spec) { build_with_f32_fallback(*this, spec); }
   // Zeroed operands for run(): x, w (none when packed), bias (none without), y; their sizes in `bytes`.
@@ -557,6 +595,7 @@ struct Conv {
   // Builds the primitive computing in `compute` (the operands' type, or float32 for float16).
   void build_as(const ConvSpec& spec, dt compute) {
     serial_ns = call_serial_ns(macs(spec), elements(spec), spec.weight_bytes);
+    team_cap = spec.team_cap;
     team = spec.team > 0 ? spec.team : team_for(serial_ns, spec.team_cap, kDnnlTeamNs);
     TeamSize team_size(team);
     const dims &in = spec.input_sizes, &w = spec.weight_sizes, &w_strides = spec.weight_strides,
@@ -701,6 +740,7 @@ struct Conv {
   }
 
   void run(const void* x, const void* w, const void* bias, void* y) const {
+    if (twin && &twin_for_run(*this) != this) return twin->run(x, w, bias, y);
     TeamSize team_size(team);
     CallMemory& memory = CallMemory::start(this);
     dnnl::memory src = src_in.in(memory.view(src_md, x), &memory), dst = memory.view(dst_md, y);
@@ -761,6 +801,13 @@ struct Matmul {
   double b_elements = 0;
   double weight_bytes = 0;  // the model's (call_team)
   double serial_ns = 0;     // the estimate of its time on one thread; 0 with a dynamic row count
+  std::shared_ptr<const Matmul> twin;  // the call built for the other team (twin_for_run)
+  bool provisional = false;
+
+  // Shares the twin's converted constant b when it is laid out alike (keep_faster_team).
+  void share_constants(const Matmul& from) {
+    if (converted_b && from.converted_b && b_in.to == from.b_in.to) converted_b = from.converted_b;
+  }
 
   void build(const MatmulSpec& spec) { build_with_f32_fallback(*this, spec); }
   // Zeroed operands for run(): a, b, bias (none without), y; their sizes in `bytes`.
@@ -818,6 +865,7 @@ struct Matmul {
 
   // `rows`: the actual row count where it was built as DNNL_RUNTIME_DIM_VAL (ignored otherwise).
   void run(const void* a, const void* b, const void* bias, void* y, int64_t rows = 0) const {
+    if (twin && &twin_for_run(*this) != this) return twin->run(a, b, bias, y, rows);
     const bool dynamic_rows = a_dims[0] == DNNL_RUNTIME_DIM_VAL;
     const int threads = dynamic_rows ? team_for_rows(rows) : team;
     const bool one = threads == 1 && prim_one;
@@ -870,8 +918,9 @@ double run_ns(const Primitive& p, const std::vector<ZeroedBytes>& operands, cons
 }
 
 // `built`, or the same call built for the other team when that one is faster: decided by timing
-// both, five runs each in turn on zeroed operands (the best of each), when the estimate is a close
-// call. A call with a dynamic row count (serial_ns 0) keeps its choice per run.
+// both, five runs each in turn on zeroed operands (the median of each: what most runs of the model
+// will meet, lucky or unlucky runs aside), when the estimate is a close call. A call with a dynamic
+// row count (serial_ns 0) keeps its choice per run.
 template <typename Primitive, typename Spec>
 void keep_faster_team(Primitive& built, Spec spec, const char* model, const char* call) {
   if (built.serial_ns <= 0 || !close_call(built.serial_ns, spec.team_cap)) {
@@ -890,23 +939,30 @@ void keep_faster_team(Primitive& built, Spec spec, const char* model, const char
     double mine = 1e300, theirs = 1e300;
     auto time_both = [&] {
       parallel_region_ns(spec.team_cap, /*fresh=*/true);  // the pool as the timed runs find it, settled
+      double mine_runs[5], their_runs[5];
       for (int k = 0; k < 5; ++k) {
-        mine = std::min(mine, run_ns(built, operands, bytes));
-        theirs = std::min(theirs, run_ns(other, operands, bytes));
+        mine_runs[k] = run_ns(built, operands, bytes);
+        their_runs[k] = run_ns(other, operands, bytes);
       }
+      std::sort(mine_runs, mine_runs + 5);
+      std::sort(their_runs, their_runs + 5);
+      mine = std::min(mine, mine_runs[2]);
+      theirs = std::min(theirs, their_runs[2]);
     };
     time_both();
-    // A team more than twice as slow as one thread in all five runs met a pool that was not all
-    // there (on the 16-core host, a virtual machine, a convolution of 68-86 us on the team took
-    // 1139 us in one process of 8, and ran on one thread for its life): once more, the best kept.
+    // A team more than twice as slow as one thread met a pool that was not all there (on the
+    // 16-core host, a virtual machine, a convolution of 68-86 us on the team took 1139 us in one
+    // process of 8, and ran on one thread for its life): once more, the faster median kept.
     if ((built.team > 1 ? mine : theirs) > 2 * (built.team > 1 ? theirs : mine)) time_both();
     // The team must save what any step must to take it: region_payback() parallel regions. Being
     // faster alone is not enough: after it the pool's threads spin on every core, and the model's
     // one-thread steps run meanwhile at the clock of a busy chip (encoder_layer on the 16-core
     // Xeon: its bmm kept the team for 9.9 us against 10.8 on one thread, and the whole run took
-    // 94 us against 69 with every step on one thread).
+    // 94 us against 69 with every step on one thread). That is the cost of regions on idle cores:
+    // the team's timed runs already paid what the regions cost now.
     const double team_ns = built.team > 1 ? mine : theirs, one_ns = built.team > 1 ? theirs : mine;
-    const double must_save = region_payback() * parallel_region_ns(spec.team_cap);
+    const double region_ns = parallel_region_ns(spec.team_cap);
+    const double must_save = region_payback() * std::min(region_ns, kSlowRegionNs);
     const bool switch_team = (built.team > 1) != (one_ns - team_ns >= must_save);
     if (log_teams())
       std::fprintf(stderr,
@@ -914,7 +970,11 @@ void keep_faster_team(Primitive& built, Spec spec, const char* model, const char
                    "must save %.1f us): runs on %d\n",
                    model, call, built.team, mine / 1e3, other.team, theirs / 1e3, built.serial_ns / 1e3, must_save / 1e3,
                    switch_team ? other.team : built.team);
+    auto twin = std::make_shared<Primitive>(std::move(switch_team ? built : other));
     if (switch_team) built = std::move(other);
+    twin->share_constants(built);
+    built.twin = std::move(twin);
+    built.provisional = region_ns > kSlowRegionNs;
   } catch (const std::exception&) {
     // A run that fails here fails again in the model's runs, which fall back and say why.
   }
