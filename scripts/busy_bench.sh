@@ -3,29 +3,33 @@
 # with and without other processes keeping the cores busy, under OpenMP wait policies. Prints one
 # table of median and p90 per model, machine state and policy.
 #
-#   scripts/busy_bench.sh [--cores N] [--runs N] [--policies "default passive spin10k"] MODEL_OUT_DIR...
+#   scripts/busy_bench.sh [--cores N] [--runs N] [--gap-us G] [--policies "default passive spin10k"] MODEL_OUT_DIR...
 #
 # --cores N confines everything to the first N cores (taskset), as on an N-core machine; the
 # "busy" rows start one spinning process per core first. A policy is `default` (the environment
 # as it is: libgomp spins about 300,000 times before sleeping), `passive` (OMP_WAIT_POLICY=passive),
 # `active` (OMP_WAIT_POLICY=active) or `spinN` (GOMP_SPINCOUNT=N, e.g. spin10000).
+# --gap-us G: every timed run (the model's and the control's) follows a pause of G microseconds, as
+# a service's runs follow requests (foundry-run --gap-us); 0, the default, times them back to back.
 # FOUNDRY_RUN: the runner (default build/foundry-run).
 # After each model, a control row: scripts/bench/busy_control.c, plain arithmetic costing the
 # model's idle median in CPU time per run, no threads, no memory traffic, timed the same way. When
-# its busy p90 / median is as high as the model's, the tail is the scheduler's time slices, which
-# no process controls, not the model's threads.
+# its busy p90 / median is as high as the model's, the tail is the scheduler's time slices, not the
+# model's threads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cores="$(nproc)"
 runs=200
+gap_us=0
 policies="default passive"
 dirs=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --cores) cores="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
+    --gap-us) gap_us="$2"; shift 2 ;;
     --policies) policies="$2"; shift 2 ;;
-    -h | --help) sed -n 2,17p "$0"; exit 0 ;;
+    -h | --help) sed -n 2,19p "$0"; exit 0 ;;
     -*) echo "busy_bench.sh: unknown option $1" >&2; exit 2 ;;
     *) dirs+=("$1"); shift ;;
   esac
@@ -61,14 +65,14 @@ policy_env() {
   esac
 }
 
-echo "busy_bench.sh: $cores cores ($cpus), $runs runs per row, $(date -u +%FT%TZ)"
+echo "busy_bench.sh: $cores cores ($cpus), $runs runs per row, ${gap_us} us before each, $(date -u +%FT%TZ)"
 printf '| model | machine | policy | median ms | p90 ms | p90 / median |\n|---|---|---|---|---|---|\n'
 for state in idle busy; do
   [ "$state" = busy ] && start_load
   for dir in "${dirs[@]}"; do
     name="$(basename "$dir")"
     for policy in $policies; do
-      line="$(env "$(policy_env "$policy")" taskset -c "$cpus" timeout 300 "$runner" "$dir" --bench "$runs" 2>&1 | grep '^benchmark:' || echo failed)"
+      line="$(env "$(policy_env "$policy")" taskset -c "$cpus" timeout 300 "$runner" "$dir" --bench "$runs" --gap-us "$gap_us" 2>&1 | grep '^benchmark:' || echo failed)"
       median="$(echo "$line" | sed -n 's/.*median \([0-9.]*\) ms.*/\1/p')"
       p90="$(echo "$line" | sed -n 's/.*p90 \([0-9.]*\) ms.*/\1/p')"
       ratio="$( [ -n "$median" ] && awk "BEGIN {printf \"%.1f\", $p90 / $median}" || echo -)"
@@ -77,7 +81,7 @@ for state in idle busy; do
     done
     target="${idle_median[$name]:-}"
     [ -n "$target" ] || continue
-    line="$(taskset -c "$cpus" "$control" "$target" "$runs")"
+    line="$(taskset -c "$cpus" "$control" "$target" "$runs" "$gap_us")"
     median="$(echo "$line" | sed -n 's/.*median \([0-9.]*\) ms.*/\1/p')"
     p90="$(echo "$line" | sed -n 's/.*p90 \([0-9.]*\) ms.*/\1/p')"
     printf '| control for %s | %s | - | %s | %s | %s |\n' "$name" "$state" "$median" "$p90" \

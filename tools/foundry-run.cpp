@@ -13,6 +13,7 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <thread>
 
 #include <pthread.h>  // --cpu: pthread_setaffinity_np
 #include <sched.h>
@@ -32,6 +33,7 @@ struct Options {
   std::optional<double> atol, rtol;
   int bench = 0, warmup = 3, threads = 0, profile = 0;
   int cpu = -1;  // --cpu: the core the calling thread is pinned to after the warm-up
+  int gap_us = 0;  // --gap-us: the pause before each timed run
   uint64_t seed = 0;
   bool json = false;
 };
@@ -60,14 +62,16 @@ void pin_calling_thread(int cpu) {
     throw foundry::UserError("--cpu " + std::to_string(cpu) + ": not a CPU this process may run on");
 }
 
-// Wall-clock milliseconds of `runs` calls of `call` after `warmup` untimed ones, on CPU `cpu`
-// from the end of the warm-up (-1: wherever the system puts it).
+// Wall-clock milliseconds of `opt.bench` calls of `call` after `opt.warmup` untimed ones, on CPU
+// `opt.cpu` from the end of the warm-up (-1: wherever the system puts it), each after a pause of
+// `opt.gap_us` (untimed).
 template <class Call>
-std::vector<double> time_calls(int runs, int warmup, int cpu, const Call& call) {
-  for (int i = 0; i < warmup; ++i) call();
-  pin_calling_thread(cpu);
+std::vector<double> time_calls(const Options& opt, const Call& call) {
+  for (int i = 0; i < opt.warmup; ++i) call();
+  pin_calling_thread(opt.cpu);
   std::vector<double> ms;
-  for (int i = 0; i < runs; ++i) {
+  for (int i = 0; i < opt.bench; ++i) {
+    if (opt.gap_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(opt.gap_us));
     auto t0 = std::chrono::steady_clock::now();
     call();
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
@@ -78,17 +82,16 @@ std::vector<double> time_calls(int runs, int warmup, int cpu, const Call& call) 
 // A CPU model: NAME_run on host arrays. A CUDA model: NAME_run_cuda with the inputs already on
 // the GPU, each call followed by a stream synchronize (as PyTorch is timed: call, then
 // torch.cuda.synchronize()).
-BenchStats benchmark(const foundry::LoadedModel& model, const std::vector<foundry::NpyArray>& inputs, int runs,
-                     int warmup, int cpu) {
+BenchStats benchmark(const foundry::LoadedModel& model, const std::vector<foundry::NpyArray>& inputs,
+                     const Options& opt) {
   std::vector<foundry::NpyArray> outputs = model.allocate_outputs(inputs);
-  if (model.device() != "cuda")
-    return stats_of(time_calls(runs, warmup, cpu, [&] { model.run_into(inputs, outputs); }));
+  if (model.device() != "cuda") return stats_of(time_calls(opt, [&] { model.run_into(inputs, outputs); }));
   std::string why;
   const foundry::CudaRuntime* cuda = foundry::CudaRuntime::find(&why);
   if (!cuda) throw foundry::UserError("--bench of a CUDA model needs a GPU: " + why);
   foundry::DeviceArrays in(*cuda, inputs), out(*cuda, outputs);
   void* stream = cuda->create_stream();
-  std::vector<double> ms = time_calls(runs, warmup, cpu, [&] {
+  std::vector<double> ms = time_calls(opt, [&] {
     model.run_cuda(stream, in.tensors(), out.tensors());
     cuda->synchronize(stream);
   });
@@ -351,7 +354,7 @@ int run(const Options& opt) {
   bool all_pass = opt.expected.empty() || compare_outputs(model, opt, outputs, report);
   if (!opt.save_outputs.empty()) save_outputs(opt.save_outputs, outputs);
   if (opt.bench > 0) {
-    BenchStats s = benchmark(model, inputs, opt.bench, opt.warmup, opt.cpu);
+    BenchStats s = benchmark(model, inputs, opt);
     report["median_ms"] = s.median_ms;
     report["p10_ms"] = s.p10_ms;
     report["min_ms"] = s.min_ms;
@@ -395,6 +398,12 @@ int main(int argc, char** argv) {
                  "can be timed on the same core (not with more threads: the threads OpenMP starts after the pin would "
                  "inherit it)")
       ->check(CLI::NonNegativeNumber)
+      ->needs(bench);
+  app.add_option("--gap-us", opt.gap_us,
+                 "--bench: pause this many microseconds (untimed) before each timed run, as a service waits for "
+                 "requests (on a busy machine a process that runs back to back shares time slices with the others; "
+                 "one that waits between runs is woken ahead of them)")
+      ->check(CLI::Range(0, 1000000))
       ->needs(bench);
   app.add_option("--device", opt.device,
                  "the device the model was compiled for (cpu or cuda; checked against manifest.json; default: its own)")

@@ -5,12 +5,15 @@
  * foundry-run --bench times a model. When this loop's p90 / median on a busy machine is as high as
  * a model's, the tail is the scheduler's time slices, not the model's threads.
  *
- *   cc -O2 busy_control.c -o busy_control && ./busy_control MS RUNS
+ *   cc -O2 busy_control.c -o busy_control && ./busy_control MS RUNS [GAP_US]
+ *
+ * GAP_US: a pause before each timed run (foundry-run --gap-us), untimed.
  *
  * Prints foundry-run's benchmark line: "benchmark: median X ms, p10 Y ms, p90 Z ms over N runs". */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 static double now_ms(clockid_t clock) {
   struct timespec t;
@@ -36,12 +39,13 @@ static int by_value(const void* a, const void* b) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 3 || atof(argv[1]) <= 0 || atoi(argv[2]) <= 0) {
-    fprintf(stderr, "usage: busy_control MS RUNS\n");
+  if (argc < 3 || argc > 4 || atof(argv[1]) <= 0 || atoi(argv[2]) <= 0 || (argc == 4 && atoi(argv[3]) < 0)) {
+    fprintf(stderr, "usage: busy_control MS RUNS [GAP_US]\n");
     return 2;
   }
   const double target_ms = atof(argv[1]);
   const int runs = atoi(argv[2]);
+  const int gap_us = argc == 4 ? atoi(argv[3]) : 0;
   /* Iterations per CPU millisecond, from the best of a few timed chains of the thread's CPU time. */
   const long probe = 1000000;
   double best = 1e300;
@@ -56,6 +60,7 @@ int main(int argc, char** argv) {
   if (!times) return 1;
   for (int r = 0; r < 3; ++r) work(iterations); /* warm-up, as foundry-run's */
   for (int r = 0; r < runs; ++r) {
+    if (gap_us > 0) usleep(gap_us);
     double start = now_ms(CLOCK_MONOTONIC);
     work(iterations);
     times[r] = now_ms(CLOCK_MONOTONIC) - start;
