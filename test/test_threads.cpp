@@ -73,6 +73,7 @@ TEST_CASE("threads: each step takes the whole team or one thread by its work, on
   TempDir tmp("foundry_threads_");
   const std::string teams = build_runtime_program(tmp.path(), "teams", R"cpp(#include "foundry_dnnl.h"
 #include <dirent.h>
+#include <unistd.h>
 #include <vector>
 using namespace foundry_rt::dnnl_glue;
 static int threads_now() {
@@ -153,18 +154,39 @@ int main(int argc, char**) {
   std::printf("twins %d %d %d %d %d\n", twin_team_now(16, 16, false, 755e3, 5e3), twin_team_now(16, 16, false, 755e3, 400e3),
               twin_team_now(1, 16, true, 755e3, 5e3), twin_team_now(1, 16, false, 755e3, 5e3),
               twin_team_now(16, 16, true, 30e3, 5e3));
+  // Stalls: a step on the team (a kernel of 800,000 element operations, 200 us on one thread by its
+  // estimate) that takes 3 ms is one. A lone one keeps the team; a second 0.1 s after it puts the
+  // steps on one thread.
+  foundry_rt::forget_team_step();  // the calls above ran outside a model's steps
+  int stall_teams[3];
+  for (int k = 0; k < 3; ++k) {
+    stall_teams[k] = foundry_rt::kernel_team(800000, 2);
+    if (k < 2) usleep(3000);
+    foundry_rt::step_done(k);
+  }
+  std::printf("stalls %d %d %d\n", stall_teams[0], stall_teams[1], stall_teams[2]);
 }
 )cpp");
   ProcResult r = run_process({"/usr/bin/env", "-u", "FOUNDRY_NO_DNNL", "-u", "FOUNDRY_NUM_THREADS", "FOUNDRY_LOG_TEAMS=1",
                               teams});
-  INFO(r.err);
+  INFO(r.out << r.err);
   CHECK(r.exit_code == 0);
   // 768 = 1536 * 1 * 0.5: the large product ran and is right; 32 = 64 * 1 * 0.5, the product of
   // two rows, computed by the primitive built for one thread (the team's would start the pool).
-  CHECK(r.out == "teams 1 4, threads 1 then 4, kernels 1 4 1, caller 3, y 768 32\nclose calls 0 1 0 0\ntwins 16 1 16 1 1\n");
+  // Unless the machine's load made the two-thread team too costly from the start, the second
+  // stall put the third step on one thread.
+  CHECK((r.out == "teams 1 4, threads 1 then 4, kernels 1 4 1, caller 3, y 768 32\nclose calls 0 1 0 0\ntwins 16 1 16 1 1\n"
+                  "stalls 2 2 1\n" ||
+         r.out == "teams 1 4, threads 1 then 4, kernels 1 4 1, caller 3, y 768 32\nclose calls 0 1 0 0\ntwins 16 1 16 1 1\n"
+                  "stalls 1 1 1\n"));
+  if (r.out.find("stalls 2 2 1") != std::string::npos) {
+    CHECK(r.err.find("a lone stall: steps stay on the team") != std::string::npos);
+    CHECK(r.err.find("a stall again: steps stay on one thread for 0.05 s") != std::string::npos);
+  }
   ProcResult all = run_process({"/usr/bin/env", "-u", "FOUNDRY_NO_DNNL", "-u", "FOUNDRY_NUM_THREADS",
                                 "FOUNDRY_PARALLEL_PAYBACK=0", teams});
-  CHECK(all.out == "teams 4 4, threads 4 then 4, kernels 4 4 1, caller 3, y 768 32\nclose calls 0 0 0 0\ntwins 16 1 16 1 16\n");
+  CHECK(all.out == "teams 4 4, threads 4 then 4, kernels 4 4 1, caller 3, y 768 32\nclose calls 0 0 0 0\ntwins 16 1 16 1 16\n"
+                  "stalls 2 2 2\n");
   // The clear calls above are not timed; a close one is, and runs on the faster team (either):
   // its line on stderr names the team it kept, and 64 = 128 * 1 * 0.5. A payback of 0.001 takes
   // the parallel regions' cost out of the decision, so that the machine's load cannot make it clear.

@@ -741,6 +741,7 @@ struct Conv {
 
   void run(const void* x, const void* w, const void* bias, void* y) const {
     if (twin && &twin_for_run(*this) != this) return twin->run(x, w, bias, y);
+    watch_team_step(team, serial_ns);
     TeamSize team_size(team);
     CallMemory& memory = CallMemory::start(this);
     dnnl::memory src = src_in.in(memory.view(src_md, x), &memory), dst = memory.view(dst_md, y);
@@ -868,6 +869,7 @@ struct Matmul {
     if (twin && &twin_for_run(*this) != this) return twin->run(a, b, bias, y, rows);
     const bool dynamic_rows = a_dims[0] == DNNL_RUNTIME_DIM_VAL;
     const int threads = dynamic_rows ? team_for_rows(rows) : team;
+    if (!dynamic_rows) watch_team_step(team, serial_ns);
     const bool one = threads == 1 && prim_one;
     TeamSize team_size(one ? 1 : team);
     CallMemory& memory = CallMemory::start(this);
@@ -999,6 +1001,7 @@ void build(Primitive& primitive, const Spec& spec, const char* model, const char
                  primitive.error.c_str());
   else
     keep_faster_team(primitive, spec, model, call);
+  forget_team_step();  // the timed runs' teams
 }
 
 // A built primitive failed in a run, and the portable loops computed the result instead. Said

@@ -3,6 +3,7 @@
 // Include guards rather than #pragma once: several models' copies may meet in one build.
 #ifndef FOUNDRY_KERNEL_SUPPORT_H
 #define FOUNDRY_KERNEL_SUPPORT_H
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -197,12 +198,16 @@ inline bool log_teams() {
 struct RegionMeasure {  // per team size; racing measurements each store theirs
   float ns;
   double at, holds_for;
+  double stall_at, stall_hold;  // the last stall (note_team_stall) and the hold it set
 };
+inline RegionMeasure& region_measure_of(int threads) {
+  static RegionMeasure measures[FOUNDRY_MAX_THREADS + 1];
+  return measures[threads];
+}
 inline double parallel_region_ns(int threads, bool fresh = false) {
 #ifdef _OPENMP
-  static RegionMeasure measures[FOUNDRY_MAX_THREADS + 1];
   if (threads < 2 || threads > FOUNDRY_MAX_THREADS || omp_in_parallel()) return 0;
-  RegionMeasure& m = measures[threads];
+  RegionMeasure& m = region_measure_of(threads);
   float known;
   double at, hold;
   __atomic_load(&m.ns, &known, __ATOMIC_RELAXED);
@@ -264,9 +269,6 @@ struct StepProfile {
   }
 };
 inline thread_local StepProfile* step_profile = nullptr;
-inline void step_done(size_t step) {
-  if (step_profile) step_profile->mark(step);
-}
 
 // Set while a choice is made that lasts (a oneDNN call's team, fixed when the model is created):
 // team_for then measures the parallel regions afresh.
@@ -275,6 +277,79 @@ struct LastingChoice {
   LastingChoice() { lasting_choice = true; }
   ~LastingChoice() { lasting_choice = false; }
 };
+
+// ---- stalls: a step on the team that waited out a time slice --------------------------------------
+// When other processes keep every core busy, a team's thread that has used its time slice (it
+// spins at each barrier) waits for the next one, and so does the step: milliseconds. Empty regions
+// timed back to back do not see it (the team is on its cores then), but the steps do: a step on
+// the team that took over a millisecond and twice its one-thread estimate longer than that estimate
+// is a stall. A stall within 0.1 s of the last (or of the end of the hold that one started) puts
+// every step on one thread, as a slow region measure does: for 50 ms, then twice as long at each
+// stall that follows as soon, up to the second. A lone stall is the machine's hiccup, not its load:
+// on the idle 2-core machine squeezenet1_1's steps on two threads met one about every 0.45 s, of
+// 1.1-3.1 ms, and holds on each made its median 1.23 ms instead of 0.95. With both cores busy,
+// runs of mobilenet_v3_small 0.1 ms apart (a service's) stalled in over a tenth of them on its
+// teams of two, as no run on one thread did.
+constexpr double kStallNs = 1e6;
+struct TeamWatch {
+  double start = 0;      // when the step's first team started (omp_get_wtime); 0: none
+  double serial_ns = 0;  // the one-thread estimates of its teams' work
+  int threads = 0;
+};
+inline thread_local TeamWatch team_watch;
+// A step of about `serial_ns` on one thread starts on `threads` threads (a run's step, not a
+// choice made at creation).
+inline void watch_team_step(int threads, double serial_ns) {
+#ifdef _OPENMP
+  if (threads < 2 || lasting_choice || omp_in_parallel()) return;
+  if (team_watch.start == 0) team_watch = {omp_get_wtime(), 0, threads};
+  team_watch.serial_ns += serial_ns;
+#else
+  (void)threads, (void)serial_ns;
+#endif
+}
+// The steps stay on one thread for a while: a team step took `over_ns` beyond its estimate.
+inline void note_team_stall(int threads, double over_ns) {
+#ifdef _OPENMP
+  if (threads < 2 || threads > FOUNDRY_MAX_THREADS) return;
+  RegionMeasure& m = region_measure_of(threads);
+  double now = omp_get_wtime();  // not const: clang's __atomic_store takes a pointer to non-const
+  double last, hold;
+  __atomic_load(&m.stall_at, &last, __ATOMIC_RELAXED);
+  __atomic_load(&m.stall_hold, &hold, __ATOMIC_RELAXED);
+  const bool recurs = last > 0 && now - last < 0.1 + hold;
+  hold = recurs ? std::min(1.0, std::max(0.05, 2 * hold)) : 0;
+  __atomic_store(&m.stall_at, &now, __ATOMIC_RELAXED);
+  __atomic_store(&m.stall_hold, &hold, __ATOMIC_RELAXED);
+  if (log_teams() && recurs)
+    std::fprintf(stderr, "foundry: a step on %d threads took %.0f us over its one-thread estimate, a stall again: steps stay on one thread for %.2f s\n",
+                 threads, over_ns / 1e3, hold);
+  else if (log_teams())
+    std::fprintf(stderr, "foundry: a step on %d threads took %.0f us over its one-thread estimate, a lone stall: steps stay on the team\n",
+                 threads, over_ns / 1e3);
+  if (!recurs) return;
+  float ns = static_cast<float>(over_ns);
+  __atomic_store(&m.ns, &ns, __ATOMIC_RELAXED);
+  __atomic_store(&m.at, &now, __ATOMIC_RELAXED);
+  __atomic_store(&m.holds_for, &hold, __ATOMIC_RELAXED);
+#else
+  (void)threads, (void)over_ns;
+#endif
+}
+
+// The wrapper calls it after each step: a profiled run's record, and the stall check.
+inline void step_done(size_t step) {
+  if (step_profile) step_profile->mark(step);
+#ifdef _OPENMP
+  if (team_watch.start > 0) {
+    const double took_ns = (omp_get_wtime() - team_watch.start) * 1e9, serial_ns = team_watch.serial_ns;
+    team_watch.start = 0;
+    if (took_ns - serial_ns > kStallNs && took_ns > 2 * serial_ns) note_team_stall(team_watch.threads, took_ns - serial_ns);
+  }
+#endif
+}
+// A team started outside a run's steps (a call timed at creation) is not a step's.
+inline void forget_team_step() { team_watch.start = 0; }
 
 // `cap` when a step of about `serial_ns` on one thread gains enough on `cap` threads, else 1: the
 // time saved must pay region_payback() parallel regions and `team_ns`, what the step itself loses
@@ -291,6 +366,7 @@ inline int choose_team(double serial_ns, int cap, double team_ns = 0) {
 inline int team_for(double serial_ns, int cap, double team_ns = 0) {
   int team = choose_team(serial_ns, cap, team_ns);
   if (step_profile && team > step_profile->team) step_profile->team = team;
+  watch_team_step(team, serial_ns);
   return team;
 }
 
