@@ -1,6 +1,7 @@
 // The foundry-run command line: options, exit codes and messages (the values it computes are
 // checked by the compiled-model tests that run it against the samples' expected outputs).
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <regex>
@@ -247,6 +248,24 @@ TEST_CASE("foundry-run: --cpu times one thread on a CPU the process may use, nam
     check_error(foundry_run({tmp / "out", "--bench", "3", "--threads", threads, "--cpu", std::to_string(cpu)}), 2,
                 "--cpu needs --threads 1: the threads OpenMP starts after the pin would inherit its CPU");
   check_error(foundry_run({tmp / "out", "--bench", "3", "--cpu", std::to_string(cpu)}), 2, "--cpu needs --threads 1");
+}
+
+TEST_CASE("foundry-run: --gap-us pauses before each timed run, outside the times", "[cli][fast]") {
+  TempDir tmp("foundry_run_");
+  compile_sample("mlp", tmp / "out");
+  // Ten pauses of 50 ms: the process takes half a second at least, and no run's time holds one
+  // (the mlp sample runs in microseconds).
+  const auto start = std::chrono::steady_clock::now();
+  ProcResult r = foundry_run({tmp / "out", "--bench", "10", "--gap-us", "50000", "--json"});
+  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(wall_s >= 0.5);
+  const nlohmann::json report = nlohmann::json::parse(r.out);
+  CHECK(report["runs"] == 10);
+  CHECK(report["p90_ms"].get<double>() < 50);
+  check_error(foundry_run({tmp / "out", "--gap-us", "100"}), 2, "--gap-us requires --bench");
+  check_error(foundry_run({tmp / "out", "--bench", "3", "--gap-us", "-1"}), 2, "--gap-us");
 }
 
 TEST_CASE("foundry-run: random input values", "[cli][fast]") {
