@@ -150,8 +150,7 @@ inline bool close_call(double serial_ns, int cap) {
 inline int twin_team_now(int built_team, int cap, bool provisional, double serial_ns, double region_ns) {
   if (region_ns > kSlowRegionNs) return 1;
   if (!provisional) return built_team;
-  const double saved = serial_ns * (1.0 - 1.0 / cap) - kDnnlTeamNs;
-  return saved >= region_payback() * std::max(region_ns, kMinRegionNs) ? cap : 1;
+  return team_pays_at(serial_ns, cap, kDnnlTeamNs, region_ns) ? cap : 1;
 }
 template <typename Primitive>
 const Primitive& twin_for_run(const Primitive& p) {

@@ -354,14 +354,17 @@ inline void forget_team_step() { team_watch.start = 0; }
 // `cap` when a step of about `serial_ns` on one thread gains enough on `cap` threads, else 1: the
 // time saved must pay region_payback() parallel regions and `team_ns`, what the step itself loses
 // on a team beyond the region (a oneDNN call's, kDnnlTeamNs).
+// The rule, with parallel regions of `region_ns` (no region costs less than kMinRegionNs).
+inline bool team_pays_at(double serial_ns, int cap, double team_ns, double region_ns) {
+  const double saved = serial_ns * (1.0 - 1.0 / cap) - team_ns;
+  return saved >= region_payback() * (region_ns > kMinRegionNs ? region_ns : kMinRegionNs);
+}
 inline int choose_team(double serial_ns, int cap, double team_ns = 0) {
   if (cap <= 1) return 1;
   if (region_payback() == 0) return cap;
-  double saved = serial_ns * (1.0 - 1.0 / cap) - team_ns;
-  // No region costs less than kMinRegionNs: a smaller step needs no measurement (which starts
-  // the pool's threads).
-  if (saved < region_payback() * kMinRegionNs) return 1;
-  return saved >= region_payback() * parallel_region_ns(cap, lasting_choice) ? cap : 1;
+  // Short of paying the cheapest region: no measurement (which starts the pool's threads).
+  if (!team_pays_at(serial_ns, cap, team_ns, kMinRegionNs)) return 1;
+  return team_pays_at(serial_ns, cap, team_ns, parallel_region_ns(cap, lasting_choice)) ? cap : 1;
 }
 inline int team_for(double serial_ns, int cap, double team_ns = 0) {
   int team = choose_team(serial_ns, cap, team_ns);
