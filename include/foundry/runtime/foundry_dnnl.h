@@ -139,14 +139,14 @@ inline bool close_call(double serial_ns, int cap) {
   return close_call_at(serial_ns, cap, parallel_region_ns(cap));
 }
 
-// A call timed at creation keeps the primitive built for the other team too (its `twin`), and each
-// run takes one of the two, as a generated kernel's step takes its team: one thread while parallel
-// regions measure slow now (a busy spell: the kernels' steps stay on one thread too); otherwise the
-// team chosen at creation, unless that choice was made while the regions measured slow
-// (`provisional`): then the estimate decides, as for any step. A team chosen at creation in such a
-// spell, or a thread alone chosen in one, no longer lasts for the process's life: on the 16-core
-// host (a virtual machine) such spells put vit_block's products on one thread in 3 of 5 processes
-// at 16 threads (2.6-2.9 ms a run against 0.57-1.2 ms in the others).
+// A call timed at creation may keep the primitive built for the other team too (its `twin`, see
+// keep_faster_team), and each run takes one of the two, as a generated kernel's step takes its
+// team: one thread while parallel regions measure slow now (a busy spell: the kernels' steps stay
+// on one thread too); otherwise the team chosen at creation, unless that choice was made while
+// the regions measured slow (`provisional`): then the estimate decides, as for any step. A team
+// chosen at creation in such a spell, or a thread alone chosen in one, no longer lasts for the
+// process's life: on the 16-core host (a virtual machine) such spells put vit_block's products on
+// one thread in 3 of 5 processes at 16 threads (2.6-2.9 ms a run against 0.57-1.2 ms in the others).
 inline int twin_team_now(int built_team, int cap, bool provisional, double serial_ns, double region_ns) {
   if (region_ns > kSlowRegionNs) return 1;
   if (!provisional) return built_team;
@@ -971,11 +971,17 @@ void keep_faster_team(Primitive& built, Spec spec, const char* model, const char
                    "must save %.1f us): runs on %d\n",
                    model, call, built.team, mine / 1e3, other.team, theirs / 1e3, built.serial_ns / 1e3, must_save / 1e3,
                    switch_team ? other.team : built.team);
-    auto twin = std::make_shared<Primitive>(std::move(switch_team ? built : other));
+    // The twin is kept where a run may take it: a team's one-thread twin (for slow spells), or
+    // either for a choice made in a slow spell (provisional). A one-thread choice made while the
+    // regions were fast runs on one thread whatever they do later.
+    const bool provisional = region_ns > kSlowRegionNs;
+    std::shared_ptr<Primitive> twin;
+    if (provisional || (switch_team ? other.team : built.team) > 1)
+      twin = std::make_shared<Primitive>(std::move(switch_team ? built : other));
     if (switch_team) built = std::move(other);
-    twin->share_constants(built);
+    if (twin) twin->share_constants(built);
     built.twin = std::move(twin);
-    built.provisional = region_ns > kSlowRegionNs;
+    built.provisional = provisional;
   } catch (const std::exception&) {
     // A run that fails here fails again in the model's runs, which fall back and say why.
   }
