@@ -154,9 +154,51 @@ inline int twin_team_now(int built_team, int cap, bool provisional, double seria
 }
 template <typename Primitive>
 const Primitive& twin_for_run(const Primitive& p) {
+  if (!p.twin && !p.lone) return p;
   const int team = twin_team_now(p.team, p.team_cap, p.provisional, p.serial_ns, parallel_region_ns(p.team_cap));
-  return team == p.team ? p : *p.twin;
+  if (team == p.team) return p;
+  const Primitive* other = p.twin ? p.twin.get() : p.lone->get(p);
+  return other ? *other : p;
 }
+
+// A call put on the team by its estimate (not timed: no twin) builds the same call for one thread
+// when a run first needs it: while parallel regions measure slow or the steps' teams stall, its
+// runs take that one, as a kernel's step leaves the team then. Without it, such a call went on
+// waiting out time slices through every busy spell: with both cores of the 2-core machine busy,
+// mobilenet_v3_small's last product (290 us on one thread, on two by its estimate) stalled in
+// runs made 0.1 ms apart, 3 ms each time, whatever the watch held. Built on first need, not at
+// creation: built there, the one-thread calls of resnet50 on two threads took 23 MB more (some
+// weights laid out apart), which an idle machine never uses. Its packed weights are shared when
+// laid out alike.
+template <typename Primitive, typename Spec>
+class LoneTwin {
+ public:
+  // `model`, `call`: the names that FOUNDRY_LOG_TEAMS=1 says (string literals of the generated code).
+  LoneTwin(Spec spec, const char* model, const char* call) : spec_(std::move(spec)), model_(model), call_(call) {
+    spec_.team = 1;
+  }
+  // The one-thread call, built on the first call (any thread; the others wait); null when
+  // oneDNN could not build it.
+  const Primitive* get(const Primitive& team_call) {
+    std::call_once(built_, [&] {
+      auto lone = std::make_shared<Primitive>();
+      lone->build(spec_);
+      if (log_teams())
+        std::fprintf(stderr, "%s: %s, on the team by its estimate, %s for one thread while the steps keep off the team\n",
+                     model_, call_, lone->ok ? "is now built" : "could not be built");
+      if (!lone->ok) return;
+      lone->share_constants(team_call);
+      lone_ = std::move(lone);
+    });
+    return lone_.get();
+  }
+
+ private:
+  Spec spec_;
+  const char *model_, *call_;
+  std::once_flag built_;
+  std::shared_ptr<const Primitive> lone_;
+};
 
 // Zero-filled bytes: a call's operands when it is timed at creation.
 class ZeroedBytes {
@@ -567,6 +609,7 @@ struct Conv {
   double serial_ns = 0;  // the estimate of its time on one thread (call_serial_ns)
   SubPixel sub;          // a transposed convolution run as an ordinary one and an interleave
   std::shared_ptr<const Conv> twin;  // the call built for the other team (twin_for_run)
+  std::shared_ptr<LoneTwin<Conv, ConvSpec>> lone;  // or, on the team by its estimate, for one thread
   bool provisional = false;
 
   // Shares the twin's packed weights when they are laid out alike (keep_faster_team).
@@ -739,7 +782,7 @@ struct Conv {
   }
 
   void run(const void* x, const void* w, const void* bias, void* y) const {
-    if (twin && &twin_for_run(*this) != this) return twin->run(x, w, bias, y);
+    if (const Conv& other = twin_for_run(*this); &other != this) return other.run(x, w, bias, y);
     watch_team_step(team, serial_ns);
     TeamSize team_size(team);
     CallMemory& memory = CallMemory::start(this);
@@ -802,6 +845,7 @@ struct Matmul {
   double weight_bytes = 0;  // the model's (call_team)
   double serial_ns = 0;     // the estimate of its time on one thread; 0 with a dynamic row count
   std::shared_ptr<const Matmul> twin;  // the call built for the other team (twin_for_run)
+  std::shared_ptr<LoneTwin<Matmul, MatmulSpec>> lone;  // or, on the team by its estimate, for one thread
   bool provisional = false;
 
   // Shares the twin's converted constant b when it is laid out alike (keep_faster_team).
@@ -865,7 +909,7 @@ struct Matmul {
 
   // `rows`: the actual row count where it was built as DNNL_RUNTIME_DIM_VAL (ignored otherwise).
   void run(const void* a, const void* b, const void* bias, void* y, int64_t rows = 0) const {
-    if (twin && &twin_for_run(*this) != this) return twin->run(a, b, bias, y, rows);
+    if (const Matmul& other = twin_for_run(*this); &other != this) return other.run(a, b, bias, y, rows);
     const bool dynamic_rows = a_dims[0] == DNNL_RUNTIME_DIM_VAL;
     const int threads = dynamic_rows ? team_for_rows(rows) : team;
     if (!dynamic_rows) watch_team_step(team, serial_ns);
@@ -928,6 +972,9 @@ void keep_faster_team(Primitive& built, Spec spec, const char* model, const char
     if (log_teams() && built.serial_ns > 0)
       std::fprintf(stderr, "%s: %s runs on %d thread(s) by its estimate (%.1f us on one)\n", model, call, built.team,
                    built.serial_ns / 1e3);
+    // (A payback of 0 keeps every step on the team, this call's too.)
+    if (built.serial_ns > 0 && built.team > 1 && region_payback() > 0)
+      built.lone = std::make_shared<LoneTwin<Primitive, Spec>>(spec, model, call);
     return;
   }
   spec.team = built.team > 1 ? 1 : spec.team_cap;
