@@ -8,7 +8,8 @@
 #   scripts/bench.sh --baseline OLD/foundryc                 (this build against an earlier one, same run)
 #   scripts/bench.sh --models-dir DIR                        (any folder of models, e.g. scripts/zoo's exports)
 #   scripts/bench.sh --threads 1,16 --rounds 5               (foundryc timed 5 times per thread count, the
-#                                                             counts alternating; medians of the rounds)
+#                                                             counts alternating; medians of the rounds,
+#                                                             with their range in the scaling table)
 #   scripts/bench.sh --threads 1,16 --rounds 7 --rotate-cpus (each round's processes timed on one CPU, the
 #                                                             next CPU each round: thread counts compared
 #                                                             on the same cores)

@@ -707,20 +707,31 @@ def report(ctx, result):
 
 def scaling_table(ctx, result):
     """Each model's time at every thread count against its time at the first (above 1: faster
-    with more threads)."""
+    with more threads). With rounds, each time is followed by its rounds' range: on a host whose
+    processes run at one of a few speed levels for their life, a ratio off by more than the
+    noise asked of it may be the levels', which the ranges show."""
     first, rest = ctx.threads[0], ctx.threads[1:]
-    rounds = f", median of {ctx.args.rounds} rounds alternating the thread counts" if ctx.args.rounds > 1 else ""
+    rounds = (f", median of {ctx.args.rounds} rounds alternating the thread counts (the rounds' range)"
+              if ctx.args.rounds > 1 else "")
     head = ["model", f"foundryc {plural_threads(first)}"]
     for t in rest:
         head += [f"foundryc {plural_threads(t)}", f"{first}T / {t}T"]
     lines = [f"## foundryc's thread scaling{rounds}", "", "| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     for r in result["models"]:
-        ms = {t: r.get("threads", {}).get(t, {}).get("foundry", {}).get("median_ms") for t in ctx.threads}
-        cells = [r["model"], fmt_time(ms[first])]
+        timed = {t: r.get("threads", {}).get(t, {}).get("foundry", {}) for t in ctx.threads}
+        ms = {t: timed[t].get("median_ms") for t in ctx.threads}
+        cells = [r["model"], time_with_range(timed[first])]
         for t in rest:
-            cells += [fmt_time(ms[t]), fmt(ms[first] / ms[t] if ms[first] and ms[t] else None, ".2f", "×")]
+            cells += [time_with_range(timed[t]), fmt(ms[first] / ms[t] if ms[first] and ms[t] else None, ".2f", "×")]
         lines.append("| " + " | ".join(cells) + " |")
     return lines + [""]
+
+
+def time_with_range(timed):
+    """A median time, and the range of its rounds' medians when there were several."""
+    rounds = timed.get("round_medians_ms") or []
+    spread = f" ({fmt_time(min(rounds))} – {fmt_time(max(rounds))})" if len(rounds) > 1 else ""
+    return fmt_time(timed.get("median_ms")) + spread
 
 
 def baseline_table(ctx, result):
