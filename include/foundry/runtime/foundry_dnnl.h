@@ -152,53 +152,54 @@ inline int twin_team_now(int built_team, int cap, bool provisional, double seria
   if (!provisional) return built_team;
   return team_pays_at(serial_ns, cap, kDnnlTeamNs, region_ns) ? cap : 1;
 }
-template <typename Primitive>
-const Primitive& twin_for_run(const Primitive& p) {
-  if (!p.twin && !p.lone) return p;
-  const int team = twin_team_now(p.team, p.team_cap, p.provisional, p.serial_ns, parallel_region_ns(p.team_cap));
-  if (team == p.team) return p;
-  const Primitive* other = p.twin ? p.twin.get() : p.lone->get(p);
-  return other ? *other : p;
-}
 
-// A call put on the team by its estimate (not timed: no twin) builds the same call for one thread
-// when a run first needs it: while parallel regions measure slow or the steps' teams stall, its
-// runs take that one, as a kernel's step leaves the team then. Without it, such a call went on
-// waiting out time slices through every busy spell: with both cores of the 2-core machine busy,
-// mobilenet_v3_small's last product (290 us on one thread, on two by its estimate) stalled in
-// runs made 0.1 ms apart, 3 ms each time, whatever the watch held. Built on first need, not at
-// creation: built there, the one-thread calls of resnet50 on two threads took 23 MB more (some
-// weights laid out apart), which an idle machine never uses. Its packed weights are shared when
-// laid out alike.
+// The call for the other team. Timed at creation, a call keeps the one its timing built (see
+// keep_faster_team). Put on the team by its estimate (never timed), a call builds the same call for
+// one thread when a run first needs it: without it, such a call went on waiting out time slices
+// through every busy spell (with both cores of the 2-core machine busy, mobilenet_v3_small's last
+// product, 290 us on one thread and on two by its estimate, stalled in runs made 0.1 ms apart, 3
+// ms each time, whatever the stall watch held). Built on need, not at creation: built there, the
+// one-thread calls of resnet50 on two threads took 23 MB more (some weights laid out apart), which
+// an idle machine never uses. Packed weights are shared with the call when laid out alike.
 template <typename Primitive, typename Spec>
-class LoneTwin {
+class Twin {
  public:
-  // `model`, `call`: the names that FOUNDRY_LOG_TEAMS=1 says (string literals of the generated code).
-  LoneTwin(Spec spec, const char* model, const char* call) : spec_(std::move(spec)), model_(model), call_(call) {
+  explicit Twin(Primitive&& built) : built_(std::make_shared<const Primitive>(std::move(built))) {}
+  // To build on need from `spec` for one thread; `model`, `call`: the names FOUNDRY_LOG_TEAMS=1 says.
+  Twin(Spec spec, const char* model, const char* call) : spec_(std::move(spec)), model_(model), call_(call) {
     spec_.team = 1;
   }
-  // The one-thread call, built on the first call (any thread; the others wait); null when
+  // The other call (built now on the first need: any thread; the others wait), or null when
   // oneDNN could not build it.
-  const Primitive* get(const Primitive& team_call) {
-    std::call_once(built_, [&] {
-      auto lone = std::make_shared<Primitive>();
-      lone->build(spec_);
-      if (log_teams())
-        std::fprintf(stderr, "%s: %s, on the team by its estimate, %s for one thread while the steps keep off the team\n",
-                     model_, call_, lone->ok ? "is now built" : "could not be built");
-      if (!lone->ok) return;
-      lone->share_constants(team_call);
-      lone_ = std::move(lone);
-    });
-    return lone_.get();
+  const Primitive* get(const Primitive& call) {
+    if (model_) std::call_once(building_, [&] { build_for(call); });  // also orders the read below
+    return built_.get();
   }
 
  private:
+  void build_for(const Primitive& call) {
+    auto lone = std::make_shared<Primitive>();
+    lone->build(spec_);
+    if (log_teams())
+      std::fprintf(stderr, "%s: %s, on the team by its estimate, %s for one thread while the steps keep off the team\n",
+                   model_, call_, lone->ok ? "is now built" : "could not be built");
+    if (!lone->ok) return;
+    lone->share_constants(call);
+    built_ = std::move(lone);
+  }
+  std::shared_ptr<const Primitive> built_;
   Spec spec_;
-  const char *model_, *call_;
-  std::once_flag built_;
-  std::shared_ptr<const Primitive> lone_;
+  const char *model_ = nullptr, *call_ = nullptr;  // set: built on need
+  std::once_flag building_;
 };
+template <typename Primitive>
+const Primitive& twin_for_run(const Primitive& p) {
+  if (!p.twin) return p;
+  const int team = twin_team_now(p.team, p.team_cap, p.provisional, p.serial_ns, parallel_region_ns(p.team_cap));
+  if (team == p.team) return p;
+  const Primitive* other = p.twin->get(p);
+  return other ? *other : p;
+}
 
 // Zero-filled bytes: a call's operands when it is timed at creation.
 class ZeroedBytes {
@@ -608,8 +609,7 @@ struct Conv {
   int team_cap = 1;      // the model's threads
   double serial_ns = 0;  // the estimate of its time on one thread (call_serial_ns)
   SubPixel sub;          // a transposed convolution run as an ordinary one and an interleave
-  std::shared_ptr<const Conv> twin;  // the call built for the other team (twin_for_run)
-  std::shared_ptr<LoneTwin<Conv, ConvSpec>> lone;  // or, on the team by its estimate, for one thread
+  std::shared_ptr<Twin<Conv, ConvSpec>> twin;  // the call for the other team (twin_for_run)
   bool provisional = false;
 
   // Shares the twin's packed weights when they are laid out alike (keep_faster_team).
@@ -844,8 +844,7 @@ struct Matmul {
   double b_elements = 0;
   double weight_bytes = 0;  // the model's (call_team)
   double serial_ns = 0;     // the estimate of its time on one thread; 0 with a dynamic row count
-  std::shared_ptr<const Matmul> twin;  // the call built for the other team (twin_for_run)
-  std::shared_ptr<LoneTwin<Matmul, MatmulSpec>> lone;  // or, on the team by its estimate, for one thread
+  std::shared_ptr<Twin<Matmul, MatmulSpec>> twin;  // the call for the other team (twin_for_run)
   bool provisional = false;
 
   // Shares the twin's converted constant b when it is laid out alike (keep_faster_team).
@@ -974,7 +973,7 @@ void keep_faster_team(Primitive& built, Spec spec, const char* model, const char
                    built.serial_ns / 1e3);
     // (A payback of 0 keeps every step on the team, this call's too.)
     if (built.serial_ns > 0 && built.team > 1 && region_payback() > 0)
-      built.lone = std::make_shared<LoneTwin<Primitive, Spec>>(spec, model, call);
+      built.twin = std::make_shared<Twin<Primitive, Spec>>(spec, model, call);
     return;
   }
   spec.team = built.team > 1 ? 1 : spec.team_cap;
@@ -1022,12 +1021,11 @@ void keep_faster_team(Primitive& built, Spec spec, const char* model, const char
     // either for a choice made in a slow spell (provisional). A one-thread choice made while the
     // regions were fast runs on one thread whatever they do later.
     const bool provisional = region_ns > kSlowRegionNs;
-    std::shared_ptr<Primitive> twin;
-    if (provisional || (switch_team ? other.team : built.team) > 1)
-      twin = std::make_shared<Primitive>(std::move(switch_team ? built : other));
+    const bool keep = provisional || (switch_team ? other.team : built.team) > 1;
+    Primitive kept = std::move(switch_team ? built : other);
     if (switch_team) built = std::move(other);
-    if (twin) twin->share_constants(built);
-    built.twin = std::move(twin);
+    kept.share_constants(built);
+    built.twin = keep ? std::make_shared<Twin<Primitive, Spec>>(std::move(kept)) : nullptr;
     built.provisional = provisional;
   } catch (const std::exception&) {
     // A run that fails here fails again in the model's runs, which fall back and say why.
