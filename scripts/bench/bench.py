@@ -709,13 +709,17 @@ def scaling_table(ctx, result):
     """Each model's time at every thread count against its time at the first (above 1: faster
     with more threads). With rounds, each time is followed by its rounds' range: on a host whose
     processes run at one of a few speed levels for their life, a ratio off by more than the
-    noise asked of it may be the levels', which the ranges show."""
+    noise asked of it may be the levels', which the ranges show. The paired column compares each
+    round's two counts, timed one right after the other, and takes the median of those ratios:
+    a slow spell of the host then slows both sides of a pair, not one side's median."""
     first, rest = ctx.threads[0], ctx.threads[1:]
     rounds = (f", median of {ctx.args.rounds} rounds alternating the thread counts (the rounds' range)"
               if ctx.args.rounds > 1 else "")
     head = ["model", f"foundryc {plural_threads(first)}"]
     for t in rest:
         head += [f"foundryc {plural_threads(t)}", f"{first}T / {t}T"]
+        if ctx.args.rounds > 1:
+            head += [f"{first}T / {t}T paired (range)"]
     lines = [f"## foundryc's thread scaling{rounds}", "", "| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     for r in result["models"]:
         timed = {t: r.get("threads", {}).get(t, {}).get("foundry", {}) for t in ctx.threads}
@@ -723,8 +727,20 @@ def scaling_table(ctx, result):
         cells = [r["model"], time_with_range(timed[first])]
         for t in rest:
             cells += [time_with_range(timed[t]), fmt(ms[first] / ms[t] if ms[first] and ms[t] else None, ".2f", "×")]
+            if ctx.args.rounds > 1:
+                cells += [paired_ratio(timed[first], timed[t], ctx.args.rounds)]
         lines.append("| " + " | ".join(cells) + " |")
     return lines + [""]
+
+
+def paired_ratio(a, b, rounds):
+    """The median of a's round medians over b's, round by round, and their range ("-" unless both
+    have all `rounds`: a failed round leaves them unpaired)."""
+    ra, rb = a.get("round_medians_ms") or [], b.get("round_medians_ms") or []
+    if len(ra) != rounds or len(rb) != rounds:
+        return "-"
+    ratios = [x / y for x, y in zip(ra, rb)]
+    return f"{statistics.median(ratios):.2f}× ({min(ratios):.2f} – {max(ratios):.2f})"
 
 
 def time_with_range(timed):
