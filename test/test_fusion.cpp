@@ -64,7 +64,8 @@ StepCounts count_steps(const sched::Schedule& s) {
 
 // The graph scheduled as foundryc does, compiled and run on make_inputs(g), against the
 // reference evaluator's result for the same inputs.
-void check_compiled_against_evaluator(const Graph& g) {
+// Compiles `g`, checks its outputs against the graph evaluator's, and returns its kernels.cpp.
+std::string check_compiled_against_evaluator(const Graph& g) {
   TempDir tmp("foundry_fusion_");
   const std::vector<NpyArray> inputs = make_inputs(g);
   ir::LoopProgram program = lower::lower_graph(g);
@@ -84,6 +85,7 @@ void check_compiled_against_evaluator(const Graph& g) {
     INFO("output " << i << ": " << c.message);
     CHECK(c.pass);
   }
+  return read_file(dir + "/kernels.cpp");
 }
 
 }  // namespace
@@ -108,6 +110,51 @@ TEST_CASE("fusion: siblings sharing an input fuse across a library call neither 
   CHECK(count_steps(sched::schedule_program(program, unfused)).kernels == 2);
 
   check_compiled_against_evaluator(b.g);  // and the fused kernel computes the same values
+}
+
+// A concatenation read by the kernel of its consumer is written piece by piece along the channels
+// (codegen/piece_split.h): each piece loads its own source alone, and the values match the graph
+// evaluator's. Read by a ReLU and by a sum over the last dim (a kernel of nested loops), and, at
+// 4 x 64 x 32 x 32, by threads that share the batch and channel loops collapsed: the pieces are
+// then chosen inside the channel loop, which nothing may stand before.
+TEST_CASE("fusion: a concatenation read by a fused consumer is written piece by piece", "[fusion][fast]") {
+  auto concatenation = [](Builder& b, std::vector<int64_t> channels, int64_t batch, int64_t h, int64_t w) {
+    std::vector<Value*> pieces;
+    for (int64_t c : channels) pieces.push_back(b.input("x" + std::to_string(pieces.size()), {batch, c, h, w}));
+    return b.op("cat", {pos(tensors(pieces)), pos(Arg::of_int(1))});
+  };
+  Builder small;
+  Value* cat = concatenation(small, {2, 3, 1, 4}, 3, 5, 12);
+  small.output(small.op("relu", {pos(cat)}));
+  small.output(small.op("sum.dim_IntList", {pos(cat), pos(ints({3}))}));
+  const std::string kernels = check_compiled_against_evaluator(small.g);
+  INFO(kernels);
+  // One kernel (the concatenation stored: both read it), no selection among the pieces left.
+  CHECK(file_check(kernels, R"(
+    CHECK: void cpp_fused_cat_relu_sum_0(
+    CHECK-NOT: select(
+    CHECK: for (int64_t i1 = 0; i1 < 10; ++i1) {
+    CHECK-NEXT: if (i1 < 2) {
+    CHECK-NOT: select(
+    CHECK: acc0
+    CHECK-NOT: select(
+    CHECK: } else if (i1 < 5) {
+    CHECK-NOT: select(
+    CHECK: } else if (i1 < 6) {
+    CHECK-NOT: select(
+    CHECK: } else {
+    CHECK-NOT: select(
+    CHECK: }  // namespace fusion_test_kernels
+  )") == "");
+  Builder large;
+  large.output(large.op("relu", {pos(concatenation(large, {16, 16, 16, 16}, 4, 32, 32))}));
+  CHECK(file_check(check_compiled_against_evaluator(large.g), R"(
+    CHECK: #pragma omp parallel for collapse(2)
+    CHECK-NEXT: for (int64_t i0 = 0; i0 < 4; ++i0) {
+    CHECK-NEXT: for (int64_t i1 = 0; i1 < 64; ++i1) {
+    CHECK-NEXT: if (i1 < 16) {
+    CHECK: } else if (i1 < 48) {
+  )") == "");
 }
 
 TEST_CASE("fusion: a one-load producer with two readers that cannot share a kernel is recomputed, not stored",

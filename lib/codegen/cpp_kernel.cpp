@@ -8,6 +8,7 @@
 #include "codegen/cpp_ops.h"
 #include "codegen/kernel_common.h"
 #include "codegen/kernel_scopes.h"
+#include "codegen/piece_split.h"
 #include "foundry/codegen/cpp_expr.h"
 #include "foundry/codegen/loop_nest.h"
 #include "foundry/ir/record.h"
@@ -556,6 +557,70 @@ std::string plan_lane_var(const sched::Kernel& kernel, const ir::Accesses& acc, 
   return across ? v : "";
 }
 
+// Writes a kernel's loop nest with the handlers: whole, or piece by piece where a loop splits.
+struct NestWriter {
+  const sched::Kernel& kernel;
+  const sched::Schedule& schedule;
+  const std::vector<std::string>& outer;
+  const LoopPlan& plan;
+  int chunks, lanes;
+  const KernelOptions& options;
+  const std::map<const ir::Buffer*, std::string>& ptrs;
+
+  struct Written {
+    Stmts body;
+    std::set<std::string> size_symbols;
+  };
+
+  // The nest for the iterations of one piece of a split loop (`piece`), or for all of them.
+  Written write(const std::optional<ScopeStack::Piece>& piece) const {
+    ScopeStack scopes(ptrs, lanes);
+    scopes.piece = piece;
+    scopes.open(kernel.ranges, outer);
+    if (!plan.tile_var.empty()) {
+      scopes.top().tile_var = plan.tile_var;
+      size_t d = std::find(outer.begin(), outer.end(), plan.tile_var) - outer.begin();
+      scopes.set_extent(plan.tile_var + "_tile", kernel.ranges[d]);
+    }
+    CppScalarOps scalar(scopes);
+    std::optional<CppVectorOps> vector;
+    if (lanes > 1) vector.emplace(scopes);
+    SharedOps ops(scopes, scalar, vector ? &*vector : nullptr);
+    NestBuilder builder(scopes, ops, options.threads, chunks, options.min_parallel_work);
+    if (!plan.lane_var.empty()) builder.set_lanes(plan.lane_var, plan.lanes);
+    sched::walk_kernel(kernel, schedule, builder);
+    Stmts body = builder.close(&plan);
+    return {std::move(body), scopes.size_symbols()};
+  }
+
+  // Piece by piece (piece_split.h) when the body chooses by an outer loop of constant extent
+  // outside the vector loop (any outer loop of a kernel of nested loops, whose vector loops are
+  // inside); tiled, lane-by-lane and split-reduction kernels, and scalar ones, are written whole.
+  Written write_split(bool nested) const {
+    if (lanes <= 1 || chunks > 0 || outer.empty() || !plan.tile_var.empty() || !plan.lane_var.empty())
+      return write(std::nullopt);
+    std::vector<std::string> candidates;
+    std::vector<int64_t> extents;
+    for (size_t d = 0; d < outer.size() - (nested ? 0 : 1); ++d)
+      if (kernel.ranges[d].is_const()) {
+        candidates.push_back(outer[d]);
+        extents.push_back(kernel.ranges[d].const_value());
+      }
+    auto split = find_piece_split(kernel, schedule, candidates, extents);
+    if (!split) return write(std::nullopt);
+    std::vector<Stmts> nests;
+    std::set<std::string> size_symbols;
+    for (size_t k = 0; k <= split->ends.size(); ++k) {
+      const int64_t begin = k ? split->ends[k - 1] : 0, end = k < split->ends.size() ? split->ends[k] : split->extent;
+      Written piece = write(ScopeStack::Piece{split->var, begin, end});
+      nests.push_back(std::move(piece.body));
+      size_symbols.insert(piece.size_symbols.begin(), piece.size_symbols.end());
+    }
+    if (auto merged = merge_pieces(std::move(nests), *split)) return {std::move(*merged), size_symbols};
+    return write(std::nullopt);
+  }
+};
+
 }  // namespace
 
 ir::Accesses kernel_accesses(const sched::Kernel& kernel, const sched::Schedule& schedule) {
@@ -635,23 +700,10 @@ EmittedKernel emit_kernel(const sched::Kernel& unmerged, const sched::Schedule& 
     lanes = 1;
   }
 
-  ScopeStack scopes(ptrs, lanes);
-  scopes.open(kernel.ranges, outer);
-  if (!plan.tile_var.empty()) {
-    scopes.top().tile_var = plan.tile_var;
-    size_t d = std::find(outer.begin(), outer.end(), plan.tile_var) - outer.begin();
-    scopes.set_extent(plan.tile_var + "_tile", kernel.ranges[d]);
-  }
-  CppScalarOps scalar(scopes);
-  std::optional<CppVectorOps> vector;
-  if (lanes > 1) vector.emplace(scopes);
-  SharedOps ops(scopes, scalar, vector ? &*vector : nullptr);
-  NestBuilder builder(scopes, ops, options.threads, chunks, options.min_parallel_work);
-  if (!plan.lane_var.empty()) builder.set_lanes(plan.lane_var, plan.lanes);
-  sched::walk_kernel(kernel, schedule, builder);
-  Stmts body = builder.close(&plan);
+  NestWriter writer{kernel, schedule, outer, plan, chunks, lanes, options, ptrs};
+  auto [body, size_symbols] = writer.write_split(nested);
 
-  for (const std::string& s : scopes.size_symbols()) {
+  for (const std::string& s : size_symbols) {
     k.size_params.push_back(s);
     params += (params.empty() ? "" : ", ") + std::string("int64_t ") + s;
   }

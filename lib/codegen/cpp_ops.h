@@ -72,6 +72,7 @@ class CppVectorOps final : public ir::Ops {
   ScopeStack& scopes_;
   std::set<int> no_vector_form_;  // values of the current loops that have no vector form
   std::map<int, ir::Expr> index_values_;  // int64 values that are index expressions, by value number
+  std::map<int, bool> known_bools_;       // comparisons of them decided in the loop's piece
   int next_ = 0, indirect_ = 0, accumulators_ = 0;
 
   // Defines value number next_ as `rhs` (nullopt: it has no vector form).

@@ -183,8 +183,11 @@ std::optional<Val> CppVectorOps::index_arithmetic(ir::BinaryOp op, Val a, Val b)
     case ir::BinaryOp::Sub: return index_expr(x - y, DType::Int64);
     case ir::BinaryOp::Mul: return index_expr(x * y, DType::Int64);
     case ir::BinaryOp::Lt: case ir::BinaryOp::Le: case ir::BinaryOp::Gt: case ir::BinaryOp::Ge:
-    case ir::BinaryOp::Eq: case ir::BinaryOp::Ne:
-      return def(DType::Bool, index_compare(op, x, y));
+    case ir::BinaryOp::Eq: case ir::BinaryOp::Ne: {
+      Val v = def(DType::Bool, index_compare(op, x, y));
+      if (auto known = scopes_.decided(op, x - y)) known_bools_[v.id] = *known;
+      return v;
+    }
     default: return std::nullopt;
   }
 }
@@ -195,6 +198,7 @@ std::optional<Val> CppVectorOps::index_arithmetic(ir::BinaryOp op, Val a, Val b)
 std::string CppVectorOps::index_compare(ir::BinaryOp op, const Expr& a, const Expr& b) {
   const std::string infix = infix_operator(op);
   const Expr diff = a - b;
+  if (auto known = scopes_.decided(op, diff)) return vector_splat(DType::Bool, *known ? "true" : "false");
   if (!lane_step(diff)) return vector_splat(DType::Bool, "(" + scopes_.idx(a) + ") " + infix + " (" + scopes_.idx(b) + ")");
   auto step = ir::affine_coefficient(diff, *vector_var());
   if (step && !ir::free_symbols(*step).count(*vector_var()))
@@ -211,6 +215,10 @@ Val CppVectorOps::binary(ir::BinaryOp op, Val a, Val b) {
 }
 
 Val CppVectorOps::where(Val c, Val a, Val b) {
+  if (auto known = known_bools_.find(c.id); known != known_bools_.end()) {  // decided in the loop's piece
+    const Val& chosen = known->second ? a : b;
+    return def(a.dtype, vec(chosen), /*loaded=*/true);  // a copy: rounded already, if 16-bit
+  }
   auto vc = vec(c), va = vec(a), vb = vec(b);
   return def(a.dtype, vc && va && vb ? std::optional("foundry_vec::select(" + *vc + ", " + *va + ", " + *vb + ")")
                                      : std::nullopt);

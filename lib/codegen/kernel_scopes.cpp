@@ -93,6 +93,8 @@ void drop_lines(Stmts& stmts, const std::vector<std::string>& prefixes) {
       drop_lines(loop->body, prefixes);
     } else if (auto* region = std::get_if<ParallelRegion>(&s.node)) {
       drop_lines(region->body, prefixes);
+    } else if (auto* cases = std::get_if<Cases>(&s.node)) {
+      for (auto& c : cases->cases) drop_lines(c.second, prefixes);
     }
     kept.push_back(std::move(s));
   }
@@ -148,7 +150,38 @@ std::optional<std::string> LaneVectors::store(ScopeStack& scopes, const std::str
 std::string ScopeStack::idx(const ir::Expr& e) {
   for (const std::string& s : ir::free_symbols(e))
     if (ir::is_size_symbol(s)) size_symbols_.insert(s);
-  return cpp_index(e, extents_);
+  return cpp_index(piece ? in_piece(e) : e, extents_);
+}
+
+// `e` with the piece's variable written as begin + an offset in [0, end - begin): simplified
+// there (a piece's clamps of the index disappear), then put back in terms of the variable.
+ir::Expr ScopeStack::in_piece(const ir::Expr& e) const {
+  if (!ir::free_symbols(e).count(piece->var)) return e;
+  const std::string offset = piece->var + "_in_piece";
+  ir::SymbolExtents extents = extents_;
+  extents[offset] = ir::Expr(piece->end - piece->begin);
+  ir::Expr inside = ir::simplify(ir::substitute(e, {{piece->var, ir::Expr::sym(offset) + piece->begin}}), extents);
+  return ir::simplify(ir::substitute(inside, {{offset, ir::Expr::sym(piece->var) - piece->begin}}), extents_);
+}
+
+std::optional<bool> ScopeStack::decided(ir::BinaryOp op, const ir::Expr& diff) const {
+  if (!piece) return std::nullopt;
+  const std::string offset = piece->var + "_in_piece";
+  ir::SymbolExtents extents = extents_;
+  extents[offset] = ir::Expr(piece->end - piece->begin);
+  const ir::Expr d = ir::substitute(diff, {{piece->var, ir::Expr::sym(offset) + piece->begin}});
+  const auto lo = ir::lower_bound(d, extents), hi = ir::upper_bound(d, extents);
+  if (!lo || !hi) return std::nullopt;
+  using Op = ir::BinaryOp;
+  switch (op) {
+    case Op::Lt: return *hi < 0 ? std::optional(true) : *lo >= 0 ? std::optional(false) : std::nullopt;
+    case Op::Le: return *hi <= 0 ? std::optional(true) : *lo > 0 ? std::optional(false) : std::nullopt;
+    case Op::Gt: return *lo > 0 ? std::optional(true) : *hi <= 0 ? std::optional(false) : std::nullopt;
+    case Op::Ge: return *lo >= 0 ? std::optional(true) : *hi < 0 ? std::optional(false) : std::nullopt;
+    case Op::Eq: return *lo == 0 && *hi == 0 ? std::optional(true) : *lo > 0 || *hi < 0 ? std::optional(false) : std::nullopt;
+    case Op::Ne: return *lo == 0 && *hi == 0 ? std::optional(false) : *lo > 0 || *hi < 0 ? std::optional(true) : std::nullopt;
+    default: return std::nullopt;
+  }
 }
 
 std::string ScopeStack::ptr(const ir::Buffer& buf) const {

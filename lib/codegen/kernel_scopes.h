@@ -12,6 +12,7 @@
 
 #include "foundry/codegen/loop_nest.h"
 #include "foundry/ir/loop_ir.h"
+#include "foundry/ir/ops.h"
 
 namespace foundry::codegen {
 
@@ -150,12 +151,24 @@ class ScopeStack {
 
   const std::set<std::string>& size_symbols() const { return size_symbols_; }
   int lanes() const { return lanes_; }
+  // The piece of a loop that the kernel is being written for (piece_split.h): index expressions
+  // are simplified for `var` in [begin, end), and comparisons that hold, or fail, for all of it
+  // are decided.
+  struct Piece {
+    std::string var;
+    int64_t begin = 0, end = 0;
+  };
+  std::optional<Piece> piece;
+  // Whether `diff op 0` holds in every iteration of the piece; nullopt when it varies (or no piece).
+  std::optional<bool> decided(ir::BinaryOp op, const ir::Expr& diff) const;
   std::map<int, int> defined_in;  // value id -> serial of the scope that defines it
   bool may_fail = false;          // the code calls a helper that can report a kernel error
   RowRegisters* rows = nullptr;   // CUDA row kernels that hold short rows in registers
   LaneVectors* lane_vectors = nullptr;  // CUDA flat kernels that load and store 4 lanes at a time
 
  private:
+  ir::Expr in_piece(const ir::Expr& e) const;
+
   const std::map<const ir::Buffer*, std::string>& ptrs_;
   int lanes_;
   std::vector<Scope> stack_;

@@ -46,6 +46,16 @@ struct CppPrinter {
     print_cpp(region.body, indent + "  ", out);
     out.push_back(indent + "}");
   }
+
+  void operator()(const Cases& cases, const std::string& indent) {
+    for (size_t k = 0; k < cases.cases.size(); ++k) {
+      const auto& [condition, body] = cases.cases[k];
+      const std::string head = condition.empty() ? "else {" : (k ? "else if (" : "if (") + condition + ") {";
+      out.push_back(indent + (k ? "} " : "") + head);
+      print_cpp(body, indent + "  ", out);
+    }
+    out.push_back(indent + "}");
+  }
 };
 
 // The first iteration a GPU thread takes and how far it steps, by the loop's mapping.
@@ -81,6 +91,7 @@ struct CudaPrinter {
   void operator()(const ParallelRegion&, const std::string&) {
     throw InternalError("bug: an OpenMP parallel region in a CUDA kernel");
   }
+  void operator()(const Cases&, const std::string&) { throw InternalError("bug: a loop split into pieces in a CUDA kernel"); }
 
   void print_rounds(const Loop& loop, const std::string& indent) {
     FOUNDRY_CHECK(loop.threads == Loop::Threads::BlockThreads && loop.begin == "0", "rounds of a loop that is not a row's");

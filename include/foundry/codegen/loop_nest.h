@@ -50,12 +50,19 @@ struct ParallelRegion {
   Stmts body;
 };
 
-// A statement of a kernel: one line of code, a loop, or a parallel region.
+// `if (condition) {...} else if ... else {...}`: the first case whose condition holds runs; the
+// last case's condition is "" (else). C++ kernels only (a loop split into pieces, piece_split.h).
+struct Cases {
+  std::vector<std::pair<std::string, Stmts>> cases;
+};
+
+// A statement of a kernel: one line of code, a loop, a parallel region, or cases.
 struct Stmt {
-  std::variant<std::string, Loop, ParallelRegion> node;
+  std::variant<std::string, Loop, ParallelRegion, Cases> node;
   Stmt(std::string line) : node(std::move(line)) {}  // NOLINT: lines read as statements
   Stmt(Loop loop) : node(std::move(loop)) {}         // NOLINT
   Stmt(ParallelRegion region) : node(std::move(region)) {}  // NOLINT
+  Stmt(Cases cases) : node(std::move(cases)) {}             // NOLINT
 };
 
 // A plain loop over [begin, end) by `step`.
