@@ -153,23 +153,27 @@ std::string ScopeStack::idx(const ir::Expr& e) {
   return cpp_index(piece ? in_piece(e) : e, extents_);
 }
 
-// `e` with the piece's variable written as begin + an offset in [0, end - begin): simplified
-// there (a piece's clamps of the index disappear), then put back in terms of the variable.
+// `e` with the piece's variable written as begin + an offset, and `extents` with the offset's
+// range, [0, end - begin).
+ir::Expr ScopeStack::at_offset(const ir::Expr& e, ir::SymbolExtents& extents) const {
+  extents = extents_;
+  extents[piece->var + "_in_piece"] = ir::Expr(piece->end - piece->begin);
+  return ir::substitute(e, {{piece->var, ir::Expr::sym(piece->var + "_in_piece") + piece->begin}});
+}
+
+// `e` simplified in the piece (its clamps of the index disappear), in terms of the variable again.
 ir::Expr ScopeStack::in_piece(const ir::Expr& e) const {
   if (!ir::free_symbols(e).count(piece->var)) return e;
-  const std::string offset = piece->var + "_in_piece";
-  ir::SymbolExtents extents = extents_;
-  extents[offset] = ir::Expr(piece->end - piece->begin);
-  ir::Expr inside = ir::simplify(ir::substitute(e, {{piece->var, ir::Expr::sym(offset) + piece->begin}}), extents);
-  return ir::simplify(ir::substitute(inside, {{offset, ir::Expr::sym(piece->var) - piece->begin}}), extents_);
+  ir::SymbolExtents extents;
+  const ir::Expr inside = ir::simplify(at_offset(e, extents), extents);
+  return ir::simplify(ir::substitute(inside, {{piece->var + "_in_piece", ir::Expr::sym(piece->var) - piece->begin}}),
+                      extents_);
 }
 
 std::optional<bool> ScopeStack::decided(ir::BinaryOp op, const ir::Expr& diff) const {
   if (!piece) return std::nullopt;
-  const std::string offset = piece->var + "_in_piece";
-  ir::SymbolExtents extents = extents_;
-  extents[offset] = ir::Expr(piece->end - piece->begin);
-  const ir::Expr d = ir::substitute(diff, {{piece->var, ir::Expr::sym(offset) + piece->begin}});
+  ir::SymbolExtents extents;
+  const ir::Expr d = at_offset(diff, extents);
   const auto lo = ir::lower_bound(d, extents), hi = ir::upper_bound(d, extents);
   if (!lo || !hi) return std::nullopt;
   using Op = ir::BinaryOp;

@@ -167,6 +167,7 @@ class ScopeStack {
   LaneVectors* lane_vectors = nullptr;  // CUDA flat kernels that load and store 4 lanes at a time
 
  private:
+  ir::Expr at_offset(const ir::Expr& e, ir::SymbolExtents& extents) const;
   ir::Expr in_piece(const ir::Expr& e) const;
 
   const std::map<const ir::Buffer*, std::string>& ptrs_;
