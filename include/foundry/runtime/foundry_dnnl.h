@@ -1024,8 +1024,11 @@ void keep_faster_team(Primitive& built, Spec spec, const char* model, const char
     const bool keep = provisional || (switch_team ? other.team : built.team) > 1;
     Primitive kept = std::move(switch_team ? built : other);
     if (switch_team) built = std::move(other);
-    kept.share_constants(built);
-    built.twin = keep ? std::make_shared<Twin<Primitive, Spec>>(std::move(kept)) : nullptr;
+    built.twin = nullptr;
+    if (keep) {  // the other call goes otherwise: nothing of it to share
+      kept.share_constants(built);
+      built.twin = std::make_shared<Twin<Primitive, Spec>>(std::move(kept));
+    }
     built.provisional = provisional;
   } catch (const std::exception&) {
     // A run that fails here fails again in the model's runs, which fall back and say why.
