@@ -38,7 +38,10 @@ Value* relu(Builder& b, Value* v) { return b.op("relu", {pos(v)}); }
 // - `g` by an addition to x: x is NCHW, so g stays NCHW;
 // - `h` by a residual addition and relu, then a 2x2 max pool, then a convolution;
 // - `m` by a squeeze-excitation: its mean over the pixels, and m times the sigmoid of that mean;
-// - `n` by a layer norm over its channels through permutations (ConvNeXt's LayerNorm2d).
+// - `n` by a layer norm over its channels through permutations (ConvNeXt's LayerNorm2d);
+// - `p` by a relu through a flattening and a transposition to [1, H*W, C], then a product over
+//   its channels (PVT's and SegFormer's token MLPs): p goes channels last, and the relu, whose
+//   buffer is in token order, stays a kernel.
 // And a depthwise convolution of the input y, NCHW, with rows of 16: on foundryc's depthwise loops.
 Builder convolutions() {
   Builder b;
@@ -67,6 +70,10 @@ Builder convolutions() {
   Value* normed = b.op("native_layer_norm", {pos(nhwc), pos(ints({C})), pos(b.weight("ln_w", {C})),
                                              pos(b.weight("ln_b", {C})), pos(Arg::of_float(1e-5))});
   b.output(conv(b, b.op("permute", {pos(normed), pos(ints({0, 3, 1, 2}))}), b.weight("wl", {C, C, 3, 3})));
+  Value* p = conv(b, x, b.weight("wt", {C, C, 3, 3}));
+  Value* tokens = b.op("permute", {pos(b.op("view", {pos(p), pos(ints({1, C, H * W}))})), pos(ints({0, 2, 1}))});
+  Value* act = relu(b, tokens);
+  b.output(b.op("mm", {pos(b.op("view", {pos(act), pos(ints({H * W, C}))})), pos(b.weight("wt2", {C, 2 * C}))}));
   return b;
 }
 
@@ -103,8 +110,8 @@ TEST_CASE("channels last: activations between convolutions are stored as they ru
   int changed = 0, reordered = 0;
   ir::LoopProgram program = scheduled_program(b.g, &changed, &reordered);
   // a's convolution and relu, b, e, f's convolution and relu, h, its sum with e and the relu of
-  // that, the pool, m, m times its gate, n. Not g, nor the outputs.
-  CHECK(changed == 13);
+  // that, the pool, m, m times its gate, n, p. Not g, nor the outputs.
+  CHECK(changed == 14);
   // The residual sum, its relu, the pool and the gating (a's and f's relus are folded).
   CHECK(reordered == 4);
   int conv_inputs = 0;
@@ -130,7 +137,7 @@ TEST_CASE("channels last: activations between convolutions are stored as they ru
   TempDir tmp("foundry_channels_last_");
   compile_program(program, tmp / "model", tmp / "cache", true, "cl");
   const std::string externs = read_file(tmp / "model/externs.cpp");
-  CHECK(count_occurrences(externs, "    spec.output_strides = ") == 7);  // a, b, e, f, h, m, n
+  CHECK(count_occurrences(externs, "    spec.output_strides = ") == 8);  // a, b, e, f, h, m, n, p
   // y's depthwise convolution on foundryc's loops, e's on oneDNN.
   CHECK(count_occurrences(externs, "  foundry_rt::depthwise_conv2d(shape, ") == 1);
   for (const char* no_dnnl : {"0", "1"}) {

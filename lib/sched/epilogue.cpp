@@ -4,7 +4,8 @@
 // foundry_externs.h) and both indices the plain position of element i. The two buffers may
 // differ in shape with the same elements (a linear layer's [tokens, features] product read as
 // [1, tokens, features]): the call computes its own shape (its node's ranges) into the
-// epilogue's buffer. A SiLU is folded only into depthwise convolutions on NCHW activations
+// epilogue's buffer, so both must be stored in plain order unless they have one shape and one
+// layout (same_layout()). A SiLU is folded only into depthwise convolutions on NCHW activations
 // (nchw_depthwise()).
 #include "foundry/sched/epilogue.h"
 
@@ -217,6 +218,17 @@ bool same_elements(const ir::Buffer& out, const ir::Buffer& epilogue_out) {
   return ir::simplify(out.numel(), {}) == ir::simplify(epilogue_out.numel(), {});
 }
 
+// Whether the call, which writes its own shape in out's layout, can write `epilogue_out` instead:
+// the same shape and strides, or both stored in their shapes' plain order (a reshape). Not a
+// channels-last output (sched/channels_last.h) read in order through a permutation, as
+// PVT's and SegFormer's token MLPs read their depthwise convolutions: the call, given the
+// epilogue's [1, tokens, channels] buffer, would write it in NCHW order.
+bool same_layout(const ir::Buffer& out, const ir::Buffer& epilogue_out) {
+  if (out.sizes == epilogue_out.sizes && out.strides == epilogue_out.strides) return true;
+  return out.strides == ir::contiguous_strides(out.sizes) &&
+         epilogue_out.strides == ir::contiguous_strides(epilogue_out.sizes);
+}
+
 // What the fold reads the program through: the nodes reading each buffer, the node writing it, and
 // each node's position.
 struct ProgramIndex {
@@ -286,7 +298,7 @@ std::pair<std::vector<ir::LoopNode*>, ir::Activation> activation_epilogue(const 
   });
   for (size_t step = 0; step < kMaxEpilogueNodes; ++step) {
     std::vector<ir::LoopNode*> group = epilogue_ending_at(out, sink, index);
-    if (group.empty()) return {};
+    if (group.empty() || !same_layout(*out, *sink->output)) return {};
     if (std::optional<ir::Activation> activation = activation_of(*out, group)) return {group, *activation};
     auto next = index.readers.find(sink->output);
     if (index.outputs.count(sink->output) || next == index.readers.end() || next->second.size() != 1) return {};
