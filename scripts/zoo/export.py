@@ -174,6 +174,37 @@ for _name, _size, _kw in (("resnet18", None, {}), ("efficientnet_b0", None, {}),
         lambda _n=_name, _s=_size, _k=_kw: timm_model(_n, _s, **_k))
 
 
+# The second batch (2026-12-06): more architectures, each at its own image size. ViT-like ones that
+# take img_size get 64; the others keep their layout and get the smallest size they accept.
+TIMM_SIZES = {"inception_v3": 128, "efficientformer_l1": 224, "halonet26t": 256, "crossvit_tiny_240": 240,
+              "bat_resnext26ts": 256}
+TIMM_MORE = """efficientnetv2_rw_t tf_efficientnetv2_b0 regnety_002 repvgg_a0 dla34 hrnet_w18_small inception_v3
+densenet121 poolformer_s12 resmlp_12_224 cait_xxs24_224 coat_lite_tiny pit_ti_224 tnt_s_patch16_224 twins_svt_small
+visformer_tiny edgenext_xx_small efficientformer_l1 fastvit_t8 tiny_vit_5m_224 eca_nfnet_l0 rexnet_100 lcnet_050
+gernet_s sebotnet33ts_256 halonet26t swin_tiny_patch4_window7_224 beit_base_patch16_224 eva02_tiny_patch14_224
+xcit_nano_12_p16_224 convit_tiny crossvit_tiny_240 mobileone_s0 repghostnet_050 ghostnetv2_100 efficientvit_b0
+efficientvit_m0 ese_vovnet19b_dw selecsls42b res2net50_14w_8s resnest14d skresnet18 nest_tiny gcvit_xxtiny davit_tiny
+coatnet_nano_rw_224 focalnet_tiny_srf inception_next_tiny hiera_tiny_224 mobilenetv4_conv_small mambaout_femto
+hgnetv2_b0 starnet_s1 fastvit_mci0 vit_small_patch16_rope_224 convformer_s18 caformer_s18 sequencer2d_s gmlp_ti16_224
+resnetv2_50 bat_resnext26ts lambda_resnet26t cspresnet50 darknet53 dpn68 nf_resnet26 regnetz_b16 mobilevitv2_050
+efficientnet_lite0 tinynet_a semnasnet_050 mixnet_s res2next50 volo_d1_224 pvt_v2_b0 vit_relpos_small_patch16_224
+flexivit_small deit3_small_patch16_224 levit_conv_128s rdnet_tiny fasternet_t0 shvit_s1 ghostnetv3_050""".split()
+
+
+def timm_any_size(name):
+    import timm
+    if name in TIMM_SIZES:
+        return timm.create_model(name, pretrained=False, num_classes=10), image(TIMM_SIZES[name])
+    try:
+        return timm.create_model(name, pretrained=False, num_classes=10, img_size=64), image(64)
+    except TypeError:  # no img_size: a CNN, any size
+        return timm.create_model(name, pretrained=False, num_classes=10), image(64)
+
+
+for _name in TIMM_MORE:
+    model("timm_" + _name, "timm", "timm.create_model('%s')" % _name)(lambda _n=_name: timm_any_size(_n))
+
+
 # --- transformers (tiny configs, random weights) ----------------------------------------------
 
 VOCAB, SEQ = 500, 12
@@ -271,6 +302,80 @@ def _():
     from transformers import CLIPTextConfig, CLIPTextModel
     cfg = CLIPTextConfig(vocab_size=VOCAB, max_position_embeddings=64, **TINY)
     return HFWrapper(CLIPTextModel(cfg), ["input_ids", "attention_mask"]), (tokens(VOCAB), padding_mask())
+
+
+# The second batch: one line each, a config class and a model class of transformers with tiny
+# sizes; inputs by name (token ids and a padding mask, 64x64 images, 800 audio samples, a
+# [1, 64, 16] spectrogram), `fixed` passed to every call.
+def hf_tiny(name, config, model_class, inputs=("input_ids", "attention_mask"), fixed=None, **sizes):
+    def build():
+        import transformers
+        module = getattr(transformers, model_class)(getattr(transformers, config)(**sizes))
+        make = dict(input_ids=lambda: tokens(VOCAB), decoder_input_ids=lambda: tokens(VOCAB), attention_mask=padding_mask,
+                    pixel_values=lambda: image(64)[0], input_values=lambda: torch.randn(1, 800),
+                    input_features=lambda: torch.randn(1, 64, 16))
+        return HFWrapper(module, list(inputs), **(fixed or {})), tuple(make[i]() for i in inputs)
+    model("hf_" + name, "transformers", "transformers %s, tiny config" % model_class)(build)
+
+
+LM = dict(vocab_size=VOCAB, max_position_embeddings=64)
+NO_CACHE = dict(use_cache=False)
+PIXELS = dict(image_size=64, num_channels=3)
+AUDIO = dict(conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16,
+             num_conv_pos_embedding_groups=4, vocab_size=32)
+hf_tiny("roberta", "RobertaConfig", "RobertaModel", **LM, **TINY)
+hf_tiny("albert", "AlbertConfig", "AlbertModel", embedding_size=16, **LM, **TINY)
+hf_tiny("electra", "ElectraConfig", "ElectraModel", embedding_size=16, **LM, **TINY)
+hf_tiny("deberta_v2", "DebertaV2Config", "DebertaV2Model", **LM, **TINY)
+hf_tiny("mobilebert", "MobileBertConfig", "MobileBertModel", embedding_size=16, intra_bottleneck_size=16,
+        true_hidden_size=16, num_feedforward_networks=2, **LM, **TINY)
+hf_tiny("squeezebert", "SqueezeBertConfig", "SqueezeBertModel", embedding_size=32, **LM, **TINY)
+hf_tiny("convbert", "ConvBertConfig", "ConvBertModel", embedding_size=32, **LM, **TINY)
+hf_tiny("funnel", "FunnelConfig", "FunnelModel", vocab_size=VOCAB, block_sizes=[1, 1], d_model=32, n_head=2, d_head=16,
+        d_inner=64)
+hf_tiny("opt", "OPTConfig", "OPTForCausalLM", fixed=NO_CACHE, ffn_dim=64, word_embed_proj_dim=32, vocab_size=VOCAB,
+        max_position_embeddings=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2)
+hf_tiny("gpt_neo", "GPTNeoConfig", "GPTNeoForCausalLM", fixed=NO_CACHE, vocab_size=VOCAB, max_position_embeddings=64,
+        hidden_size=32, num_layers=2, num_heads=2, attention_types=[[["global", "local"], 1]], window_size=4)
+hf_tiny("gptj", "GPTJConfig", "GPTJModel", fixed=NO_CACHE, vocab_size=VOCAB, n_positions=64, n_embd=32, n_layer=2,
+        n_head=2, rotary_dim=8)
+hf_tiny("gpt_neox", "GPTNeoXConfig", "GPTNeoXModel", fixed=NO_CACHE, rotary_pct=0.5, **LM, **TINY)
+hf_tiny("bloom", "BloomConfig", "BloomModel", fixed=NO_CACHE, vocab_size=VOCAB, hidden_size=32, n_layer=2, n_head=2)
+hf_tiny("falcon", "FalconConfig", "FalconModel", fixed=NO_CACHE, vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+        num_attention_heads=2)
+hf_tiny("mistral", "MistralConfig", "MistralModel", fixed=NO_CACHE, sliding_window=4, num_key_value_heads=1, **LM, **TINY)
+hf_tiny("phi", "PhiConfig", "PhiModel", fixed=NO_CACHE, partial_rotary_factor=0.5, **LM, **TINY)
+hf_tiny("gemma", "GemmaConfig", "GemmaModel", fixed=NO_CACHE, head_dim=16, num_key_value_heads=1, **LM, **TINY)
+hf_tiny("gpt_bigcode", "GPTBigCodeConfig", "GPTBigCodeModel", fixed=NO_CACHE, vocab_size=VOCAB, n_positions=64,
+        n_embd=32, n_layer=2, n_head=2, multi_query=True)
+hf_tiny("bart", "BartConfig", "BartModel", ("input_ids", "attention_mask", "decoder_input_ids"), NO_CACHE,
+        vocab_size=VOCAB, max_position_embeddings=64, d_model=32, encoder_layers=1, decoder_layers=1,
+        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64)
+hf_tiny("t5_full", "T5Config", "T5Model", ("input_ids", "attention_mask", "decoder_input_ids"), NO_CACHE,
+        vocab_size=VOCAB, d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2)
+hf_tiny("modernbert", "ModernBertConfig", "ModernBertModel", pad_token_id=0, **LM, **TINY)
+hf_tiny("beit", "BeitConfig", "BeitModel", ("pixel_values",), patch_size=8, use_relative_position_bias=True,
+        **PIXELS, **TINY)
+hf_tiny("dinov2", "Dinov2Config", "Dinov2Model", ("pixel_values",), patch_size=8, **PIXELS, **TINY)
+hf_tiny("swin", "SwinConfig", "SwinModel", ("pixel_values",), embed_dim=16, depths=[1, 1], num_heads=[1, 2],
+        window_size=4, patch_size=4, **PIXELS)
+hf_tiny("convnext", "ConvNextConfig", "ConvNextModel", ("pixel_values",), hidden_sizes=[16, 32], depths=[1, 1],
+        num_stages=2)
+hf_tiny("segformer", "SegformerConfig", "SegformerForSemanticSegmentation", ("pixel_values",), num_encoder_blocks=2,
+        depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[16, 32], num_attention_heads=[1, 2], decoder_hidden_size=32,
+        num_labels=4, strides=[4, 2], patch_sizes=[7, 3], mlp_ratios=[2, 2])
+hf_tiny("mobilevit", "MobileViTConfig", "MobileViTModel", ("pixel_values",), image_size=64, hidden_sizes=[32, 40, 48],
+        neck_hidden_sizes=[8, 8, 16, 16, 24, 32, 64])
+hf_tiny("yolos", "YolosConfig", "YolosModel", ("pixel_values",), image_size=[64, 64], patch_size=16,
+        num_detection_tokens=4, **TINY)
+hf_tiny("clip_vision", "CLIPVisionConfig", "CLIPVisionModel", ("pixel_values",), patch_size=16, **PIXELS, **TINY)
+hf_tiny("siglip_vision", "SiglipVisionConfig", "SiglipVisionModel", ("pixel_values",), patch_size=16, **PIXELS, **TINY)
+hf_tiny("hubert", "HubertConfig", "HubertModel", ("input_values",), **AUDIO, **TINY)
+hf_tiny("wavlm", "WavLMConfig", "WavLMModel", ("input_values",), num_buckets=16, max_bucket_distance=32, **AUDIO, **TINY)
+hf_tiny("resnet", "ResNetConfig", "ResNetModel", ("pixel_values",), embedding_size=16, hidden_sizes=[16, 32],
+        depths=[1, 1])
+hf_tiny("levit", "LevitConfig", "LevitModel", ("pixel_values",), image_size=64, hidden_sizes=[32, 48, 64],
+        num_attention_heads=[1, 2, 2], depths=[1, 1, 1], key_dim=[8, 8, 8])
 
 
 # --- common nn blocks -------------------------------------------------------------------------
