@@ -241,6 +241,52 @@ def case_view_writes():
     return Fn(fn), (torch.tensor([[4, 5, 6], [7, 8, 9]]), randn(2, 3))
 
 
+def case_aliases():
+    # other names of core ops and small composites (timm's and transformers' training IR):
+    # multiply, subtract, divide, true_divide, broadcast_to, expand_as, .T, square, 1 - x and
+    # rsub, addcmul, addcdiv, clamp_min, clamp_max, and fill_ of a 0-d tensor into a fresh tensor
+    def fn(m, x, y, i):
+        z = torch.zeros(2, 3)
+        z.fill_(x[0, 0])
+        return (torch.multiply(x, y), torch.multiply(x, 3), torch.subtract(x, y, alpha=2), torch.divide(x, y),
+                torch.true_divide(i, 2), torch.broadcast_to(x[0], (4, 3)), x[:, :1].expand_as(y), y.reshape(2, 3, 2).T,
+                torch.square(x), torch.square(i), 1 - x, torch.rsub(x, y, alpha=2), 2.5 - i,
+                torch.addcmul(x, x, y, value=0.5), torch.addcdiv(x, x, y.abs() + 1), torch.clamp_min(x, 0.1),
+                torch.clamp_max(i, 5), z)
+    return Fn(fn), (randn(4, 3), randn(4, 3), torch.tensor([[4, 5, 6], [7, 8, 9]]))
+
+
+def case_stack_grids():
+    # stack at the front, the end and the middle; meshgrid "ij" and "xy" (Swin's and BEiT's relative
+    # positions), eye, repeat_interleave along a dim and flattened
+    def fn(m, x, a, b):
+        gi, gj = torch.meshgrid(a, b, indexing="ij")
+        xa, xb = torch.meshgrid(a, b, indexing="xy")
+        return (torch.stack([x, x * 2]), torch.stack([x, -x, x + 1], dim=-1), torch.stack([x, x], dim=1), gi * 10 + gj,
+                xa * 10 + xb, torch.eye(3) + x[0, 0], torch.eye(2, 4, dtype=torch.int64), torch.repeat_interleave(x, 2, dim=1),
+                x.repeat_interleave(3))
+    return Fn(fn), (randn(2, 3), torch.arange(3.0), torch.arange(4.0) * 2)
+
+
+def case_unfold_conv3d():
+    # F.unfold (im2col): a 3x3 window with padding 1 and stride 2, a 2x2 one with stride 2 and
+    # dilation... on a batched and an unbatched input; nn.Conv3d, with padding and with "same"
+    def fn(m, x, v):
+        f = torch.nn.functional.unfold
+        return (f(x, 3, padding=1, stride=2), f(x, 2, dilation=2, stride=1), f(x[0], (2, 3), stride=(2, 1)), m.c(v), m.s(v))
+    return Fn(fn, c=torch.nn.Conv3d(2, 4, 3, padding=1), s=torch.nn.Conv3d(2, 3, (3, 1, 2), padding="same")), \
+        (randn(2, 3, 7, 6), randn(1, 2, 4, 5, 6))
+
+
+def case_lstm_states():
+    # nn.LSTM batch first: torch 2.11's export records its last states as [L*D, 1, B, H] (eager
+    # gives [L*D, B, H]); flattened, both agree
+    def fn(m, x):
+        out, (h, c) = m.rnn(x)
+        return out, h.flatten(), c.reshape(-1)
+    return Fn(fn, rnn=torch.nn.LSTM(4, 6, num_layers=2, batch_first=True)), (randn(3, 5, 4),)
+
+
 class FirstOutput(torch.nn.Module):
     """The model's first output as a plain tensor (transformers returns a ModelOutput)."""
 
@@ -294,6 +340,10 @@ CASES = {
     "masked_fill": case_masked_fill,
     "adaptive_avg_pool1d": case_adaptive_avg_pool1d,
     "view_writes": case_view_writes,
+    "aliases": case_aliases,
+    "stack_grids": case_stack_grids,
+    "unfold_conv3d": case_unfold_conv3d,
+    "lstm_states": case_lstm_states,
     "llama": case_llama,
     "wav2vec2": case_wav2vec2,
 }

@@ -360,6 +360,16 @@ std::vector<TensorType> recurrent(const Node& node) {
   out.back() = directions * h0.sizes.back();
   std::vector<TensorType> types = {make_type(input.dtype, out), make_type(h0.dtype, h0.sizes)};
   if (lstm) types.push_back(hx.tensors[1]->type);
+  // PyTorch 2.11's export records the batch-first states of lstm.input as [L*D, 1, B, H] (its
+  // decomposition, which the exported program runs, gives that shape; eager gives [L*D, B, H]):
+  // the graph's readers were traced with it, so it is taken as recorded.
+  for (size_t i = 1; i < types.size() && i < node.outputs.size(); ++i) {
+    std::vector<int64_t> recorded = node.outputs[i]->type.sizes;
+    if (recorded.size() == 4 && recorded[1] == 1) {
+      recorded.erase(recorded.begin() + 1);
+      if (recorded == types[i].sizes) types[i] = make_type(types[i].dtype, node.outputs[i]->type.sizes);
+    }
+  }
   return types;
 }
 

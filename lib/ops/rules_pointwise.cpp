@@ -84,10 +84,19 @@ std::vector<TensorType> masked_fill(const Node& node) {
   return {make_type(self.dtype, self.sizes)};
 }
 
-// clamp promotes over self, min and max (scalars included), and broadcasts tensor bounds.
+// addcmul, addcdiv: self + value * (tensor1 op tensor2), the three broadcast and promoted.
+std::vector<TensorType> addcmul(const Node& node) {
+  std::vector<const Arg*> operands = {&shape::arg(node, "self"), &shape::arg(node, "tensor1"),
+                                      &shape::arg(node, "tensor2")};
+  return {make_type(shape::result_type(operands), broadcast_all(operands))};
+}
+
+// clamp promotes over self, min and max (scalars included), and broadcasts tensor bounds;
+// clamp_min and clamp_max likewise over their one bound.
 std::vector<TensorType> clamp(const Node& node) {
-  std::vector<const Arg*> operands = {&shape::arg(node, "self"), &shape::arg(node, "min"),
-                                      &shape::arg(node, "max")};
+  std::vector<const Arg*> operands = {&shape::arg(node, "self")};
+  for (const char* bound : {"min", "max"})  // clamp_min and clamp_max have one
+    if (shape::has_arg(node, bound)) operands.push_back(&shape::arg(node, bound));
   return {make_type(shape::result_type(operands), broadcast_all(operands))};
 }
 

@@ -1,5 +1,6 @@
 // Shape rules of the training-IR ops that only the decomposition pass sees (the rows at the end
-// of ops.def): reshape, view_as/reshape_as, chunk, split.Tensor, unbind.int and to.other. Like
+// of ops.def): reshape, view_as/reshape_as, chunk, split.Tensor, unbind.int, to.other, stack,
+// meshgrid, eye, repeat_interleave, im2col... Like
 // every rule they belong to the op table, which the passes are built on.
 #include <numeric>
 
@@ -103,6 +104,98 @@ std::vector<TensorType> argsort(const Node& node) {
   const TensorType& self = shape::tensor(node, "self");
   shape::normalize_dim(shape::int_arg(node, "dim"), self.rank());
   return {shape::make_type(DType::Int64, self.sizes)};
+}
+
+std::vector<TensorType> expand_as(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  const TensorType& other = shape::tensor(node, "other");
+  if (shape::broadcast_shapes(self.sizes, other.sizes) != other.sizes)
+    throw UserError("expand_as: cannot expand " + shape::format_sizes(self.sizes) + " to " + shape::format_sizes(other.sizes));
+  return {shape::make_type(self.dtype, other.sizes)};
+}
+
+// Tensor.T: the dims reversed.
+std::vector<TensorType> numpy_t(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  return {shape::make_type(self.dtype, std::vector<int64_t>(self.sizes.rbegin(), self.sizes.rend()))};
+}
+
+std::vector<TensorType> stack(const Node& node) {
+  const std::vector<Value*>& tensors = shape::arg(node, "tensors").tensors;
+  if (tensors.empty()) throw UserError("stack expects a non-empty list of tensors");
+  const TensorType& first = tensors[0]->type;
+  for (const Value* t : tensors)
+    if (t->type.sizes != first.sizes)
+      throw UserError("stack expects each tensor to be equal size, but got " + shape::format_sizes(first.sizes) + " and " +
+                      shape::format_sizes(t->type.sizes));
+  const int64_t dim = shape::normalize_dim(shape::int_arg(node, "dim"), first.rank() + 1);
+  std::vector<int64_t> sizes = first.sizes;
+  sizes.insert(sizes.begin() + dim, static_cast<int64_t>(tensors.size()));
+  std::vector<const Arg*> operands;
+  std::vector<Arg> args;
+  for (Value* t : tensors) args.push_back(Arg::of_tensor(t));
+  for (const Arg& a : args) operands.push_back(&a);
+  return {shape::make_type(shape::result_type(operands), sizes)};
+}
+
+// meshgrid: one grid per tensor (each 0-d or 1-d), of the sizes in order ("ij") or with the first
+// two swapped ("xy").
+std::vector<TensorType> meshgrid(const Node& node) {
+  const std::vector<Value*>& tensors = shape::arg(node, "tensors").tensors;
+  if (tensors.empty()) throw UserError("meshgrid expects a non-empty list of tensors");
+  const std::string indexing = shape::has_arg(node, "indexing") ? shape::arg(node, "indexing").s : "ij";
+  if (indexing != "ij" && indexing != "xy")
+    throw UserError("meshgrid: indexing must be 'ij' or 'xy', got '" + indexing + "'");
+  std::vector<int64_t> sizes;
+  for (const Value* t : tensors) {
+    if (t->type.rank() > 1) throw UserError("meshgrid expects 0-d or 1-d tensors, got " + shape::format_sizes(t->type.sizes));
+    if (t->type.dtype != tensors[0]->type.dtype) throw UserError("meshgrid expects all tensors to have the same dtype");
+    sizes.push_back(t->type.rank() == 0 ? 1 : t->type.sizes[0]);
+  }
+  if (indexing == "xy" && sizes.size() >= 2) std::swap(sizes[0], sizes[1]);
+  return std::vector<TensorType>(tensors.size(), shape::make_type(tensors[0]->type.dtype, sizes));
+}
+
+// eye(n), eye.m(n, m): float32 unless dtype says otherwise.
+std::vector<TensorType> eye(const Node& node) {
+  const int64_t n = shape::int_arg(node, "n");
+  const int64_t m = shape::has_arg(node, "m") ? shape::int_arg(node, "m") : n;
+  if (n < 0 || m < 0) throw UserError("eye: n and m must be non-negative, got " + std::to_string(n) + " and " + std::to_string(m));
+  return {shape::make_type(shape::dtype_arg(node, "dtype").value_or(DType::Float32), {n, m})};
+}
+
+// repeat_interleave with one repeat count: each element `repeats` times along dim (of the
+// flattened tensor without a dim).
+std::vector<TensorType> repeat_interleave(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  const int64_t repeats = shape::int_arg(node, "repeats");
+  if (repeats < 0) throw UserError("repeat_interleave: repeats must be non-negative, got " + std::to_string(repeats));
+  if (shape::arg(node, "dim").is_none()) return {shape::make_type(self.dtype, {product(self.sizes) * repeats})};
+  std::vector<int64_t> sizes = self.sizes;
+  if (sizes.empty()) sizes.push_back(1);
+  sizes[static_cast<size_t>(shape::normalize_dim(shape::int_arg(node, "dim"), static_cast<int64_t>(sizes.size())))] *= repeats;
+  return {shape::make_type(self.dtype, sizes)};
+}
+
+// im2col (F.unfold): [N, C, H, W] -> [N, C * kh * kw, L] over the L positions of the window.
+std::vector<TensorType> im2col(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  if (self.rank() != 3 && self.rank() != 4) throw UserError("im2col expects a 3-d or 4-d input, got " + shape::format_sizes(self.sizes));
+  const std::vector<int64_t> k = shape::ints_arg(node, "kernel_size"), d = shape::ints_arg(node, "dilation"),
+                             p = shape::ints_arg(node, "padding"), s = shape::ints_arg(node, "stride");
+  if (k.size() != 2 || d.size() != 2 || p.size() != 2 || s.size() != 2) throw UserError("im2col expects pairs of ints");
+  const size_t h = self.sizes.size() - 2;
+  int64_t positions = 1;
+  for (size_t i = 0; i < 2; ++i) {
+    if (k[i] < 1 || d[i] < 1 || s[i] < 1 || p[i] < 0) throw UserError("im2col: invalid kernel, dilation, padding or stride");
+    const int64_t out = (self.sizes[h + i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) / s[i] + 1;
+    if (out < 1) throw UserError("im2col: the window does not fit the input " + shape::format_sizes(self.sizes));
+    positions *= out;
+  }
+  std::vector<int64_t> sizes(self.sizes.begin(), self.sizes.end() - 3);
+  sizes.push_back(self.sizes[h - 1] * k[0] * k[1]);
+  sizes.push_back(positions);
+  return {shape::make_type(self.dtype, sizes)};
 }
 
 std::vector<TensorType> to_other(const Node& node) {

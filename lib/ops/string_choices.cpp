@@ -28,6 +28,8 @@ const std::vector<StringChoices>& table() {
       {"einsum", "equation", {}, ""},  // parsed by the op's rule (einsum.h)
       {"conv1d.padding", "padding", {"valid", "same"}, "Invalid padding string: "},
       {"conv2d.padding", "padding", {"valid", "same"}, "Invalid padding string: "},
+      {"conv3d.padding", "padding", {"valid", "same"}, "Invalid padding string: "},
+      {"meshgrid.indexing", "indexing", {"ij", "xy"}, "torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but received: "},
       {"scatter.reduce", "reduce", {"add", "multiply"}, "reduce argument must be either add or multiply, got "},
       {"index_reduce", "reduce", {"prod", "mean", "amax", "amin"},
        "index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got "},

@@ -515,8 +515,15 @@ std::optional<Replacement> embedding_bag(Rewriter& rw, Node& n) {
 
 std::optional<Replacement> dropout(Rewriter&, Node& n) {
   if (shape::bool_arg(n, "train") && shape::number_arg(n, "p") != 0.0)
-    refuse(n, "dropout in training mode is not supported (export the model after model.eval())");
+    refuse(n, n.target + " in training mode is not supported (export the model after model.eval())");
   return same(tensor_arg(n, "input"));
+}
+
+// clamp_min(x, m) = clamp(x, min=m), clamp_max(x, m) = clamp(x, max=m).
+std::optional<Replacement> clamp_bound(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  const char* bound = n.target == "clamp_min" ? "min" : "max";
+  return same(e.one("clamp", {{"self", shape::arg(n, "self")}, {bound, shape::arg(n, bound)}}));
 }
 
 // split.Tensor and chunk: one split_with_sizes with the parts the op's rule gives.
@@ -605,9 +612,16 @@ std::optional<Replacement> constant_fill(Rewriter& rw, Node& n) {
   return same(filled(e, n, Arg::of_int(kValue)));
 }
 
+// fill.Scalar; fill.Tensor's 0-d value in self's dtype, spread over self's shape.
 std::optional<Replacement> fill(Rewriter& rw, Node& n) {
   Emit e(rw, n);
-  return same(filled(e, n, shape::arg(n, "value")));
+  const Arg& value = shape::arg(n, "value");
+  if (value.kind != Arg::Kind::Tensor) return same(filled(e, n, value));
+  Value* self = tensor_arg(n, "self");
+  if (value.tensor->type.rank() != 0)
+    refuse(n, "fill_ only supports a 0-dimension value tensor, got " + shape::format_sizes(value.tensor->type.sizes));
+  Value* v = e.one("_to_copy", {{"self", value}, {"dtype", Arg::of_dtype(self->type.dtype)}});
+  return same(e.one("clone", {{"self", Emit::T(e.expand(v, self->type.sizes))}}));
 }
 
 std::optional<Replacement> new_full(Rewriter& rw, Node& n) {
@@ -999,6 +1013,9 @@ std::optional<Replacement> recurrent(Rewriter& rw, Node& n) {
   Replacement r{{finish(batch_first && !unbatched ? e.permute(x, {1, 0, 2}) : x),
                  finish(e.one("cat", {{"tensors", Emit::Ts(hs)}, {"dim", Arg::of_int(0)}}))}};
   if (lstm) r.outputs.push_back(finish(e.one("cat", {{"tensors", Emit::Ts(cs)}, {"dim", Arg::of_int(0)}})));
+  // The states in the shape the rule takes from the export (rules_nn.cpp's recurrent).
+  const std::vector<TensorType> types = n.op->infer(n);
+  for (size_t i = 1; i < r.outputs.size(); ++i) r.outputs[i] = e.view(r.outputs[i], types[i].sizes);
   return r;
 }
 
@@ -1342,10 +1359,147 @@ std::optional<Replacement> pinv(Rewriter& rw, Node& n) {
   return same(e.matmul(scaled, transpose(eig[1])));
 }
 
+// ---- other names and small composites of core ops ----
+
+// Ops that are a core op under another name, with the same arguments.
+std::optional<Replacement> alias(Rewriter& rw, Node& n) {
+  static const std::map<std::string, std::string> target = {
+      {"multiply.Tensor", "mul.Tensor"}, {"multiply.Scalar", "mul.Scalar"}, {"subtract.Tensor", "sub.Tensor"},
+      {"divide.Tensor", "div.Tensor"},   {"true_divide.Tensor", "div.Tensor"}, {"broadcast_to", "expand"}};
+  Emit e(rw, n);
+  std::vector<std::string> names;
+  for (const ArgSchema& a : n.op->schema.args) names.push_back(a.name);
+  return same(e.forward(target.at(n.target), names));
+}
+
+std::optional<Replacement> expand_as(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  return same(e.expand(tensor_arg(n, "self"), tensor_arg(n, "other")->type.sizes));
+}
+
+std::optional<Replacement> numpy_t(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = tensor_arg(n, "self");
+  std::vector<int64_t> dims(static_cast<size_t>(x->type.rank()));
+  for (size_t i = 0; i < dims.size(); ++i) dims[i] = static_cast<int64_t>(dims.size() - 1 - i);
+  return same(dims.size() < 2 ? x : e.permute(x, dims));
+}
+
+std::optional<Replacement> square(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  return same(e.one("mul.Tensor", {{"self", shape::arg(n, "self")}, {"other", shape::arg(n, "self")}}));
+}
+
+// rsub(self, other, alpha) = other - alpha * self; a number `other` as a 0-d tensor of the
+// result's dtype.
+std::optional<Replacement> rsub(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Arg other = shape::arg(n, "other");
+  if (other.kind != Arg::Kind::Tensor)
+    other = Emit::T(e.one("scalar_tensor", {{"s", other}, {"dtype", Arg::of_dtype(n.op->infer(n)[0].dtype)}}));
+  return same(e.one("sub.Tensor", {{"self", other}, {"other", shape::arg(n, "self")}, {"alpha", shape::arg(n, "alpha")}}));
+}
+
+// addcmul = self + value * tensor1 * tensor2, addcdiv = self + value * (tensor1 / tensor2).
+std::optional<Replacement> addcmul(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* term = e.one(n.target == "addcmul" ? "mul.Tensor" : "div.Tensor",
+                      {{"self", shape::arg(n, "tensor1")}, {"other", shape::arg(n, "tensor2")}});
+  if (shape::number_arg(n, "value") != 1.0) term = e.one("mul.Tensor", {{"self", Emit::T(term)}, {"other", shape::arg(n, "value")}});
+  return same(e.one("add.Tensor", {{"self", shape::arg(n, "self")}, {"other", Emit::T(term)}}));
+}
+
+std::optional<Replacement> stack(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  const std::vector<Value*>& tensors = shape::arg(n, "tensors").tensors;
+  const int64_t dim = shape::normalize_dim(shape::int_arg(n, "dim"), tensors.at(0)->type.rank() + 1);
+  std::vector<Value*> parts;
+  for (Value* t : tensors) parts.push_back(e.one("unsqueeze", {{"self", Emit::T(t)}, {"dim", Arg::of_int(dim)}}));
+  return same(e.one("cat", {{"tensors", Emit::Ts(parts)}, {"dim", Arg::of_int(dim)}}));
+}
+
+// meshgrid as torch._refs does it: each tensor viewed along its own dim of the grid and expanded
+// ("xy" swaps the first two tensors, then the first two grids).
+std::optional<Replacement> meshgrid(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  std::vector<Value*> tensors = shape::arg(n, "tensors").tensors;
+  const bool xy = shape::has_arg(n, "indexing") && shape::arg(n, "indexing").s == "xy" && tensors.size() >= 2;
+  if (xy) std::swap(tensors[0], tensors[1]);
+  std::vector<int64_t> sizes;
+  for (const Value* t : tensors) sizes.push_back(t->type.rank() == 0 ? 1 : t->type.sizes[0]);
+  Replacement r;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    std::vector<int64_t> along(sizes.size(), 1);
+    along[i] = sizes[i];
+    r.outputs.push_back(e.expand(e.view(tensors[i], along), sizes));
+  }
+  if (xy) std::swap(r.outputs[0], r.outputs[1]);
+  return r;
+}
+
+// eye: the rows' index equal to the columns', in the dtype asked for.
+std::optional<Replacement> eye(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  const TensorType type = n.op->infer(n)[0];
+  auto range = [&](int64_t end) {
+    return e.one("arange.start_step", {{"start", Arg::of_int(0)}, {"end", Arg::of_int(end)}, {"step", Arg::of_int(1)},
+                                       {"dtype", Arg::of_dtype(DType::Int64)}});
+  };
+  Value* rows = e.one("unsqueeze", {{"self", Emit::T(range(type.sizes[0]))}, {"dim", Arg::of_int(1)}});
+  Value* equal = e.one("eq.Tensor", {{"self", Emit::T(rows)}, {"other", Emit::T(range(type.sizes[1]))}});
+  if (type.dtype == DType::Bool) return same(equal);
+  return same(e.one("_to_copy", {{"self", Emit::T(equal)}, {"dtype", Arg::of_dtype(type.dtype)}}));
+}
+
+// repeat_interleave(x, r, dim): x with a new dim of r after `dim`, expanded and merged into it.
+std::optional<Replacement> repeat_interleave(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = tensor_arg(n, "self");
+  const int64_t repeats = shape::int_arg(n, "repeats");
+  int64_t dim = 0;
+  if (shape::arg(n, "dim").is_none() || x->type.rank() == 0) x = e.view(x, {shape::product(x->type.sizes)});
+  else dim = shape::normalize_dim(shape::int_arg(n, "dim"), x->type.rank());
+  std::vector<int64_t> spread = x->type.sizes;
+  spread.insert(spread.begin() + dim + 1, repeats);
+  Value* wide = e.expand(e.one("unsqueeze", {{"self", Emit::T(x)}, {"dim", Arg::of_int(dim + 1)}}), spread);
+  Value* copy = e.one("clone", {{"self", Emit::T(wide)}});
+  return same(e.view(copy, n.op->infer(n)[0].sizes));
+}
+
+// im2col (F.unfold): for each offset of the window, the input (padded) sliced with the stride;
+// the offsets stacked after the channels, then the positions flattened.
+std::optional<Replacement> im2col(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = tensor_arg(n, "self");
+  const bool unbatched = x->type.rank() == 3;
+  if (unbatched) x = e.one("unsqueeze", {{"self", Emit::T(x)}, {"dim", Arg::of_int(0)}});
+  const std::vector<int64_t> k = shape::ints_arg(n, "kernel_size"), d = shape::ints_arg(n, "dilation"),
+                             p = shape::ints_arg(n, "padding"), st = shape::ints_arg(n, "stride");
+  if (p[0] != 0 || p[1] != 0)
+    x = e.one("constant_pad_nd", {{"self", Emit::T(x)}, {"pad", Arg::of_ints({p[1], p[1], p[0], p[0]})}, {"value", Arg::of_int(0)}});
+  const std::vector<int64_t> in = x->type.sizes;
+  int64_t out[2];
+  for (size_t i = 0; i < 2; ++i) out[i] = (in[2 + i] - d[i] * (k[i] - 1) - 1) / st[i] + 1;
+  std::vector<Value*> windows;
+  for (int64_t i = 0; i < k[0]; ++i)
+    for (int64_t j = 0; j < k[1]; ++j) {
+      Value* v = x;
+      for (size_t a = 0; a < 2; ++a) {
+        const int64_t start = (a == 0 ? i : j) * d[a];
+        v = e.one("slice.Tensor", {{"self", Emit::T(v)}, {"dim", Arg::of_int(static_cast<int64_t>(2 + a))},
+                                   {"start", Arg::of_int(start)}, {"end", Arg::of_int(start + (out[a] - 1) * st[a] + 1)},
+                                   {"step", Arg::of_int(st[a])}});
+      }
+      windows.push_back(e.one("unsqueeze", {{"self", Emit::T(v)}, {"dim", Arg::of_int(2)}}));
+    }
+  Value* stacked = e.one("cat", {{"tensors", Emit::Ts(windows)}, {"dim", Arg::of_int(2)}});
+  return same(e.view(stacked, n.op->infer(n)[0].sizes));
+}
+
 const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() {
   static const std::vector<std::pair<std::vector<std::string>, ReplaceFn>> table = {
       {{"linear"}, linear},
-      {{"conv1d", "conv2d", "conv1d.padding", "conv2d.padding"}, conv_nd},
+      {{"conv1d", "conv2d", "conv3d", "conv1d.padding", "conv2d.padding", "conv3d.padding"}, conv_nd},
       {{"conv_transpose1d", "conv_transpose2d.input"}, conv_transpose},
       {{"batch_norm"}, batch_norm},
       {{"layer_norm"}, layer_norm},
@@ -1369,7 +1523,8 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"squeeze.dim"}, squeeze_dim},
       {{"softmax.int"}, softmax_int},
       {{"to.dtype", "to.dtype_layout", "to.device", "to.other", "type_as"}, to_dtype},
-      {{"dropout"}, dropout},
+      {{"dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout"}, dropout},
+      {{"clamp_min", "clamp_max"}, clamp_bound},
       {{"chunk", "split.Tensor"}, split_like},
       {{"unbind.int", "unbind_copy.int"}, unbind},
       {{"hardswish"}, hardswish},
@@ -1380,7 +1535,7 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"zeros", "zeros_like", "new_zeros"}, constant_fill<0>},
       {{"ones", "ones_like", "new_ones"}, constant_fill<1>},
       {{"new_full"}, new_full},
-      {{"fill.Scalar"}, fill},
+      {{"fill.Scalar", "fill.Tensor"}, fill},
       {{"__and__.Tensor", "__or__.Tensor", "__xor__.Tensor", "__and__.Scalar", "__or__.Scalar", "__xor__.Scalar"},
        bitwise_operator},
       {{"lift_fresh_copy", "detach"}, identity},
@@ -1414,6 +1569,18 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"put"}, put},
       {{"as_strided_scatter"}, as_strided_scatter},
       {{"masked_scatter"}, masked_scatter},
+      {{"multiply.Tensor", "multiply.Scalar", "subtract.Tensor", "divide.Tensor", "true_divide.Tensor", "broadcast_to"},
+       alias},
+      {{"expand_as"}, expand_as},
+      {{"numpy_T"}, numpy_t},
+      {{"square"}, square},
+      {{"rsub.Tensor", "rsub.Scalar"}, rsub},
+      {{"addcmul", "addcdiv"}, addcmul},
+      {{"stack"}, stack},
+      {{"meshgrid", "meshgrid.indexing"}, meshgrid},
+      {{"eye", "eye.m"}, eye},
+      {{"repeat_interleave.self_int"}, repeat_interleave},
+      {{"im2col"}, im2col},
   };
   return table;
 }
