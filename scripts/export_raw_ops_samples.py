@@ -278,6 +278,16 @@ def case_unfold_conv3d():
         (randn(2, 3, 7, 6), randn(1, 2, 4, 5, 6))
 
 
+def case_bicubic():
+    # F.interpolate(mode="bicubic") (ViTs resizing their position embeddings): up by 2, to sizes
+    # that shrink one dim, with and without align_corners, and by a scale factor of 1.5
+    def fn(m, x):
+        f = torch.nn.functional.interpolate
+        return (f(x, scale_factor=2, mode="bicubic"), f(x, size=(3, 9), mode="bicubic", align_corners=True),
+                f(x, size=(7, 5), mode="bicubic"), f(x, scale_factor=1.5, mode="bicubic", align_corners=False))
+    return Fn(fn), (randn(2, 3, 5, 6),)
+
+
 def case_lstm_states():
     # nn.LSTM batch first: torch 2.11's export records its last states as [L*D, 1, B, H] (eager
     # gives [L*D, B, H]); flattened, both agree
@@ -344,6 +354,7 @@ CASES = {
     "stack_grids": case_stack_grids,
     "unfold_conv3d": case_unfold_conv3d,
     "lstm_states": case_lstm_states,
+    "bicubic": case_bicubic,
     "llama": case_llama,
     "wav2vec2": case_wav2vec2,
 }

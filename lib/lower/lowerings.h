@@ -80,6 +80,7 @@ Outs lower_adaptive_avg_pool2d(LoweringContext&, const Node&);
 Outs lower_adaptive_max_pool2d(LoweringContext&, const Node&);      // _adaptive_avg_pool2d, adaptive_avg_pool2d
 Outs lower_upsample_nearest2d(LoweringContext&, const Node&);
 Outs lower_upsample_bilinear2d(LoweringContext&, const Node&);
+Outs lower_upsample_bicubic2d(LoweringContext&, const Node&);
 
 // creation.cpp
 Outs lower_full(LoweringContext&, const Node&);

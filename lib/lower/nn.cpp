@@ -815,6 +815,26 @@ float scale_value(std::optional<double> scale, int64_t in, int64_t out) {
   return static_cast<float>(in) / static_cast<float>(out);
 }
 
+// ATen's area_pixel_compute_scale of the last two dims, in the opmath type `acc`.
+std::vector<double> area_scales(const Node& node, const std::vector<int64_t>& in, const std::vector<int64_t>& out,
+                                bool align_corners, DType acc) {
+  const auto scales = resample_scales(node);
+  const size_t lead = in.size() - 2;
+  std::vector<double> scale(2);
+  for (size_t j = 0; j < 2; ++j) {
+    int64_t n = in[lead + j], m = out[lead + j];
+    if (align_corners) {
+      if (acc == DType::Float32) scale[j] = m > 1 ? static_cast<float>(n - 1) / static_cast<float>(m - 1) : 0.0f;
+      else scale[j] = m > 1 ? static_cast<double>(n - 1) / static_cast<double>(m - 1) : 0.0;
+    } else if (acc == DType::Float32) {
+      scale[j] = scale_value(scales[j], n, m);
+    } else {
+      scale[j] = scales[j] && *scales[j] > 0 ? 1.0 / *scales[j] : static_cast<double>(n) / static_cast<double>(m);
+    }
+  }
+  return scale;
+}
+
 }  // namespace
 
 Outs lower_upsample_nearest2d(LoweringContext& ctx, const Node& node) {
@@ -864,22 +884,9 @@ Outs lower_upsample_bilinear2d(LoweringContext& ctx, const Node& node) {
   std::vector<int64_t> out = static_from(out_e, out_e.size() - 2);
   size_t lead = in.size() - 2;
   bool align_corners = bool_arg(node, "align_corners");
-  auto scales = resample_scales(node);
   DType dtype = out_dtype(node);
   DType acc = dtype == DType::Float64 ? DType::Float64 : DType::Float32;  // opmath type
-  std::vector<double> scale(2);
-  for (size_t j = 0; j < 2; ++j) {
-    int64_t n = in[lead + j], m = out[lead + j];
-    // ATen's area_pixel_compute_scale in the opmath type.
-    if (align_corners) {
-      if (acc == DType::Float32) scale[j] = m > 1 ? static_cast<float>(n - 1) / static_cast<float>(m - 1) : 0.0f;
-      else scale[j] = m > 1 ? static_cast<double>(n - 1) / static_cast<double>(m - 1) : 0.0;
-    } else if (acc == DType::Float32) {
-      scale[j] = scale_value(scales[j], n, m);
-    } else {
-      scale[j] = scales[j] && *scales[j] > 0 ? 1.0 / *scales[j] : static_cast<double>(n) / static_cast<double>(m);
-    }
-  }
+  const std::vector<double> scale = area_scales(node, in, out, align_corners, acc);
   TensorRef xc = cast(x, acc);
   Loader load = xc.load;
   return {LoweringContext::pointwise(dtype, out_e, [=](Ops& ops, const Index& idx) {
@@ -930,6 +937,73 @@ Outs lower_upsample_bilinear2d(LoweringContext& ctx, const Node& node) {
     Val top = ops.mul(lerp_w(i0[0]), w0[0]);
     Val bottom = ops.mul(lerp_w(i1[0]), w1[0]);
     Val v = ops.add(top, bottom);
+    return ops.cast(v, dtype);
+  })};
+}
+
+// Bicubic resampling as ATen's CPU kernel (UpSampleKernel.cpp, HelperInterpCubic): per dim the
+// source position (not clamped at 0), its floor (at most the last index) and the fraction t, four
+// taps from floor - 1 on, clamped to the input, weighted by Keys' cubic convolution with
+// A = -0.75; the width interpolated first, then the height.
+Outs lower_upsample_bicubic2d(LoweringContext& ctx, const Node& node) {
+  TensorRef x = ctx.tensor(node.arg("input"));
+  if (x.rank() < 3) ctx.fail("upsample_bicubic2d expects a 3-d or 4-d input");
+  std::vector<int64_t> in = static_from(x.sizes, x.rank() - 2);
+  std::vector<Expr> out_e = out_sizes(ctx, node);
+  std::vector<int64_t> out = static_from(out_e, out_e.size() - 2);
+  size_t lead = in.size() - 2;
+  bool align_corners = bool_arg(node, "align_corners");
+  DType dtype = out_dtype(node);
+  DType acc = dtype == DType::Float64 ? DType::Float64 : DType::Float32;  // opmath type
+  const std::vector<double> scale = area_scales(node, in, out, align_corners, acc);
+  TensorRef xc = cast(x, acc);
+  Loader load = xc.load;
+  return {LoweringContext::pointwise(dtype, out_e, [=](Ops& ops, const Index& idx) {
+    auto c = [&](double v) { return ops.constant(Scalar::of(v, acc)); };
+    constexpr double A = -0.75;
+    // ATen's cubic_convolution1 (|x| <= 1) and cubic_convolution2 (1 < |x| < 2).
+    auto near = [&](Val v) { return ops.add(ops.mul(ops.mul(ops.sub(ops.mul(c(A + 2), v), c(A + 3)), v), v), c(1)); };
+    auto far = [&](Val v) {
+      Val r = ops.add(ops.mul(ops.sub(ops.mul(c(A), v), c(5 * A)), v), c(8 * A));
+      return ops.sub(ops.mul(r, v), c(4 * A));
+    };
+    Expr tap[2][4];
+    Val weight[2][4];
+    for (size_t j = 0; j < 2; ++j) {
+      int64_t n = in[lead + j];
+      Val dst = ops.index_expr(idx[lead + j], acc);
+      Val real = align_corners ? ops.mul(c(scale[j]), dst) : ops.sub(ops.mul(c(scale[j]), ops.add(dst, c(0.5))), c(0.5));
+      Val last = ops.constant(int_scalar(n - 1));
+      Val floor = ops.binary(BinaryOp::Minimum, ops.to_dtype(ops.unary(UnaryOp::Floor, real), DType::Int64), last);
+      Val t = ops.sub(real, ops.to_dtype(floor, acc));
+      t = ops.binary(BinaryOp::Minimum, ops.binary(BinaryOp::Maximum, t, c(0)), c(1));
+      Val rest = ops.sub(c(1), t);
+      weight[j][0] = far(ops.add(t, c(1)));
+      weight[j][1] = near(t);
+      weight[j][2] = near(rest);
+      weight[j][3] = far(ops.add(rest, c(1)));
+      for (int k = 0; k < 4; ++k) {
+        Val at = ops.add(floor, ops.constant(int_scalar(k - 1)));
+        at = ops.binary(BinaryOp::Minimum, ops.binary(BinaryOp::Maximum, at, ops.constant(int_scalar(0))), last);
+        tap[j][k] = ops.indirect(at, n);
+      }
+    }
+    auto row = [&](const Expr& h) {
+      Val sum;
+      for (int k = 0; k < 4; ++k) {
+        Index src(idx.begin(), idx.begin() + lead);
+        src.push_back(h);
+        src.push_back(tap[1][k]);
+        Val term = ops.mul(load(ops, src), weight[1][k]);
+        sum = k == 0 ? term : ops.add(sum, term);
+      }
+      return sum;
+    };
+    Val v;
+    for (int k = 0; k < 4; ++k) {
+      Val term = ops.mul(row(tap[0][k]), weight[0][k]);
+      v = k == 0 ? term : ops.add(v, term);
+    }
     return ops.cast(v, dtype);
   })};
 }
