@@ -288,6 +288,30 @@ def case_bicubic():
     return Fn(fn), (randn(2, 3, 5, 6),)
 
 
+def case_wrapped_regions():
+    # a region under torch.autocast(enabled=False) (timm's EfficientViT attention) and one under
+    # torch.set_grad_enabled(False): higher-order ops over subgraphs, whose names repeat the
+    # outer graph's
+    def fn(m, x, y):
+        a = x @ y
+        with torch.autocast("cpu", enabled=False):
+            b = (x.float() @ y.float()).relu()
+            a2 = b + a
+        with torch.set_grad_enabled(False):
+            c = torch.matmul(a2, y.T)
+        return a, b, c
+    return Fn(fn), (randn(3, 4), randn(4, 4))
+
+
+def case_autocast_enabled():
+    # refused: an enabled autocast region computes in bfloat16
+    def fn(m, x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = x @ x
+        return y.float()
+    return Fn(fn), (randn(4, 4),)
+
+
 def case_lstm_states():
     # nn.LSTM batch first: torch 2.11's export records its last states as [L*D, 1, B, H] (eager
     # gives [L*D, B, H]); flattened, both agree
@@ -355,6 +379,8 @@ CASES = {
     "unfold_conv3d": case_unfold_conv3d,
     "lstm_states": case_lstm_states,
     "bicubic": case_bicubic,
+    "wrapped_regions": case_wrapped_regions,
+    "autocast_enabled": case_autocast_enabled,
     "llama": case_llama,
     "wav2vec2": case_wav2vec2,
 }

@@ -528,8 +528,8 @@ TEST_CASE("every corpus model.raw.pt2 compiles and matches the references", "[de
 
 TEST_CASE("raw_ops samples: composite training-IR ops match PyTorch, interpreted and compiled", "[decompose][compiled]") {
   // One folder per case: model.raw.pt2 exported without run_decompositions() (by torch 2.15; the
-  // five after view_writes by torch 2.11), inputs/ and PyTorch's expected/ outputs.
-  const std::vector<std::string> cases = {"arange", "fill", "logical", "matmul", "baddbmm", "conv1d", "conv_padding_modes", "where_min_max", "diff", "pad", "roll", "recurrent", "shuffle_triangle", "group_norm", "weight_norm", "einsum", "embedding_bag", "grid_sample", "type_as", "masked_fill", "adaptive_avg_pool1d", "view_writes", "aliases", "stack_grids", "unfold_conv3d", "lstm_states", "bicubic", "llama", "wav2vec2"};
+  // six after view_writes by torch 2.11), inputs/ and PyTorch's expected/ outputs.
+  const std::vector<std::string> cases = {"arange", "fill", "logical", "matmul", "baddbmm", "conv1d", "conv_padding_modes", "where_min_max", "diff", "pad", "roll", "recurrent", "shuffle_triangle", "group_norm", "weight_norm", "einsum", "embedding_bag", "grid_sample", "type_as", "masked_fill", "adaptive_avg_pool1d", "view_writes", "aliases", "stack_grids", "unfold_conv3d", "lstm_states", "bicubic", "wrapped_regions", "llama", "wav2vec2"};
   TempDir tmp("foundry_raw_ops_");
   for (const std::string& name : cases) {
     SECTION(name) {
@@ -548,6 +548,17 @@ TEST_CASE("raw_ops samples: composite training-IR ops match PyTorch, interpreted
       CHECK(run.exit_code == 0);
     }
   }
+}
+
+TEST_CASE("raw_ops samples: an enabled autocast region is refused naming its node", "[decompose][fast]") {
+  // A disabled one is inlined (wrapped_regions above); an enabled one computes in bfloat16.
+  const std::string dir = test_source_dir() + "/data/raw_ops/autocast_enabled";
+  TempDir tmp("foundry_autocast_");
+  ProcResult r = run_foundryc({dir + "/model.raw.pt2", "-o", tmp / "out", "--cache-dir", tmp / "cache"});
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("(higher_order.wrap_with_autocast)") != std::string::npos);
+  CHECK(r.err.find("an enabled torch.autocast region is not supported") != std::string::npos);
+  CHECK(r.err.find("bug") == std::string::npos);
 }
 
 }  // namespace foundry::test

@@ -294,7 +294,7 @@ class Loader {
       throw UserError("the shape of its output " + quote_untrusted(name, 40) + " depends on the data (size " + unknown +
                       " is only known when the model runs), which foundryc cannot compile: every shape must follow "
                       "from the input shapes");
-    Value* v = g_.new_value(name, parse_tensor_meta(meta));
+    Value* v = g_.new_value(prefix_ + name, parse_tensor_meta(meta));
     by_file_name_[name] = v;
     return v;
   }
@@ -323,7 +323,7 @@ class Loader {
     }
     TensorType t;
     t.dtype = dtype;
-    Value* v = g_.new_value(name, t);
+    Value* v = g_.new_value(prefix_ + name, t);
     v->is_tensor = false;
     v->hint = hint;
     by_file_name_[name] = v;
@@ -649,9 +649,10 @@ class Loader {
     std::string context = "node " + quote_untrusted(source_name, 60) + " (" + target_display(target) + ")";
     try {
       if (target.rfind("_operator.", 0) == 0) return parse_size_arithmetic(j);
+      if (target == kAutocast || target == kSetGrad) return parse_wrapped_region(j, target == kAutocast);
       auto node = std::make_unique<Node>();
-      node->name = source_name;
-      node->source_name = source_name;
+      node->name = prefix_ + source_name;
+      node->source_name = prefix_ + source_name;
       node->target = node_target(target);
       constexpr std::string_view kAten = "torch.ops.aten.";
       if (target.compare(0, kAten.size(), kAten) == 0) node->op = find_op(target);
@@ -689,6 +690,62 @@ class Loader {
       g_.append_node(std::move(node));
     } catch (const UserError& e) {
       throw UserError(context + ": " + e.what());
+    }
+  }
+
+  // A region under `torch.autocast(..., enabled=False)` or `torch.set_grad_enabled(...)` (timm's
+  // EfficientViT keeps its attention in float32 so): the training IR wraps it in a higher-order
+  // op over a subgraph, which run_decompositions() inlines. So does this: the subgraph's nodes join
+  // the graph (their names prefixed with the wrapper's), its inputs bound to the operands, its
+  // outputs standing for the wrapper's. Grad mode means nothing at inference; an enabled autocast
+  // would change dtypes, and is refused.
+  static constexpr const char* kAutocast = "torch.ops.higher_order.wrap_with_autocast";
+  static constexpr const char* kSetGrad = "torch.ops.higher_order.wrap_with_set_grad_enabled";
+
+  void parse_wrapped_region(const JsonRef& j, bool autocast) {
+    auto inputs = j.at("inputs").items();
+    const size_t graph_at = autocast ? 4 : 1;  // (device, dtype, enabled, cache_enabled) or (enabled)
+    if (inputs.size() <= graph_at) j.at("inputs").fail("expected the wrapper's arguments and a subgraph");
+    if (autocast && inputs[2].at("arg").at("as_bool").as_bool())
+      inputs[2].fail("an enabled torch.autocast region is not supported (it computes in another dtype); export with "
+                     "autocast off");
+    auto [gkey, sub] = inputs[graph_at].at("arg").as_union();
+    if (gkey != "as_graph") inputs[graph_at].fail("expected a subgraph");
+    JsonRef graph = sub.at("graph");
+    auto params = graph.at("inputs").items();
+    if (params.size() != inputs.size() - graph_at - 1) graph.at("inputs").fail("the subgraph's inputs do not match the operands");
+    // The subgraph sees its parameters only, under its own names.
+    std::unordered_map<std::string, Value*> scope;
+    for (size_t k = 0; k < params.size(); ++k) {
+      auto [pkey, pv] = params[k].as_union();
+      if (pkey != "as_tensor") params[k].fail("expected a tensor parameter");
+      scope[pv.at("name").as_string()] = parse_arg(inputs[graph_at + 1 + k].at("arg")).tensor;
+    }
+    auto saved = std::make_tuple(std::move(by_file_name_), tensor_values_, sym_int_values_, sym_bool_values_, prefix_);
+    by_file_name_ = std::move(scope);
+    tensor_values_.emplace(graph.at("tensor_values"));
+    sym_int_values_.reset();
+    sym_bool_values_.reset();
+    if (auto v = graph.find("sym_int_values")) sym_int_values_.emplace(*v);
+    if (auto v = graph.find("sym_bool_values")) sym_bool_values_.emplace(*v);
+    prefix_ += j.at("name").as_string() + ".";
+    for (const JsonRef& node : graph.at("nodes").items()) parse_node(node);
+    std::vector<Value*> results;
+    for (const JsonRef& out : graph.at("outputs").items()) results.push_back(parse_arg(out).tensor);
+    std::tie(by_file_name_, tensor_values_, sym_int_values_, sym_bool_values_, prefix_) = std::move(saved);
+    std::vector<std::string> names;
+    for (const JsonRef& out : j.at("outputs").items()) {
+      auto [key, v] = out.as_union();
+      if (key == "as_tensor") names.push_back(v.at("name").as_string());
+      else if (key == "as_tensors")
+        for (const JsonRef& item : v.items()) names.push_back(item.at("name").as_string());
+      else out.fail("output kind " + quote_untrusted(key, 40) + " is not supported");
+    }
+    if (names.size() != results.size() || std::find(results.begin(), results.end(), nullptr) != results.end())
+      j.at("outputs").fail("the wrapper's outputs do not match its subgraph's tensor outputs");
+    for (size_t k = 0; k < names.size(); ++k) {
+      check_fresh(names[k], j);
+      by_file_name_[names[k]] = results[k];
     }
   }
 
@@ -757,6 +814,7 @@ class Loader {
   std::optional<JsonRef> sym_int_values_, sym_bool_values_;
   int64_t current_node_ = -1;
   std::unordered_map<std::string, Value*> by_file_name_;
+  std::string prefix_;  // of the names of an inlined subgraph's values and nodes (parse_wrapped_region)
   std::set<const Value*> size_arithmetic_;  // results of _operator.* nodes (not kept)
   Config weights_config_, constants_config_;
 };
