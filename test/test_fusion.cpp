@@ -155,6 +155,32 @@ TEST_CASE("fusion: a concatenation read by a fused consumer is written piece by 
     CHECK-NEXT: if (i1 < 16) {
     CHECK: } else if (i1 < 48) {
   )") == "");
+  // SegFormer's decoder: two bilinear resamplings (positions read from memory: scalar loops)
+  // concatenated. Each piece computes its own source alone, and the kernel is parallel: its
+  // 32768 elements each read four of a resampled input, 131072 element operations (32768,
+  // counting the concatenation's reads alone, left it without threads).
+  Builder resampled;
+  std::vector<Value*> ups;
+  for (int64_t side : {8, 4}) {
+    Value* x = resampled.input("x" + std::to_string(side), {1, 64, side, side});
+    ups.push_back(resampled.op("upsample_bilinear2d.vec",
+                               {pos(x), pos(ints({16, 16})), pos(Arg::of_bool(false)), pos(Arg::none())}));
+  }
+  resampled.output(resampled.op("cat", {pos(tensors(ups)), pos(Arg::of_int(1))}));
+  const std::string scalar = check_compiled_against_evaluator(resampled.g);
+  INFO(scalar);
+  CHECK(file_check(scalar, R"(
+    CHECK: #pragma omp parallel num_threads(foundry_rt::kernel_team(131072,
+    CHECK: if (i0 < 64) {
+    CHECK-NOT: in_ptr0[
+    CHECK: in_ptr1[
+    CHECK-NOT: in_ptr0[
+    CHECK: } else {
+    CHECK-NOT: in_ptr1[
+    CHECK: in_ptr0[
+    CHECK-NOT: in_ptr1[
+    CHECK: }  // namespace fusion_test_kernels
+  )") == "");
 }
 
 TEST_CASE("fusion: a one-load producer with two readers that cannot share a kernel is recomputed, not stored",

@@ -380,14 +380,23 @@ class NestBuilder final : public sched::KernelVisitor {
   }
 };
 
-// The element operations of one iteration of a member: its reduction loop's length times the
-// most elements it reads of one buffer per element. That is 1 for a pointwise op, and a pooling
-// window's size for max pooling, whose window is written out in the body (9 for 3x3: counted as
-// 1, squeezenet1_1's pooling kernels stayed on one thread at 180 us).
-Expr member_work(const sched::Member& m) {
+// The most elements `node` reads of one buffer per element.
+int64_t most_reads_of_one_buffer(const ir::LoopNode& node) {
   std::map<const ir::Buffer*, int64_t> reads_of;
   int64_t most = 1;
-  for (const auto& r : ir::record_accesses(*m.node).reads) most = std::max(most, ++reads_of[r.buffer]);
+  for (const auto& r : ir::record_accesses(node).reads) most = std::max(most, ++reads_of[r.buffer]);
+  return most;
+}
+
+// The element operations of one iteration of a member: its reduction loop's length times the
+// most elements it reads of one buffer per element, or that a producer computed inside the
+// kernel reads. That is 1 for a pointwise op, and a window's size for max pooling, whose window is
+// written out in the body (9 for 3x3: counted as 1, squeezenet1_1's pooling kernels stayed on one
+// thread at 180 us), and 4 for a bilinear resampling inlined into its reader (SegFormer's decoder
+// concatenates two: counted as 1, the kernel had no parallel loop and took half the model).
+Expr member_work(const sched::Member& m, const sched::Kernel& kernel) {
+  int64_t most = most_reads_of_one_buffer(*m.node);
+  for (const ir::LoopNode* producer : kernel.inlined) most = std::max(most, most_reads_of_one_buffer(*producer));
   Expr n = most;
   for (const auto& r : m.node->reduction_ranges) n = n * r;
   return n;
@@ -478,7 +487,7 @@ LoopPlan plan_loops(const sched::Kernel& kernel, const ir::Accesses& acc, const 
   if (usable == 0) return plan;
   // The work of one run: outer iterations times what each member does per iteration.
   Expr per_iteration = 0;
-  for (const auto& m : kernel.members) per_iteration = per_iteration + member_work(m);
+  for (const auto& m : kernel.members) per_iteration = per_iteration + member_work(m, kernel);
   Expr work = per_iteration;
   for (const auto& r : kernel.ranges) work = work * r;
   if (work.is_const() && work.const_value() < options.min_parallel_work) return plan;

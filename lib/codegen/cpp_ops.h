@@ -39,6 +39,8 @@ class CppScalarOps final : public ir::Ops {
  private:
   ScopeStack& scopes_;
   Dialect dialect_;
+  std::map<int, ir::Expr> index_values_;  // int64 values that are index expressions, by value number
+  std::map<int, bool> known_bools_;       // comparisons of them decided in the loop's piece
   int next_ = 0, indirect_ = 0, accumulators_ = 0;
 
   ir::Val def(DType t, const std::string& rhs, bool may_round);

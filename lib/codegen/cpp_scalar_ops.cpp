@@ -234,7 +234,9 @@ void CppScalarOps::store(const ir::Buffer& buf, const Expr& index, Val v, ir::St
 Val CppScalarOps::constant(const ir::Scalar& s) { return def(s.dtype, literal(s), false); }
 
 Val CppScalarOps::index_expr(const Expr& e, DType t) {
-  return def(t, "static_cast<" + compute_type(t) + ">(" + scopes_.idx(e) + ")", false);
+  Val v = def(t, "static_cast<" + compute_type(t) + ">(" + scopes_.idx(e) + ")", false);
+  if (t == DType::Int64) index_values_[v.id] = e;
+  return v;
 }
 
 Val CppScalarOps::to_dtype(Val v, DType t) { return def(t, convert(v, t), true); }
@@ -252,6 +254,14 @@ Val CppScalarOps::unary(UnaryOp op, Val x) {
 }
 
 Val CppScalarOps::binary(BinaryOp op, Val a, Val b) {
+  // A comparison of index expressions decided in the loop's piece (piece_split.h).
+  auto ia = index_values_.find(a.id), ib = index_values_.find(b.id);
+  if (ir::returns_bool(op) && ia != index_values_.end() && ib != index_values_.end())
+    if (auto known = scopes_.decided(op, ia->second - ib->second)) {
+      Val v = def(DType::Bool, *known ? "true" : "false", false);
+      known_bools_[v.id] = *known;
+      return v;
+    }
   // Integer division and remainder report division by zero (foundry_rt::fail).
   bool divides = op == BinaryOp::Div || op == BinaryOp::FloorDiv || op == BinaryOp::Mod || op == BinaryOp::Fmod;
   scopes_.may_fail = scopes_.may_fail || (divides && !is_floating(a.dtype));
@@ -263,6 +273,8 @@ Val CppScalarOps::binary(BinaryOp op, Val a, Val b) {
 }
 
 Val CppScalarOps::where(Val c, Val a, Val b) {
+  if (auto known = known_bools_.find(c.id); known != known_bools_.end())  // decided in the loop's piece
+    return def(a.dtype, value_name(known->second ? a : b), false);  // a copy: rounded already, if 16-bit
   if (dialect_ == Dialect::Cpp && is_floating(a.dtype))  // without a branch (foundry_rt::select)
     return def(a.dtype, "foundry_rt::select(" + value_name(c) + ", " + value_name(a) + ", " + value_name(b) + ")", false);
   return def(a.dtype, value_name(c) + " ? " + value_name(a) + " : " + value_name(b), false);

@@ -146,14 +146,17 @@ std::string text_of(const Stmts& stmts) {
   return out;
 }
 
-// The names `tmpN` that `text` mentions, each time it does.
+// The names `tmpN` and `indN` (a position read from memory) that `text` mentions, each time it does.
 void count_values(const std::string& text, std::map<std::string, int>& uses) {
-  for (size_t i = text.find("tmp"); i != std::string::npos; i = text.find("tmp", i + 3)) {
-    if (i > 0 && (std::isalnum(static_cast<unsigned char>(text[i - 1])) || text[i - 1] == '_')) continue;
-    size_t j = i + 3;
-    while (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) ++j;
-    if (j > i + 3 && (j == text.size() || !(std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_')))
-      ++uses[text.substr(i, j - i)];
+  for (const std::string prefix : {"tmp", "ind"}) {
+    const size_t n = prefix.size();
+    for (size_t i = text.find(prefix); i != std::string::npos; i = text.find(prefix, i + n)) {
+      if (i > 0 && (std::isalnum(static_cast<unsigned char>(text[i - 1])) || text[i - 1] == '_')) continue;
+      size_t j = i + n;
+      while (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) ++j;
+      if (j > i + n && (j == text.size() || !(std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_')))
+        ++uses[text.substr(i, j - i)];
+    }
   }
 }
 
@@ -164,18 +167,22 @@ std::optional<std::string> defined_value(const std::string& line, std::string* r
   const size_t eq = line.find(" = ");
   if (eq == std::string::npos) return std::nullopt;
   const size_t name = line.rfind(' ', eq - 1);
-  if (name == std::string::npos || name < start + 6 || line.compare(name + 1, 3, "tmp") != 0) return std::nullopt;
+  if (name == std::string::npos || name < start + 6 ||
+      (line.compare(name + 1, 3, "tmp") != 0 && line.compare(name + 1, 3, "ind") != 0))
+    return std::nullopt;
   if (rhs) *rhs = line.substr(eq + 3);
   return line.substr(name + 1, eq - name - 1);
 }
 
-// Whether a definition (`line`, its right side `rhs`) can go when nothing reads its value: a
-// vector value's (vector operations read and compute, nothing else) unless it calls one of
-// foundry_rt's helpers, which may report an error, other than an index's clamps.
-bool droppable(const std::string& line, const std::string& rhs) {
-  if (line.compare(line.find_first_not_of(' '), 19, "const foundry_vec::") != 0) return false;
+// Whether a definition (`line`, its right side `rhs`) can go when nothing reads its value: values
+// read and compute, nothing else, unless they call one of foundry_rt's helpers that may report an
+// error. A position read from memory (checked_index) goes with the loads that read it: a piece's
+// case computes only what it reads, as the operation it comes from (a concatenation) does.
+bool droppable(const std::string&, const std::string& rhs) {
   std::string rest = rhs;
-  for (const std::string pure : {"foundry_rt::index_min(", "foundry_rt::index_max("})
+  for (const std::string pure : {"foundry_rt::index_min(", "foundry_rt::index_max(", "foundry_rt::select(",
+                                 "foundry_rt::min_int<", "foundry_rt::max_int<", "foundry_rt::maximum<",
+                                 "foundry_rt::minimum<", "foundry_rt::float_to_int<", "foundry_rt::checked_index("})
     for (size_t at; (at = rest.find(pure)) != std::string::npos;) rest.erase(at, pure.size());
   return rest.find("foundry_rt::") == std::string::npos;
 }
