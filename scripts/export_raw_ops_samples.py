@@ -312,6 +312,15 @@ def case_autocast_enabled():
     return Fn(fn), (randn(4, 4),)
 
 
+def case_fold():
+    # F.fold (col2im), VOLO's outlook attention: overlapping 3x3 windows with padding 1 and stride
+    # 2, 2x2 ones with dilation 2, and an unbatched input
+    def fn(m, a, b, c):
+        f = torch.nn.functional.fold
+        return f(a, (7, 6), 3, padding=1, stride=2), f(b, (5, 5), 2, dilation=2), f(c, (4, 6), (2, 3), stride=(2, 1))
+    return Fn(fn), (randn(2, 3 * 9, 12), randn(1, 2 * 4, 9), randn(2 * 6, 8))
+
+
 def case_lstm_states():
     # nn.LSTM batch first: torch 2.11's export records its last states as [L*D, 1, B, H] (eager
     # gives [L*D, B, H]); flattened, both agree
@@ -379,6 +388,7 @@ CASES = {
     "unfold_conv3d": case_unfold_conv3d,
     "lstm_states": case_lstm_states,
     "bicubic": case_bicubic,
+    "fold": case_fold,
     "wrapped_regions": case_wrapped_regions,
     "autocast_enabled": case_autocast_enabled,
     "llama": case_llama,

@@ -198,6 +198,30 @@ std::vector<TensorType> im2col(const Node& node) {
   return {shape::make_type(self.dtype, sizes)};
 }
 
+// col2im (F.fold): [N, C * kh * kw, L] -> [N, C, H, W], summing the windows' overlaps.
+std::vector<TensorType> col2im(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  if (self.rank() != 2 && self.rank() != 3) throw UserError("col2im expects a 2-d or 3-d input, got " + shape::format_sizes(self.sizes));
+  const std::vector<int64_t> o = shape::ints_arg(node, "output_size"), k = shape::ints_arg(node, "kernel_size"),
+                             d = shape::ints_arg(node, "dilation"), p = shape::ints_arg(node, "padding"),
+                             s = shape::ints_arg(node, "stride");
+  if (o.size() != 2 || k.size() != 2 || d.size() != 2 || p.size() != 2 || s.size() != 2) throw UserError("col2im expects pairs of ints");
+  int64_t blocks = 1;
+  for (size_t i = 0; i < 2; ++i) {
+    if (k[i] < 1 || d[i] < 1 || s[i] < 1 || p[i] < 0) throw UserError("col2im: invalid kernel, dilation, padding or stride");
+    const int64_t n = (o[i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) / s[i] + 1;
+    if (n < 1) throw UserError("col2im: the window does not fit the output size");
+    blocks *= n;
+  }
+  const int64_t rows = self.sizes[self.sizes.size() - 2], cols = self.sizes.back();
+  if (rows % (k[0] * k[1]) != 0 || cols != blocks)
+    throw UserError("col2im: input " + shape::format_sizes(self.sizes) + " does not hold " + std::to_string(blocks) +
+                    " blocks of windows " + std::to_string(k[0]) + "x" + std::to_string(k[1]));
+  std::vector<int64_t> sizes(self.sizes.begin(), self.sizes.end() - 2);
+  sizes.insert(sizes.end(), {rows / (k[0] * k[1]), o[0], o[1]});
+  return {shape::make_type(self.dtype, sizes)};
+}
+
 std::vector<TensorType> to_other(const Node& node) {
   return {shape::make_type(shape::tensor(node, "other").dtype, shape::tensor(node, "self").sizes)};
 }

@@ -1496,6 +1496,44 @@ std::optional<Replacement> im2col(Rewriter& rw, Node& n) {
   return same(e.view(stacked, n.op->infer(n)[0].sizes));
 }
 
+// col2im (F.fold): a zero image, padded; for each offset of the window, the inputs' slab of that
+// offset added into the positions it covers (strided slices, written back with slice_scatter);
+// then the padding cut off.
+std::optional<Replacement> col2im(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = tensor_arg(n, "self");
+  const bool unbatched = x->type.rank() == 2;
+  if (unbatched) x = e.one("unsqueeze", {{"self", Emit::T(x)}, {"dim", Arg::of_int(0)}});
+  const std::vector<int64_t> o = shape::ints_arg(n, "output_size"), k = shape::ints_arg(n, "kernel_size"),
+                             d = shape::ints_arg(n, "dilation"), p = shape::ints_arg(n, "padding"),
+                             st = shape::ints_arg(n, "stride");
+  const int64_t batch = x->type.sizes[0], channels = x->type.sizes[1] / (k[0] * k[1]);
+  int64_t blocks[2];
+  for (size_t i = 0; i < 2; ++i) blocks[i] = (o[i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) / st[i] + 1;
+  Value* cols = e.view(x, {batch, channels, k[0] * k[1], blocks[0], blocks[1]});
+  Value* out = e.one("full", {{"size", Arg::of_ints({batch, channels, o[0] + 2 * p[0], o[1] + 2 * p[1]})},
+                              {"fill_value", Arg::of_int(0)}, {"dtype", Arg::of_dtype(x->type.dtype)}});
+  auto strided = [&](int64_t dim, int64_t start, int64_t count, int64_t step) {
+    return Named{{"dim", Arg::of_int(dim)}, {"start", Arg::of_int(start)}, {"end", Arg::of_int(start + (count - 1) * step + 1)},
+                 {"step", Arg::of_int(step)}};
+  };
+  auto with = [](Named a, Named b) { a.insert(a.end(), b.begin(), b.end()); return a; };
+  for (int64_t i = 0; i < k[0]; ++i)
+    for (int64_t j = 0; j < k[1]; ++j) {
+      const Named rows_at = strided(2, i * d[0], blocks[0], st[0]), cols_at = strided(3, j * d[1], blocks[1], st[1]);
+      Value* rows = e.one("slice.Tensor", with({{"self", Emit::T(out)}}, rows_at));
+      Value* cell = e.one("slice.Tensor", with({{"self", Emit::T(rows)}}, cols_at));
+      Value* slab = e.one("select.int", {{"self", Emit::T(cols)}, {"dim", Arg::of_int(2)}, {"index", Arg::of_int(i * k[1] + j)}});
+      Value* sum = e.one("add.Tensor", {{"self", Emit::T(cell)}, {"other", Emit::T(slab)}});
+      rows = e.one("slice_scatter", with({{"self", Emit::T(rows)}, {"src", Emit::T(sum)}}, cols_at));
+      out = e.one("slice_scatter", with({{"self", Emit::T(out)}, {"src", Emit::T(rows)}}, rows_at));
+    }
+  for (size_t a = 0; a < 2; ++a)
+    if (p[a] != 0) out = slice_along(e, out, static_cast<int64_t>(2 + a), p[a], p[a] + o[a]);
+  if (unbatched) out = e.one("squeeze.dims", {{"self", Emit::T(out)}, {"dim", Arg::of_ints({0})}});
+  return same(out);
+}
+
 const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() {
   static const std::vector<std::pair<std::vector<std::string>, ReplaceFn>> table = {
       {{"linear"}, linear},
@@ -1581,6 +1619,7 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"eye", "eye.m"}, eye},
       {{"repeat_interleave.self_int"}, repeat_interleave},
       {{"im2col"}, im2col},
+      {{"col2im"}, col2im},
   };
   return table;
 }
