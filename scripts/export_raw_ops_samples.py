@@ -321,6 +321,21 @@ def case_fold():
     return Fn(fn), (randn(2, 3 * 9, 12), randn(1, 2 * 4, 9), randn(2 * 6, 8))
 
 
+def case_contiguous_writes():
+    # BEiT's relative position index: a permuted difference of grids made contiguous (a copy), then
+    # updated in place through selects, summed, and used to gather a table
+    def fn(m, x):
+        a = torch.arange(3)
+        g = torch.stack(torch.meshgrid(a, a, indexing="ij")).flatten(1)
+        rel = (g[:, :, None] - g[:, None, :]).permute(1, 2, 0).contiguous()
+        rel[:, :, 0] += 2
+        rel[:, :, 1] += 2
+        rel[:, :, 0] *= 5
+        index = rel.sum(-1)
+        return x[index.flatten()].view(9, 9, -1), index, g
+    return Fn(fn), (randn(25, 2),)
+
+
 def case_lstm_states():
     # nn.LSTM batch first: torch 2.11's export records its last states as [L*D, 1, B, H] (eager
     # gives [L*D, B, H]); flattened, both agree
@@ -389,6 +404,7 @@ CASES = {
     "lstm_states": case_lstm_states,
     "bicubic": case_bicubic,
     "fold": case_fold,
+    "contiguous_writes": case_contiguous_writes,
     "wrapped_regions": case_wrapped_regions,
     "autocast_enabled": case_autocast_enabled,
     "llama": case_llama,

@@ -1637,8 +1637,26 @@ std::string functional_name(const std::string& target) {
 
 // Whether the op's result may share its input's storage: an argument with an alias annotation
 // that is not a write ("Tensor(a) self", "Tensor(a -> *) self"), as views have.
+// Whether the export recorded `t` as contiguous, as PyTorch's is_contiguous() decides (dims of
+// size 1 may have any stride; an empty tensor always is).
+bool recorded_contiguous(const TensorType& t) {
+  if (t.strides.size() != t.sizes.size()) return true;  // none recorded: contiguous
+  int64_t expected = 1;
+  for (size_t d = t.sizes.size(); d-- > 0;) {
+    if (t.sizes[d] == 0) return true;
+    if (t.sizes[d] == 1) continue;
+    if (t.strides[d] != expected) return false;
+    expected *= t.sizes[d];
+  }
+  return true;
+}
+
 bool returns_view(const Node& n) {
   if (!n.op) return false;
+  // contiguous() returns its input only when that is contiguous already, and else a copy
+  // (BEiT's relative positions: x.permute(1, 2, 0).contiguous(), then updated in place).
+  if (n.target == "contiguous" && !n.args.empty() && n.args[0].tensor && !recorded_contiguous(n.args[0].tensor->type))
+    return false;
   for (const ArgSchema& a : n.op->schema.args)
     if (!a.alias.empty() && a.alias.find('!') == std::string::npos) return true;
   return false;
