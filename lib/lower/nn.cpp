@@ -835,6 +835,33 @@ std::vector<double> area_scales(const Node& node, const std::vector<int64_t>& in
   return scale;
 }
 
+// What the bilinear and bicubic lowerings share: the input's spatial sizes and its loader in the
+// opmath type (`acc`), the output's sizes, the scales.
+struct Resampling {
+  std::vector<int64_t> in;
+  std::vector<Expr> out;
+  size_t lead = 0;  // the dims before the two spatial ones
+  bool align_corners = false;
+  DType dtype{}, acc{};
+  std::vector<double> scale;
+  Loader load;
+};
+
+Resampling resampling(LoweringContext& ctx, const Node& node, const std::string& op) {
+  TensorRef x = ctx.tensor(node.arg("input"));
+  if (x.rank() < 3) ctx.fail(op + " expects a 3-d or 4-d input");
+  Resampling r;
+  r.in = static_from(x.sizes, x.rank() - 2);
+  r.out = out_sizes(ctx, node);
+  r.lead = r.in.size() - 2;
+  r.align_corners = bool_arg(node, "align_corners");
+  r.dtype = out_dtype(node);
+  r.acc = r.dtype == DType::Float64 ? DType::Float64 : DType::Float32;
+  r.scale = area_scales(node, r.in, static_from(r.out, r.out.size() - 2), r.align_corners, r.acc);
+  r.load = cast(x, r.acc).load;
+  return r;
+}
+
 }  // namespace
 
 Outs lower_upsample_nearest2d(LoweringContext& ctx, const Node& node) {
@@ -877,29 +904,18 @@ Outs lower_upsample_nearest2d(LoweringContext& ctx, const Node& node) {
 }
 
 Outs lower_upsample_bilinear2d(LoweringContext& ctx, const Node& node) {
-  TensorRef x = ctx.tensor(node.arg("input"));
-  if (x.rank() < 3) ctx.fail("upsample_bilinear2d expects a 3-d or 4-d input");
-  std::vector<int64_t> in = static_from(x.sizes, x.rank() - 2);
-  std::vector<Expr> out_e = out_sizes(ctx, node);
-  std::vector<int64_t> out = static_from(out_e, out_e.size() - 2);
-  size_t lead = in.size() - 2;
-  bool align_corners = bool_arg(node, "align_corners");
-  DType dtype = out_dtype(node);
-  DType acc = dtype == DType::Float64 ? DType::Float64 : DType::Float32;  // opmath type
-  const std::vector<double> scale = area_scales(node, in, out, align_corners, acc);
-  TensorRef xc = cast(x, acc);
-  Loader load = xc.load;
-  return {LoweringContext::pointwise(dtype, out_e, [=](Ops& ops, const Index& idx) {
-    auto c = [&](double v) { return ops.constant(Scalar::of(v, acc)); };
+  const Resampling r = resampling(ctx, node, "upsample_bilinear2d");
+  return {LoweringContext::pointwise(r.dtype, r.out, [=](Ops& ops, const Index& idx) {
+    auto c = [&](double v) { return ops.constant(Scalar::of(v, r.acc)); };
     // Per dim: the two source positions and their weights (ATen's compute_indices_weights_linear).
     Expr i0[2], i1[2];
     Val w0[2], w1[2];
     for (size_t j = 0; j < 2; ++j) {
-      int64_t n = in[lead + j];
-      Val dst = ops.index_expr(idx[lead + j], acc);
+      int64_t n = r.in[r.lead + j];
+      Val dst = ops.index_expr(idx[r.lead + j], r.acc);
       Val real;
-      Val scale_j = c(scale[j]);
-      if (align_corners) {
+      Val scale_j = c(r.scale[j]);
+      if (r.align_corners) {
         real = ops.mul(scale_j, dst);
       } else {
         Val half = c(0.5);
@@ -911,7 +927,7 @@ Outs lower_upsample_bilinear2d(LoweringContext& ctx, const Node& node) {
       Val lo = ops.to_dtype(ops.unary(UnaryOp::Floor, real), DType::Int64);
       Val last = ops.constant(int_scalar(n - 1));
       lo = ops.binary(BinaryOp::Minimum, lo, last);
-      Val lambda = ops.sub(real, ops.to_dtype(lo, acc));
+      Val lambda = ops.sub(real, ops.to_dtype(lo, r.acc));
       Val zero_f = c(0), one_f = c(1);
       lambda = ops.binary(BinaryOp::Minimum, ops.binary(BinaryOp::Maximum, lambda, zero_f), one_f);
       Val has_next = ops.binary(BinaryOp::Lt, lo, last);
@@ -923,10 +939,10 @@ Outs lower_upsample_bilinear2d(LoweringContext& ctx, const Node& node) {
       w0[j] = ops.sub(one_f, lambda);
     }
     auto at = [&](const Expr& h, const Expr& w) {
-      Index src(idx.begin(), idx.begin() + lead);
+      Index src(idx.begin(), idx.begin() + r.lead);
       src.push_back(h);
       src.push_back(w);
-      return load(ops, src);
+      return r.load(ops, src);
     };
     // ATen's Interpolate: the inner (width) interpolation first, then the outer (height) one.
     auto lerp_w = [&](const Expr& h) {
@@ -937,7 +953,7 @@ Outs lower_upsample_bilinear2d(LoweringContext& ctx, const Node& node) {
     Val top = ops.mul(lerp_w(i0[0]), w0[0]);
     Val bottom = ops.mul(lerp_w(i1[0]), w1[0]);
     Val v = ops.add(top, bottom);
-    return ops.cast(v, dtype);
+    return ops.cast(v, r.dtype);
   })};
 }
 
@@ -946,20 +962,9 @@ Outs lower_upsample_bilinear2d(LoweringContext& ctx, const Node& node) {
 // taps from floor - 1 on, clamped to the input, weighted by Keys' cubic convolution with
 // A = -0.75; the width interpolated first, then the height.
 Outs lower_upsample_bicubic2d(LoweringContext& ctx, const Node& node) {
-  TensorRef x = ctx.tensor(node.arg("input"));
-  if (x.rank() < 3) ctx.fail("upsample_bicubic2d expects a 3-d or 4-d input");
-  std::vector<int64_t> in = static_from(x.sizes, x.rank() - 2);
-  std::vector<Expr> out_e = out_sizes(ctx, node);
-  std::vector<int64_t> out = static_from(out_e, out_e.size() - 2);
-  size_t lead = in.size() - 2;
-  bool align_corners = bool_arg(node, "align_corners");
-  DType dtype = out_dtype(node);
-  DType acc = dtype == DType::Float64 ? DType::Float64 : DType::Float32;  // opmath type
-  const std::vector<double> scale = area_scales(node, in, out, align_corners, acc);
-  TensorRef xc = cast(x, acc);
-  Loader load = xc.load;
-  return {LoweringContext::pointwise(dtype, out_e, [=](Ops& ops, const Index& idx) {
-    auto c = [&](double v) { return ops.constant(Scalar::of(v, acc)); };
+  const Resampling r = resampling(ctx, node, "upsample_bicubic2d");
+  return {LoweringContext::pointwise(r.dtype, r.out, [=](Ops& ops, const Index& idx) {
+    auto c = [&](double v) { return ops.constant(Scalar::of(v, r.acc)); };
     constexpr double A = -0.75;
     // ATen's cubic_convolution1 (|x| <= 1) and cubic_convolution2 (1 < |x| < 2).
     auto near = [&](Val v) { return ops.add(ops.mul(ops.mul(ops.sub(ops.mul(c(A + 2), v), c(A + 3)), v), v), c(1)); };
@@ -970,12 +975,12 @@ Outs lower_upsample_bicubic2d(LoweringContext& ctx, const Node& node) {
     Expr tap[2][4];
     Val weight[2][4];
     for (size_t j = 0; j < 2; ++j) {
-      int64_t n = in[lead + j];
-      Val dst = ops.index_expr(idx[lead + j], acc);
-      Val real = align_corners ? ops.mul(c(scale[j]), dst) : ops.sub(ops.mul(c(scale[j]), ops.add(dst, c(0.5))), c(0.5));
+      int64_t n = r.in[r.lead + j];
+      Val dst = ops.index_expr(idx[r.lead + j], r.acc);
+      Val real = r.align_corners ? ops.mul(c(r.scale[j]), dst) : ops.sub(ops.mul(c(r.scale[j]), ops.add(dst, c(0.5))), c(0.5));
       Val last = ops.constant(int_scalar(n - 1));
       Val floor = ops.binary(BinaryOp::Minimum, ops.to_dtype(ops.unary(UnaryOp::Floor, real), DType::Int64), last);
-      Val t = ops.sub(real, ops.to_dtype(floor, acc));
+      Val t = ops.sub(real, ops.to_dtype(floor, r.acc));
       t = ops.binary(BinaryOp::Minimum, ops.binary(BinaryOp::Maximum, t, c(0)), c(1));
       Val rest = ops.sub(c(1), t);
       weight[j][0] = far(ops.add(t, c(1)));
@@ -991,10 +996,10 @@ Outs lower_upsample_bicubic2d(LoweringContext& ctx, const Node& node) {
     auto row = [&](const Expr& h) {
       Val sum;
       for (int k = 0; k < 4; ++k) {
-        Index src(idx.begin(), idx.begin() + lead);
+        Index src(idx.begin(), idx.begin() + r.lead);
         src.push_back(h);
         src.push_back(tap[1][k]);
-        Val term = ops.mul(load(ops, src), weight[1][k]);
+        Val term = ops.mul(r.load(ops, src), weight[1][k]);
         sum = k == 0 ? term : ops.add(sum, term);
       }
       return sum;
@@ -1004,7 +1009,7 @@ Outs lower_upsample_bicubic2d(LoweringContext& ctx, const Node& node) {
       Val term = ops.mul(row(tap[0][k]), weight[0][k]);
       v = k == 0 ? term : ops.add(v, term);
     }
-    return ops.cast(v, dtype);
+    return ops.cast(v, r.dtype);
   })};
 }
 

@@ -1466,30 +1466,44 @@ std::optional<Replacement> repeat_interleave(Rewriter& rw, Node& n) {
   return same(e.view(copy, n.op->infer(n)[0].sizes));
 }
 
+// F.unfold's and F.fold's window: kernel, dilation, padding and stride per spatial dim.
+struct Window {
+  std::vector<int64_t> k, d, p, s;
+  explicit Window(const Node& n)
+      : k(shape::ints_arg(n, "kernel_size")), d(shape::ints_arg(n, "dilation")), p(shape::ints_arg(n, "padding")),
+        s(shape::ints_arg(n, "stride")) {}
+  // Its positions along dim `i` of `size` (before padding).
+  int64_t positions(size_t i, int64_t size) const { return (size + 2 * p[i] - d[i] * (k[i] - 1) - 1) / s[i] + 1; }
+  // slice.Tensor's (or slice_scatter's) arguments for dim `i` (of a padded image's [N, C, H, W])
+  // at window offset `offset`: one element per position.
+  Named slice(size_t i, int64_t offset, int64_t count) const {
+    const int64_t start = offset * d[i];
+    return {{"dim", Arg::of_int(static_cast<int64_t>(2 + i))}, {"start", Arg::of_int(start)},
+            {"end", Arg::of_int(start + (count - 1) * s[i] + 1)}, {"step", Arg::of_int(s[i])}};
+  }
+};
+
+Named with_self(Value* self, Named rest, Value* src = nullptr) {
+  if (src) rest.insert(rest.begin(), {"src", Emit::T(src)});
+  rest.insert(rest.begin(), {"self", Emit::T(self)});
+  return rest;
+}
+
 // im2col (F.unfold): for each offset of the window, the input (padded) sliced with the stride;
 // the offsets stacked after the channels, then the positions flattened.
 std::optional<Replacement> im2col(Rewriter& rw, Node& n) {
   Emit e(rw, n);
+  const Window w(n);
   Value* x = tensor_arg(n, "self");
-  const bool unbatched = x->type.rank() == 3;
-  if (unbatched) x = e.one("unsqueeze", {{"self", Emit::T(x)}, {"dim", Arg::of_int(0)}});
-  const std::vector<int64_t> k = shape::ints_arg(n, "kernel_size"), d = shape::ints_arg(n, "dilation"),
-                             p = shape::ints_arg(n, "padding"), st = shape::ints_arg(n, "stride");
-  if (p[0] != 0 || p[1] != 0)
-    x = e.one("constant_pad_nd", {{"self", Emit::T(x)}, {"pad", Arg::of_ints({p[1], p[1], p[0], p[0]})}, {"value", Arg::of_int(0)}});
-  const std::vector<int64_t> in = x->type.sizes;
-  int64_t out[2];
-  for (size_t i = 0; i < 2; ++i) out[i] = (in[2 + i] - d[i] * (k[i] - 1) - 1) / st[i] + 1;
+  if (x->type.rank() == 3) x = e.one("unsqueeze", {{"self", Emit::T(x)}, {"dim", Arg::of_int(0)}});
+  const int64_t out[2] = {w.positions(0, x->type.sizes[2]), w.positions(1, x->type.sizes[3])};
+  if (w.p[0] != 0 || w.p[1] != 0)
+    x = e.one("constant_pad_nd", {{"self", Emit::T(x)}, {"pad", Arg::of_ints({w.p[1], w.p[1], w.p[0], w.p[0]})}, {"value", Arg::of_int(0)}});
   std::vector<Value*> windows;
-  for (int64_t i = 0; i < k[0]; ++i)
-    for (int64_t j = 0; j < k[1]; ++j) {
-      Value* v = x;
-      for (size_t a = 0; a < 2; ++a) {
-        const int64_t start = (a == 0 ? i : j) * d[a];
-        v = e.one("slice.Tensor", {{"self", Emit::T(v)}, {"dim", Arg::of_int(static_cast<int64_t>(2 + a))},
-                                   {"start", Arg::of_int(start)}, {"end", Arg::of_int(start + (out[a] - 1) * st[a] + 1)},
-                                   {"step", Arg::of_int(st[a])}});
-      }
+  for (int64_t i = 0; i < w.k[0]; ++i)
+    for (int64_t j = 0; j < w.k[1]; ++j) {
+      Value* rows = e.one("slice.Tensor", with_self(x, w.slice(0, i, out[0])));
+      Value* v = e.one("slice.Tensor", with_self(rows, w.slice(1, j, out[1])));
       windows.push_back(e.one("unsqueeze", {{"self", Emit::T(v)}, {"dim", Arg::of_int(2)}}));
     }
   Value* stacked = e.one("cat", {{"tensors", Emit::Ts(windows)}, {"dim", Arg::of_int(2)}});
@@ -1501,35 +1515,28 @@ std::optional<Replacement> im2col(Rewriter& rw, Node& n) {
 // then the padding cut off.
 std::optional<Replacement> col2im(Rewriter& rw, Node& n) {
   Emit e(rw, n);
+  const Window w(n);
   Value* x = tensor_arg(n, "self");
   const bool unbatched = x->type.rank() == 2;
   if (unbatched) x = e.one("unsqueeze", {{"self", Emit::T(x)}, {"dim", Arg::of_int(0)}});
-  const std::vector<int64_t> o = shape::ints_arg(n, "output_size"), k = shape::ints_arg(n, "kernel_size"),
-                             d = shape::ints_arg(n, "dilation"), p = shape::ints_arg(n, "padding"),
-                             st = shape::ints_arg(n, "stride");
-  const int64_t batch = x->type.sizes[0], channels = x->type.sizes[1] / (k[0] * k[1]);
-  int64_t blocks[2];
-  for (size_t i = 0; i < 2; ++i) blocks[i] = (o[i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) / st[i] + 1;
-  Value* cols = e.view(x, {batch, channels, k[0] * k[1], blocks[0], blocks[1]});
-  Value* out = e.one("full", {{"size", Arg::of_ints({batch, channels, o[0] + 2 * p[0], o[1] + 2 * p[1]})},
+  const std::vector<int64_t> o = shape::ints_arg(n, "output_size");
+  const int64_t batch = x->type.sizes[0], channels = x->type.sizes[1] / (w.k[0] * w.k[1]);
+  const int64_t blocks[2] = {w.positions(0, o[0]), w.positions(1, o[1])};
+  Value* cols = e.view(x, {batch, channels, w.k[0] * w.k[1], blocks[0], blocks[1]});
+  Value* out = e.one("full", {{"size", Arg::of_ints({batch, channels, o[0] + 2 * w.p[0], o[1] + 2 * w.p[1]})},
                               {"fill_value", Arg::of_int(0)}, {"dtype", Arg::of_dtype(x->type.dtype)}});
-  auto strided = [&](int64_t dim, int64_t start, int64_t count, int64_t step) {
-    return Named{{"dim", Arg::of_int(dim)}, {"start", Arg::of_int(start)}, {"end", Arg::of_int(start + (count - 1) * step + 1)},
-                 {"step", Arg::of_int(step)}};
-  };
-  auto with = [](Named a, Named b) { a.insert(a.end(), b.begin(), b.end()); return a; };
-  for (int64_t i = 0; i < k[0]; ++i)
-    for (int64_t j = 0; j < k[1]; ++j) {
-      const Named rows_at = strided(2, i * d[0], blocks[0], st[0]), cols_at = strided(3, j * d[1], blocks[1], st[1]);
-      Value* rows = e.one("slice.Tensor", with({{"self", Emit::T(out)}}, rows_at));
-      Value* cell = e.one("slice.Tensor", with({{"self", Emit::T(rows)}}, cols_at));
-      Value* slab = e.one("select.int", {{"self", Emit::T(cols)}, {"dim", Arg::of_int(2)}, {"index", Arg::of_int(i * k[1] + j)}});
+  for (int64_t i = 0; i < w.k[0]; ++i)
+    for (int64_t j = 0; j < w.k[1]; ++j) {
+      const Named rows_at = w.slice(0, i, blocks[0]), cols_at = w.slice(1, j, blocks[1]);
+      Value* rows = e.one("slice.Tensor", with_self(out, rows_at));
+      Value* cell = e.one("slice.Tensor", with_self(rows, cols_at));
+      Value* slab = e.one("select.int", {{"self", Emit::T(cols)}, {"dim", Arg::of_int(2)}, {"index", Arg::of_int(i * w.k[1] + j)}});
       Value* sum = e.one("add.Tensor", {{"self", Emit::T(cell)}, {"other", Emit::T(slab)}});
-      rows = e.one("slice_scatter", with({{"self", Emit::T(rows)}, {"src", Emit::T(sum)}}, cols_at));
-      out = e.one("slice_scatter", with({{"self", Emit::T(out)}, {"src", Emit::T(rows)}}, rows_at));
+      rows = e.one("slice_scatter", with_self(rows, cols_at, sum));
+      out = e.one("slice_scatter", with_self(out, rows_at, rows));
     }
   for (size_t a = 0; a < 2; ++a)
-    if (p[a] != 0) out = slice_along(e, out, static_cast<int64_t>(2 + a), p[a], p[a] + o[a]);
+    if (w.p[a] != 0) out = slice_along(e, out, static_cast<int64_t>(2 + a), w.p[a], w.p[a] + o[a]);
   if (unbatched) out = e.one("squeeze.dims", {{"self", Emit::T(out)}, {"dim", Arg::of_ints({0})}});
   return same(out);
 }
