@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <cmath>
 #include <cstring>
@@ -456,6 +457,42 @@ TEST_CASE("hostile: a symbolic link out of an extracted archive folder is refuse
     ProcResult r = run_foundryc({dir, "-o", tmp / "out", "--stop-after=frontend"}, kHostileTimeoutSeconds);
     INFO(r.err);
     CHECK(r.exit_code == 0);
+  }
+}
+
+TEST_CASE("hostile: a damaged autocast region is a clean user error", "[hostile][fast]") {
+  // test/data/raw_ops/wrapped_regions: a wrap_with_autocast node over a subgraph, damaged in the
+  // ways a hand-edited or truncated export could be.
+  TempDir tmp("foundry_hostile_");
+  const std::string dir = tmp / "regions";
+  REQUIRE(run_process({"unzip", "-q", test_source_dir() + "/data/raw_ops/wrapped_regions/model.raw.pt2", "-d", dir})
+              .exit_code == 0);
+  fs::path json_path;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.path().filename() == "model.json") json_path = e.path();
+  REQUIRE_FALSE(json_path.empty());
+  const nlohmann::json original = nlohmann::json::parse(read_file(json_path.string()));
+  auto wrapper = [](nlohmann::json& doc) -> nlohmann::json& {
+    for (auto& node : doc["graph_module"]["graph"]["nodes"])
+      if (node["target"] == "torch.ops.higher_order.wrap_with_autocast") return node;
+    FAIL("no wrap_with_autocast node");
+    return doc;
+  };
+  const std::vector<std::pair<std::string, std::function<void(nlohmann::json&)>>> damages = {
+      {"expected a tensor operand", [&](nlohmann::json& d) { wrapper(d)["inputs"].back()["arg"] = {{"as_int", 3}}; }},
+      {"do not match the operands", [&](nlohmann::json& d) { wrapper(d)["inputs"].erase(wrapper(d)["inputs"].size() - 1); }},
+      {"expected a subgraph", [&](nlohmann::json& d) { wrapper(d)["inputs"][4]["arg"] = {{"as_int", 0}}; }},
+      {"outputs do not match", [&](nlohmann::json& d) { wrapper(d)["inputs"][4]["arg"]["as_graph"]["graph"]["outputs"] = nlohmann::json::array(); }},
+  };
+  for (const auto& [message, damage] : damages) {
+    nlohmann::json doc = original;
+    damage(doc);
+    write_file(json_path.string(), doc.dump());
+    ProcResult r = run_foundryc({dir, "-o", tmp / "out", "--stop-after=frontend"}, kHostileTimeoutSeconds);
+    INFO(message << ": " << r.err);
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find(message) != std::string::npos);
+    CHECK(r.err.find("bug") == std::string::npos);
   }
 }
 

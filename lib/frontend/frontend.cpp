@@ -719,7 +719,9 @@ class Loader {
     for (size_t k = 0; k < params.size(); ++k) {
       auto [pkey, pv] = params[k].as_union();
       if (pkey != "as_tensor") params[k].fail("expected a tensor parameter");
-      scope[pv.at("name").as_string()] = parse_arg(inputs[graph_at + 1 + k].at("arg")).tensor;
+      Value* operand = parse_arg(inputs[graph_at + 1 + k].at("arg")).tensor;
+      if (!operand) inputs[graph_at + 1 + k].fail("expected a tensor operand");
+      scope[pv.at("name").as_string()] = operand;
     }
     auto saved = std::make_tuple(std::move(by_file_name_), tensor_values_, sym_int_values_, sym_bool_values_, prefix_);
     by_file_name_ = std::move(scope);
