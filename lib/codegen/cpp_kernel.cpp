@@ -394,10 +394,8 @@ int64_t most_reads_of_one_buffer(const ir::LoopNode& node) {
 // written out in the body (9 for 3x3: counted as 1, squeezenet1_1's pooling kernels stayed on one
 // thread at 180 us), and 4 for a bilinear resampling inlined into its reader (SegFormer's decoder
 // concatenates two: counted as 1, the kernel had no parallel loop and took half the model).
-Expr member_work(const sched::Member& m, const sched::Kernel& kernel) {
-  int64_t most = most_reads_of_one_buffer(*m.node);
-  for (const ir::LoopNode* producer : kernel.inlined) most = std::max(most, most_reads_of_one_buffer(*producer));
-  Expr n = most;
+Expr member_work(const sched::Member& m, int64_t inlined_reads) {
+  Expr n = std::max(most_reads_of_one_buffer(*m.node), inlined_reads);
   for (const auto& r : m.node->reduction_ranges) n = n * r;
   return n;
 }
@@ -487,7 +485,9 @@ LoopPlan plan_loops(const sched::Kernel& kernel, const ir::Accesses& acc, const 
   if (usable == 0) return plan;
   // The work of one run: outer iterations times what each member does per iteration.
   Expr per_iteration = 0;
-  for (const auto& m : kernel.members) per_iteration = per_iteration + member_work(m, kernel);
+  int64_t inlined_reads = 1;  // what the producers computed inside read, once for every member
+  for (const ir::LoopNode* producer : kernel.inlined) inlined_reads = std::max(inlined_reads, most_reads_of_one_buffer(*producer));
+  for (const auto& m : kernel.members) per_iteration = per_iteration + member_work(m, inlined_reads);
   Expr work = per_iteration;
   for (const auto& r : kernel.ranges) work = work * r;
   if (work.is_const() && work.const_value() < options.min_parallel_work) return plan;

@@ -174,11 +174,11 @@ std::optional<std::string> defined_value(const std::string& line, std::string* r
   return line.substr(name + 1, eq - name - 1);
 }
 
-// Whether a definition (`line`, its right side `rhs`) can go when nothing reads its value: values
+// Whether a definition (its right side `rhs`) can go when nothing reads its value: values
 // read and compute, nothing else, unless they call one of foundry_rt's helpers that may report an
 // error. A position read from memory (checked_index) goes with the loads that read it: a piece's
 // case computes only what it reads, as the operation it comes from (a concatenation) does.
-bool droppable(const std::string&, const std::string& rhs) {
+bool droppable(const std::string& rhs) {
   std::string rest = rhs;
   for (const std::string pure : {"foundry_rt::index_min(", "foundry_rt::index_max(", "foundry_rt::select(",
                                  "foundry_rt::min_int<", "foundry_rt::max_int<", "foundry_rt::maximum<",
@@ -214,7 +214,7 @@ void drop_unread(Stmts& body) {
         if (auto* line = std::get_if<std::string>(&s.node)) {
           std::string rhs;
           auto value = defined_value(*line, &rhs);
-          if (value && uses[*value] == definitions[*value] && droppable(*line, rhs)) {
+          if (value && uses[*value] == definitions[*value] && droppable(rhs)) {
             dropped = true;
             continue;
           }

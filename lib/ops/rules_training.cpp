@@ -188,7 +188,7 @@ std::vector<TensorType> im2col(const Node& node) {
   int64_t positions = 1;
   for (size_t i = 0; i < 2; ++i) {
     if (k[i] < 1 || d[i] < 1 || s[i] < 1 || p[i] < 0) throw UserError("im2col: invalid kernel, dilation, padding or stride");
-    const int64_t out = (self.sizes[h + i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) / s[i] + 1;
+    const int64_t out = shape::window_positions(self.sizes[h + i], k[i], d[i], p[i], s[i]);
     if (out < 1) throw UserError("im2col: the window does not fit the input " + shape::format_sizes(self.sizes));
     positions *= out;
   }
@@ -209,7 +209,7 @@ std::vector<TensorType> col2im(const Node& node) {
   int64_t blocks = 1;
   for (size_t i = 0; i < 2; ++i) {
     if (k[i] < 1 || d[i] < 1 || s[i] < 1 || p[i] < 0) throw UserError("col2im: invalid kernel, dilation, padding or stride");
-    const int64_t n = (o[i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) / s[i] + 1;
+    const int64_t n = shape::window_positions(o[i], k[i], d[i], p[i], s[i]);
     if (n < 1) throw UserError("col2im: the window does not fit the output size");
     blocks *= n;
   }

@@ -107,6 +107,10 @@ int64_t normalize_dim(int64_t dim, int64_t rank) {
   return dim < 0 ? dim + wrap : dim;
 }
 
+int64_t window_positions(int64_t size, int64_t kernel, int64_t dilation, int64_t padding, int64_t stride) {
+  return (size + 2 * padding - dilation * (kernel - 1) - 1) / stride + 1;
+}
+
 std::vector<int64_t> broadcast_shapes(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
   size_t rank = std::max(a.size(), b.size());
   std::vector<int64_t> out(rank);

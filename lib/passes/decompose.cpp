@@ -1473,7 +1473,7 @@ struct Window {
       : k(shape::ints_arg(n, "kernel_size")), d(shape::ints_arg(n, "dilation")), p(shape::ints_arg(n, "padding")),
         s(shape::ints_arg(n, "stride")) {}
   // Its positions along dim `i` of `size` (before padding).
-  int64_t positions(size_t i, int64_t size) const { return (size + 2 * p[i] - d[i] * (k[i] - 1) - 1) / s[i] + 1; }
+  int64_t positions(size_t i, int64_t size) const { return shape::window_positions(size, k[i], d[i], p[i], s[i]); }
   // slice.Tensor's (or slice_scatter's) arguments for dim `i` (of a padded image's [N, C, H, W])
   // at window offset `offset`: one element per position.
   Named slice(size_t i, int64_t offset, int64_t count) const {

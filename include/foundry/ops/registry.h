@@ -65,6 +65,8 @@ int64_t product(const std::vector<int64_t>& sizes);           // the element cou
 // Wraps a possibly negative dim into [0, rank); a 0-d tensor accepts dims -1 and 0.
 int64_t normalize_dim(int64_t dim, int64_t rank);
 std::vector<int64_t> broadcast_shapes(const std::vector<int64_t>& a, const std::vector<int64_t>& b);
+// A sliding window's positions along a dim of `size` (F.unfold, F.fold, convolutions' formula).
+int64_t window_positions(int64_t size, int64_t kernel, int64_t dilation, int64_t padding, int64_t stride);
 
 // ATen's result_type over tensors and wrapped numbers: dim>0 tensors first, then 0-d tensors,
 // then Python numbers, each later group only raising the category (bool < int < float).
