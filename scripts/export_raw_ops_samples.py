@@ -336,6 +336,23 @@ def case_contiguous_writes():
     return Fn(fn), (randn(25, 2),)
 
 
+def case_splits_pools():
+    # the training IR of transformers' CLIP (Tensor.t), Mamba (tensor_split), Mixtral (floor_divide)
+    # and SEW (avg_pool1d): t of a matrix and a vector; tensor_split by indices (negative,
+    # decreasing: parts overlap or are empty) and by sections; floor_divide of floats (negative
+    # quotients round down) and of integers by a tensor and a number; 1-d pools with padding and
+    # ceil_mode, an unbatched input
+    def fn(m, x, v, i, j):
+        a, b, c, d = torch.tensor_split(x, [2, -1, 1], dim=1)
+        e, f, g = torch.tensor_split(x, 3, dim=-1)
+        avg = torch.nn.functional.avg_pool1d
+        mx = torch.nn.functional.max_pool1d
+        return (x[0].t() @ v.t(), v.t(), a, b, c, d, e, f, g, torch.floor_divide(x, 0.3), torch.floor_divide(i, j),
+                torch.floor_divide(i, 3), avg(x, 3, 2, padding=1, ceil_mode=True), avg(x, 2, count_include_pad=False),
+                mx(x, 3, 2, padding=1, dilation=1, ceil_mode=True), mx(x[0], 2))
+    return Fn(fn), (randn(2, 4, 7), randn(4), torch.tensor([[-7, 5, 9], [6, -1, 0]]), torch.tensor([[2, -3, 4], [-4, 2, 5]]))
+
+
 def case_lstm_states():
     # nn.LSTM batch first: torch 2.11's export records its last states as [L*D, 1, B, H] (eager
     # gives [L*D, B, H]); flattened, both agree
@@ -363,6 +380,17 @@ def case_llama():
     config = transformers.LlamaConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
                                       intermediate_size=64, vocab_size=64, max_position_embeddings=64, use_cache=False)
     return FirstOutput(transformers.LlamaForCausalLM(config)), (torch.randint(0, 64, (1, 8)),)
+
+
+def case_mixtral():
+    # MixtralModel, 1 layer, hidden 32, 4 experts (2 a token), 12 tokens: its router (topk, sort,
+    # histc, cumsum, floor_divide, empty_like, index_put_) and transformers' own grouped_mm_fallback
+    # op, the experts' products; the last hidden state
+    import transformers
+    config = transformers.MixtralConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                                        intermediate_size=64, vocab_size=64, max_position_embeddings=64,
+                                        num_local_experts=4, num_experts_per_tok=2, use_cache=False)
+    return FirstOutput(transformers.MixtralModel(config)), (torch.randint(0, 64, (1, 12)),)
 
 
 def case_wav2vec2():
@@ -405,9 +433,11 @@ CASES = {
     "bicubic": case_bicubic,
     "fold": case_fold,
     "contiguous_writes": case_contiguous_writes,
+    "splits_pools": case_splits_pools,
     "wrapped_regions": case_wrapped_regions,
     "autocast_enabled": case_autocast_enabled,
     "llama": case_llama,
+    "mixtral": case_mixtral,
     "wav2vec2": case_wav2vec2,
 }
 

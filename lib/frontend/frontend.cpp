@@ -654,8 +654,9 @@ class Loader {
       node->name = prefix_ + source_name;
       node->source_name = prefix_ + source_name;
       node->target = node_target(target);
-      constexpr std::string_view kAten = "torch.ops.aten.";
-      if (target.compare(0, kAten.size(), kAten) == 0) node->op = find_op(target);
+      // ATen's ops are in the table by their short names, other libraries' by their whole ones.
+      if (target.rfind("torch.ops.", 0) == 0) node->op = find_op(target);
+      if (node->op) node->target = node->op->name;
 
       std::vector<RawArg> raw;
       for (const JsonRef& input : j.at("inputs").items()) {

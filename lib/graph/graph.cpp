@@ -34,6 +34,12 @@ std::vector<int64_t> TensorType::contiguous_strides() const {
   return strides;
 }
 
+std::string qualified_op_name(std::string_view table_name) {
+  constexpr std::string_view kOps = "torch.ops.";
+  if (table_name.substr(0, kOps.size()) == kOps) return std::string(table_name.substr(kOps.size()));
+  return "aten." + std::string(table_name);
+}
+
 bool is_plain_name(std::string_view s) {
   if (s.empty() || s.size() > 64) return false;
   auto alpha = [](char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_'; };

@@ -99,7 +99,7 @@ std::string output_kind_name(OutputKind k) {
 
 // "aten.add.Tensor" for registry ops; opaque nodes show their target (quoted unless plain).
 std::string target_text(const Node& n) {
-  if (n.op) return "aten." + n.op->name;
+  if (n.op) return qualified_op_name(n.op->name);
   const std::string& t = n.target;
   bool plain = !t.empty() && t.size() <= 128;
   for (char c : t)

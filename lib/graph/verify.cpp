@@ -11,7 +11,7 @@ namespace foundry {
 namespace {
 
 std::string node_desc(const Node& n) {
-  std::string op = n.op ? "aten." + n.op->name : quote_untrusted(n.target);
+  std::string op = n.op ? qualified_op_name(n.op->name) : quote_untrusted(n.target);
   return "node %" + n.name + " (" + op + ")";
 }
 

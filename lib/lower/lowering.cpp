@@ -70,7 +70,7 @@ TensorRef LoweringContext::constant(const ir::Scalar& value) {
 
 std::vector<std::string> LoweringContext::origins() const {
   if (!node) return {};
-  return {node->name + " (aten." + node->target + ")"};
+  return {node->name + " (" + qualified_op_name(node->target) + ")"};
 }
 
 std::vector<std::string> LoweringContext::origin_ops() const {
@@ -304,13 +304,13 @@ ir::Operand LoweringContext::strided_operand(const TensorRef& ref) {
 std::vector<Expr> LoweringContext::recorded_sizes(const TensorType& type) { return symbols_.sizes(type); }
 
 void LoweringContext::need_static_sizes() const {
-  throw DynamicShapeUnsupported("node " + (node ? node->name + " (aten." + node->target + ")" : std::string("?")) +
+  throw DynamicShapeUnsupported("node " + (node ? node->name + " (" + qualified_op_name(node->target) + ")" : std::string("?")) +
                                 ": this lowering needs static sizes");
 }
 
 void LoweringContext::fail(const std::string& message) const {
   if (!node) throw UserError(message);
-  throw UserError("node " + node->name + " (aten." + node->target + "): " + message);
+  throw UserError("node " + node->name + " (" + qualified_op_name(node->target) + "): " + message);
 }
 
 // --- the registry --------------------------------------------------------------------------------
@@ -397,7 +397,7 @@ bool is_static(const std::vector<Expr>& sizes) {
 void check_dynamic_sizes(LoweringContext& ctx, const Node& node, const Value* v, const TensorRef& ref) {
   std::vector<Expr> recorded = ctx.recorded_sizes(v->type);
   if (ref.sizes != recorded)
-    throw DynamicShapeUnsupported("node " + node.name + " (aten." + node.target + "): sizes " + sizes_text(ref.sizes) +
+    throw DynamicShapeUnsupported("node " + node.name + " (" + qualified_op_name(node.target) + "): sizes " + sizes_text(ref.sizes) +
                                   " where the archive records " + sizes_text(recorded));
   if (!is_static(recorded)) return;
   std::vector<const Value*> inputs;
@@ -408,20 +408,20 @@ void check_dynamic_sizes(LoweringContext& ctx, const Node& node, const Value* v,
   }
   for (const Value* in : inputs)
     if (in->is_tensor && in->type.has_symbolic_sizes())
-      throw DynamicShapeUnsupported("node " + node.name + " (aten." + node.target +
+      throw DynamicShapeUnsupported("node " + node.name + " (" + qualified_op_name(node.target) +
                                     "): a static result from dynamic inputs");
 }
 
 void lower_node(const std::unordered_set<const Value*>& used, const Node& node, LoweringContext& ctx, bool dynamic) {
   const Lowering* lowering = find_lowering(node.target);
-  if (!node.op || !lowering) ctx.fail("unsupported op: no lowering for aten." + node.target);
+  if (!node.op || !lowering) ctx.fail("unsupported op: no lowering for " + qualified_op_name(node.target));
   std::vector<TensorRef> outs;
   try {
     outs = lowering->fn(ctx, node);
   } catch (const DynamicShapeUnsupported& e) {
     std::string what = e.what();
     if (what.rfind("node ", 0) == 0) throw;
-    throw DynamicShapeUnsupported("node " + node.name + " (aten." + node.target + "): " + what);
+    throw DynamicShapeUnsupported("node " + node.name + " (" + qualified_op_name(node.target) + "): " + what);
   }
   if (outs.size() != node.outputs.size())
     throw InternalError("lowering of " + node.target + " returned " + std::to_string(outs.size()) +

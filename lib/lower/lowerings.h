@@ -56,6 +56,7 @@ Outs lower_logcumsumexp(LoweringContext&, const Node&);
 Outs lower_searchsorted(LoweringContext&, const Node&);  // and bucketize
 LowerFn lower_median(bool ignore_nan);  // median, nanmedian, nanmedian.dim
 Outs lower_histc(LoweringContext&, const Node&);
+Outs lower_grouped_mm(LoweringContext&, const Node&);  // and transformers' grouped_mm_fallback
 LowerFn lower_softmax(bool is_log);              // _softmax/_log_softmax
 
 // sorting.cpp

@@ -551,6 +551,38 @@ Outs lower_bmm(LoweringContext& ctx, const Node& node) {
   return {matmul(ctx, a, b, out_dtype(node), out_sizes(ctx, node), true)};
 }
 
+// transformers' grouped_mm_fallback (its mixture-of-experts layers) and _grouped_mm with
+// offsets: row r of the input times the weight of its group, the groups' rows being consecutive
+// and offs their cumulative ends, so the group of r is the count of ends <= r. Rows past the last
+// end are zeros, as the fallback leaves them.
+Outs lower_grouped_mm(LoweringContext& ctx, const Node& node) {
+  const bool aten = node.target == "_grouped_mm";
+  TensorRef a = ctx.tensor(node.arg(aten ? "self" : "input")), w = ctx.tensor(node.arg(aten ? "mat2" : "weight"));
+  TensorRef offs = ctx.tensor(node.arg("offs"));
+  if (a.rank() != 2 || w.rank() != 3 || offs.rank() != 1) ctx.fail("grouped_mm expects a 2-d input, 3-d weights and 1-d offsets");
+  const DType dtype = out_dtype(node), acc = accumulation_dtype(dtype);
+  const Expr groups = w.sizes[0];
+  Loader load_offs = offs.load;
+  TensorRef group = ctx.reduction(DType::Int64, {a.sizes[0]}, {groups}, ReduceOp::Sum,
+                                  [load_offs](Ops& ops, const Index& idx, const Index& r) {
+                                    Val end = ops.cast(load_offs(ops, {r[0]}), DType::Int64);
+                                    return ops.cast(ops.binary(BinaryOp::Le, end, ops.index_expr(idx[0], DType::Int64)),
+                                                    DType::Int64);
+                                  });
+  TensorRef x = cast(cast(a, dtype), acc), y = cast(cast(w, dtype), acc);
+  Loader load_group = group.load, lx = x.load, ly = y.load;
+  TensorRef sum = ctx.reduction(acc, out_sizes(ctx, node), {a.sizes[1]}, ReduceOp::Sum,
+                                [=](Ops& ops, const Index& idx, const Index& r) {
+                                  Val g = load_group(ops, {idx[0]});
+                                  Val last = ops.index_expr(groups - 1, DType::Int64);
+                                  Val inside = ops.binary(BinaryOp::Le, g, last);
+                                  Expr gi = ops.indirect(ops.binary(BinaryOp::Minimum, g, last), groups);
+                                  Val product = ops.mul(lx(ops, {idx[0], r[0]}), ly(ops, {gi, r[0], idx[1]}));
+                                  return ops.where(inside, product, ops.constant(0.0, acc));
+                                });
+  return {cast(sum, dtype)};
+}
+
 namespace {
 
 // A matrix (the last two dims of a 3-d operand) that sgemm reads in place: static strides, one of

@@ -96,6 +96,27 @@ std::vector<TensorType> bmm(const Node& node) {
   return {make_type(a.dtype, {a.sizes[0], a.sizes[1], b.sizes[2]})};
 }
 
+// _grouped_mm and transformers' grouped_mm_fallback: [S, K] rows by [G, K, N] matrices, one per
+// group, grouped by [G] offsets; _grouped_mm's other forms (batched, or groups along K) are refused.
+std::vector<TensorType> grouped_mm(const Node& node) {
+  const bool aten = node.target == "_grouped_mm";
+  const TensorType& a = shape::tensor(node, aten ? "self" : "input");
+  const TensorType& w = shape::tensor(node, aten ? "mat2" : "weight");
+  if (aten && (shape::arg(node, "offs").is_none() || !shape::arg(node, "bias").is_none() ||
+               !shape::arg(node, "out_dtype").is_none()))
+    throw UserError("_grouped_mm: only offsets with no bias and no out_dtype (a mixture of experts' form) are supported");
+  const TensorType& offs = shape::tensor(node, "offs");
+  require_rank(a, 2, "grouped_mm: input");
+  require_rank(w, 3, "grouped_mm: weight");
+  require_rank(offs, 1, "grouped_mm: offs");
+  require_inner_match(a.sizes[1], w.sizes[1], a, w);
+  require_same_dtype(a, w, "grouped_mm");
+  if (offs.sizes[0] != w.sizes[0])
+    throw UserError("grouped_mm: " + std::to_string(offs.sizes[0]) + " offsets for " + std::to_string(w.sizes[0]) + " groups");
+  if (offs.dtype != DType::Int32 && offs.dtype != DType::Int64) throw UserError("grouped_mm: offsets must be integers");
+  return {make_type(a.dtype, {a.sizes[0], w.sizes[2]})};
+}
+
 // The result of self + (a product of `sizes`): self must broadcast to the product's shape.
 std::vector<TensorType> added_to_product(const TensorType& self, const TensorType& a, std::vector<int64_t> sizes,
                                          const char* op) {
@@ -424,6 +445,20 @@ std::vector<TensorType> adaptive_avg_pool1d(const Node& node) {
   if (self.rank() != 2 && self.rank() != 3) throw UserError("adaptive_avg_pool1d: input must be 2-d or 3-d");
   std::vector<int64_t> sizes = self.sizes;
   sizes.back() = spatial_param(node, "output_size", 1, 0)[0];
+  return {make_type(self.dtype, sizes)};
+}
+
+// avg_pool1d, max_pool1d: pooling over the last dim of a 2-d (C, L) or 3-d (N, C, L) input.
+std::vector<TensorType> pool1d(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  if (self.rank() != 2 && self.rank() != 3)
+    throw UserError(node.target + ": input must be 2-d or 3-d, got " + format_sizes(self.sizes));
+  const int64_t kernel = spatial_param(node, "kernel_size", 1, 0)[0];
+  const int64_t stride = spatial_param(node, "stride", 1, kernel)[0];  // stride=[] means the kernel size
+  const int64_t dilation = shape::has_arg(node, "dilation") ? spatial_param(node, "dilation", 1, 1)[0] : 1;
+  std::vector<int64_t> sizes = self.sizes;
+  sizes.back() = pooling_output_size(sizes.back(), kernel, spatial_param(node, "padding", 1, 0)[0], stride, dilation,
+                                     shape::bool_arg(node, "ceil_mode"));
   return {make_type(self.dtype, sizes)};
 }
 

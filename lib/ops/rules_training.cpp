@@ -2,6 +2,7 @@
 // of ops.def): reshape, view_as/reshape_as, chunk, split.Tensor, unbind.int, to.other, stack,
 // meshgrid, eye, repeat_interleave, im2col... Like
 // every rule they belong to the op table, which the passes are built on.
+#include <algorithm>
 #include <numeric>
 
 #include "foundry/ops/registry.h"
@@ -118,6 +119,30 @@ std::vector<TensorType> expand_as(const Node& node) {
 std::vector<TensorType> numpy_t(const Node& node) {
   const TensorType& self = shape::tensor(node, "self");
   return {shape::make_type(self.dtype, std::vector<int64_t>(self.sizes.rbegin(), self.sizes.rend()))};
+}
+
+// Tensor.t(): a matrix transposed; vectors and scalars unchanged.
+std::vector<TensorType> matrix_t(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  if (self.rank() > 2) throw UserError("t: expects a tensor with <= 2 dimensions, got " + shape::format_sizes(self.sizes));
+  return numpy_t(node);
+}
+
+// tensor_split: the parts of self along dim, each self.slice(dim, start, end) (Python's slice
+// bounds: negative ones count from the end, then clamped to the dim).
+std::vector<TensorType> tensor_split(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  if (self.rank() == 0) throw UserError("tensor_split: expected at least a 1-dimensional tensor");
+  const int64_t dim = shape::normalize_dim(shape::int_arg(node, "dim"), self.rank());
+  const int64_t size = self.sizes[static_cast<size_t>(dim)];
+  std::vector<TensorType> parts;
+  for (auto [start, end] : shape::tensor_split_bounds(node, size)) {
+    auto clamp = [size](int64_t b) { return std::clamp<int64_t>(b < 0 ? b + size : b, 0, size); };
+    std::vector<int64_t> sizes = self.sizes;
+    sizes[static_cast<size_t>(dim)] = std::max<int64_t>(clamp(end) - clamp(start), 0);
+    parts.push_back(shape::make_type(self.dtype, sizes));
+  }
+  return parts;
 }
 
 std::vector<TensorType> stack(const Node& node) {

@@ -111,6 +111,27 @@ int64_t window_positions(int64_t size, int64_t kernel, int64_t dilation, int64_t
   return (size + 2 * padding - dilation * (kernel - 1) - 1) / stride + 1;
 }
 
+std::vector<std::pair<int64_t, int64_t>> tensor_split_bounds(const Node& node, int64_t size) {
+  std::vector<std::pair<int64_t, int64_t>> bounds;
+  if (has_arg(node, "sections")) {
+    const int64_t sections = int_arg(node, "sections");
+    if (sections <= 0) throw UserError("tensor_split: number of sections must be larger than 0, got " + std::to_string(sections));
+    for (int64_t i = 0, start = 0; i < sections; ++i) {
+      const int64_t part = size / sections + (i < size % sections ? 1 : 0);
+      bounds.emplace_back(start, start + part);
+      start += part;
+    }
+    return bounds;
+  }
+  int64_t start = 0;
+  for (int64_t end : ints_arg(node, "indices")) {
+    bounds.emplace_back(start, end);
+    start = end;
+  }
+  bounds.emplace_back(start, size);
+  return bounds;
+}
+
 std::vector<int64_t> broadcast_shapes(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
   size_t rank = std::max(a.size(), b.size());
   std::vector<int64_t> out(rank);

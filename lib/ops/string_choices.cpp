@@ -21,7 +21,11 @@ const std::vector<StringChoices>& table() {
       // None (true division) is not a string: the binder passes it as none.
       {"div.Tensor_mode", "rounding_mode", {"trunc", "floor"},
        "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "},
+      {"div_.Tensor_mode", "rounding_mode", {"trunc", "floor"},
+       "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "},
       {"scatter_reduce.two", "reduce", {"sum", "prod", "mean", "amax", "amin"},
+       "reduce argument must be either sum, prod, mean, amax or amin, got "},
+      {"scatter_reduce_.two", "reduce", {"sum", "prod", "mean", "amax", "amin"},
        "reduce argument must be either sum, prod, mean, amax or amin, got "},
       {"pad", "mode", {"constant", "reflect", "replicate", "circular"},
        "padding mode must be constant, reflect, replicate or circular, got "},

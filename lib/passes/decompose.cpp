@@ -25,7 +25,7 @@ namespace foundry::passes {
 namespace {
 
 std::string node_label(const Node& n) {
-  return "node " + quote_untrusted(n.source_name.empty() ? n.name : n.source_name, 60) + " (aten." + n.target + ")";
+  return "node " + quote_untrusted(n.source_name.empty() ? n.name : n.source_name, 60) + " (" + qualified_op_name(n.target) + ")";
 }
 
 [[noreturn]] void refuse(const Node& n, const std::string& why) { throw UserError(node_label(n) + ": " + why); }
@@ -430,6 +430,27 @@ std::optional<Replacement> adaptive_avg_pool1d(Rewriter& rw, Node& n) {
   return same(e.one("squeeze.dims", {{"self", Emit::T(y)}, {"dim", Arg::of_ints({-2})}}));
 }
 
+// avg_pool1d, max_pool1d: the 2-d pooling of the input with a height of 1 (ATen's own way).
+std::optional<Replacement> pool1d(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  auto widened = [&](const char* name, int64_t height_value, int64_t empty_value) {
+    std::vector<int64_t> v = shape::ints_arg(n, name);
+    return Arg::of_ints({height_value, v.empty() ? empty_value : v.at(0)});
+  };
+  const int64_t kernel = shape::ints_arg(n, "kernel_size").at(0);
+  std::vector<std::pair<std::string, Arg>> args = {
+      {"self", Emit::T(e.one("unsqueeze", {{"self", shape::arg(n, "self")}, {"dim", Arg::of_int(-2)}}))},
+      {"kernel_size", widened("kernel_size", 1, kernel)},
+      {"stride", widened("stride", 1, kernel)},
+      {"padding", widened("padding", 0, 0)}};
+  const bool max = n.target == "max_pool1d";
+  if (max) args.push_back({"dilation", widened("dilation", 1, 1)});
+  args.push_back({"ceil_mode", shape::arg(n, "ceil_mode")});
+  if (!max) args.push_back({"count_include_pad", shape::arg(n, "count_include_pad")});
+  Value* y = max ? e.all("max_pool2d_with_indices", args)[0] : e.one("avg_pool2d", args);
+  return same(e.one("squeeze.dims", {{"self", Emit::T(y)}, {"dim", Arg::of_ints({-2})}}));
+}
+
 // Every reshape-like op is a view to the op's own result shape (views are logical in foundryc:
 // the lowering remaps indices whatever the source's strides).
 std::optional<Replacement> reshape_like(Rewriter& rw, Node& n) {
@@ -537,6 +558,31 @@ std::optional<Replacement> split_like(Rewriter& rw, Node& n) {
   std::vector<int64_t> sizes;
   for (const TensorType& t : parts) sizes.push_back(t.sizes[static_cast<size_t>(dim)]);
   return Replacement{e.all("split_with_sizes", {{"self", Emit::T(x)}, {"split_sizes", Arg::of_ints(sizes)}, {"dim", Arg::of_int(dim)}})};
+}
+
+// tensor_split: a slice per part (parts may overlap or be empty: indices need not increase).
+std::optional<Replacement> tensor_split(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = tensor_arg(n, "self");
+  const int64_t dim = shape::normalize_dim(shape::int_arg(n, "dim"), x->type.rank());
+  std::vector<std::pair<int64_t, int64_t>> bounds = shape::tensor_split_bounds(n, x->type.sizes[static_cast<size_t>(dim)]);
+  if (bounds.size() != n.outputs.size())
+    refuse(n, "the graph records " + std::to_string(n.outputs.size()) + " outputs, the op gives " + std::to_string(bounds.size()));
+  std::vector<Value*> parts;
+  for (auto [start, end] : bounds)
+    parts.push_back(e.one("slice.Tensor", {{"self", Emit::T(x)}, {"dim", Arg::of_int(dim)}, {"start", Arg::of_int(start)},
+                                           {"end", Arg::of_int(end)}, {"step", Arg::of_int(1)}}));
+  return Replacement{parts};
+}
+
+// floor_divide: division rounded down (PyTorch's floor_divide has rounded down since 1.13).
+std::optional<Replacement> floor_divide(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Arg other = shape::arg(n, "other");
+  if (other.kind != Arg::Kind::Tensor)
+    other = Emit::T(e.one("scalar_tensor", {{"s", other}, {"dtype", Arg::of_dtype(n.op->infer(n)[0].dtype)}}));
+  return same(e.one("div.Tensor_mode", {{"self", shape::arg(n, "self")}, {"other", other},
+                                        {"rounding_mode", Arg::of_string("floor")}}));
 }
 
 std::optional<Replacement> unbind(Rewriter& rw, Node& n) {
@@ -1577,7 +1623,7 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"silu"}, silu},
       {{"relu6"}, relu6},
       {{"arange", "arange.start"}, arange},
-      {{"zeros", "zeros_like", "new_zeros"}, constant_fill<0>},
+      {{"zeros", "zeros_like", "new_zeros", "empty_like", "new_empty"}, constant_fill<0>},
       {{"ones", "ones_like", "new_ones"}, constant_fill<1>},
       {{"new_full"}, new_full},
       {{"fill.Scalar", "fill.Tensor"}, fill},
@@ -1617,7 +1663,10 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"multiply.Tensor", "multiply.Scalar", "subtract.Tensor", "divide.Tensor", "true_divide.Tensor", "broadcast_to"},
        alias},
       {{"expand_as"}, expand_as},
-      {{"numpy_T"}, numpy_t},
+      {{"numpy_T", "t"}, numpy_t},
+      {{"tensor_split.indices", "tensor_split.sections"}, tensor_split},
+      {{"floor_divide", "floor_divide.Scalar"}, floor_divide},
+      {{"avg_pool1d", "max_pool1d"}, pool1d},
       {{"square"}, square},
       {{"rsub.Tensor", "rsub.Scalar"}, rsub},
       {{"addcmul", "addcdiv"}, addcmul},

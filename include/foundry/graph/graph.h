@@ -155,6 +155,10 @@ class Graph {
 // True when `s` matches [A-Za-z_][A-Za-z0-9_]{0,63}: the names we keep from the file as they are.
 bool is_plain_name(std::string_view s);
 
+// An op of the table as messages name it: "aten.add.Tensor" for ATen's (the table's short names),
+// "transformers.grouped_mm_fallback" for another library's ("torch.ops.NAMESPACE." names).
+std::string qualified_op_name(std::string_view table_name);
+
 // Short dtype spelling used in dumps: f32, i64, b8, bf16, ...
 std::string_view dtype_short_name(DType t);
 

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "foundry/graph/graph.h"
@@ -67,6 +68,9 @@ int64_t normalize_dim(int64_t dim, int64_t rank);
 std::vector<int64_t> broadcast_shapes(const std::vector<int64_t>& a, const std::vector<int64_t>& b);
 // A sliding window's positions along a dim of `size` (F.unfold, F.fold, convolutions' formula).
 int64_t window_positions(int64_t size, int64_t kernel, int64_t dilation, int64_t padding, int64_t stride);
+// tensor_split's parts along a dim of `size`: [start, end) pairs as given (slice bounds, not yet
+// clamped), from its `indices` or its `sections`.
+std::vector<std::pair<int64_t, int64_t>> tensor_split_bounds(const Node& node, int64_t size);
 
 // ATen's result_type over tensors and wrapped numbers: dim>0 tensors first, then 0-d tensors,
 // then Python numbers, each later group only raising the category (bool < int < float).
