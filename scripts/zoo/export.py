@@ -378,6 +378,119 @@ hf_tiny("levit", "LevitConfig", "LevitModel", ("pixel_values",), image_size=64, 
         num_attention_heads=[1, 2, 2], depths=[1, 1, 1], key_dim=[8, 8, 8])
 
 
+# The third batch (2026-12-06): the rest of torchvision's classifiers, its video models and RAFT;
+# more timm architectures; more transformers families (mixture-of-experts, state space,
+# encoder-decoder). torchvision's full detectors do not export (their NMS is data-dependent).
+for _name in ("alexnet", "vgg11_bn", "wide_resnet50_2", "resnext50_32x4d", "efficientnet_v2_s", "regnet_y_400mf",
+              "mobilenet_v3_large", "shufflenet_v2_x1_0", "mnasnet1_0", "convnext_tiny", "swin_v2_t", "efficientnet_b3"):
+    model("tv_" + _name, "torchvision-classification", "torchvision.models." + _name)(
+        lambda _n=_name: tv(_n))
+model("tv_inception_v3", "torchvision-classification", "torchvision.models.inception_v3(aux_logits=False), 96px")(
+    lambda: tv("inception_v3", 96, aux_logits=False, init_weights=True))
+model("tv_vit_b_16", "torchvision-classification", "torchvision.models.vit_b_16(image_size=64)")(
+    lambda: tv("vit_b_16", 64, image_size=64))
+model("tv_deeplabv3_resnet50", "torchvision-segmentation", "torchvision.models.segmentation.deeplabv3_resnet50")(
+    lambda: _segmentation("deeplabv3_resnet50"))
+
+
+def tv_video(name):
+    import torchvision
+    return getattr(torchvision.models.video, name)(weights=None, num_classes=10), (torch.randn(1, 3, 8, 64, 64),)
+
+
+for _name in ("r3d_18", "mc3_18", "r2plus1d_18", "swin3d_t"):
+    model("tv_" + _name, "torchvision-video", "torchvision.models.video.%s, 8 frames of 64x64" % _name)(
+        lambda _n=_name: tv_video(_n))
+
+
+@model("tv_raft_small", "torchvision-optical-flow", "torchvision.models.optical_flow.raft_small, 128x128, 4 updates")
+def _():
+    import torchvision
+
+    class Raft(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.raft = torchvision.models.optical_flow.raft_small(weights=None)
+
+        def forward(self, a, b):
+            return self.raft(a, b, num_flow_updates=4)[-1]
+    return Raft(), (torch.randn(1, 3, 128, 128), torch.randn(1, 3, 128, 128))
+
+
+TIMM_THIRD = """mobilenetv3_large_100 efficientnet_b3 resnet50d seresnext26d_32x4d regnety_016 convnextv2_atto
+efficientformerv2_s0 swinv2_cr_tiny_ns_224 maxvit_nano_rw_256 ghostnet_100 hardcorenas_a mnasnet_100 spnasnet_100
+fbnetc_100 tresnet_m xception41 inception_v4 inception_resnet_v2 cspdarknet53 dla60x hrnet_w18 vgg11_bn resnet18d
+repvit_m0_9 fastvit_sa12 nextvit_small vit_small_patch14_dinov2 mobilenetv4_hybrid_medium resnet26t ecaresnet26t
+regnetx_004 legacy_seresnet18 nf_regnet_b0 cs3darknet_s hgnet_tiny vit_little_patch16_reg4_gap_256
+deit_tiny_distilled_patch16_224 poolformerv2_s12 mobilevitv2_075 tinynet_e mixnet_m gcresnet33ts eca_botnext26ts_256
+haloregnetz_b efficientvit_l1 tiny_vit_11m_224 vit_medium_patch16_gap_256 twins_pcpvt_small""".split()
+TIMM_SIZES.update(maxvit_nano_rw_256=256, eca_botnext26ts_256=256, haloregnetz_b=224, inception_v4=96,
+                  inception_resnet_v2=96, xception41=96, tresnet_m=64)
+for _name in TIMM_THIRD:
+    model("timm_" + _name, "timm", "timm.create_model('%s')" % _name)(lambda _n=_name: timm_any_size(_n))
+
+DECODER = ("input_ids", "attention_mask", "decoder_input_ids")
+SEQ2SEQ = dict(vocab_size=VOCAB, max_position_embeddings=64, d_model=32, encoder_layers=1, decoder_layers=1,
+               encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
+               pad_token_id=0, bos_token_id=0, eos_token_id=0, decoder_start_token_id=0)
+hf_tiny("xlm_roberta", "XLMRobertaConfig", "XLMRobertaModel", **LM, **TINY)
+hf_tiny("mpnet", "MPNetConfig", "MPNetModel", **LM, **TINY)
+hf_tiny("deberta", "DebertaConfig", "DebertaModel", **LM, **TINY)
+hf_tiny("xlnet", "XLNetConfig", "XLNetModel", fixed=NO_CACHE, vocab_size=VOCAB, d_model=32, n_layer=2, n_head=2,
+        d_inner=64)
+hf_tiny("ctrl", "CTRLConfig", "CTRLModel", fixed=NO_CACHE, vocab_size=VOCAB, n_positions=64, n_embd=32, n_layer=2,
+        n_head=2, dff=64)
+hf_tiny("codegen", "CodeGenConfig", "CodeGenModel", fixed=NO_CACHE, vocab_size=VOCAB, n_positions=64, n_ctx=64,
+        n_embd=32, n_layer=2, n_head=2, rotary_dim=8)
+hf_tiny("biogpt", "BioGptConfig", "BioGptModel", fixed=NO_CACHE, **LM, **TINY)
+hf_tiny("xglm", "XGLMConfig", "XGLMModel", fixed=NO_CACHE, vocab_size=VOCAB, max_position_embeddings=64, d_model=32,
+        num_layers=2, attention_heads=2, ffn_dim=64)
+hf_tiny("phi3", "Phi3Config", "Phi3Model", fixed=NO_CACHE, num_key_value_heads=1, pad_token_id=0, **LM, **TINY)
+hf_tiny("gemma2", "Gemma2Config", "Gemma2Model", fixed=NO_CACHE, head_dim=16, num_key_value_heads=1, sliding_window=4,
+        **LM, **TINY)
+hf_tiny("olmo", "OlmoConfig", "OlmoModel", fixed=NO_CACHE, pad_token_id=0, **LM, **TINY)
+hf_tiny("starcoder2", "Starcoder2Config", "Starcoder2Model", fixed=NO_CACHE, num_key_value_heads=1, **LM, **TINY)
+hf_tiny("granite", "GraniteConfig", "GraniteModel", fixed=NO_CACHE, **LM, **TINY)
+hf_tiny("qwen3", "Qwen3Config", "Qwen3Model", fixed=NO_CACHE, head_dim=16, num_key_value_heads=1, **LM, **TINY)
+hf_tiny("mixtral", "MixtralConfig", "MixtralModel", fixed=NO_CACHE, num_local_experts=4, num_experts_per_tok=2,
+        num_key_value_heads=1, **LM, **TINY)
+hf_tiny("qwen2_moe", "Qwen2MoeConfig", "Qwen2MoeModel", fixed=NO_CACHE, num_experts=4, num_experts_per_tok=2,
+        moe_intermediate_size=32, shared_expert_intermediate_size=32, num_key_value_heads=1, **LM, **TINY)
+hf_tiny("mamba", "MambaConfig", "MambaModel", ("input_ids",), NO_CACHE, vocab_size=VOCAB, hidden_size=32,
+        num_hidden_layers=2, state_size=8)
+hf_tiny("marian", "MarianConfig", "MarianMTModel", DECODER, NO_CACHE, **SEQ2SEQ)
+hf_tiny("pegasus", "PegasusConfig", "PegasusModel", DECODER, NO_CACHE, **SEQ2SEQ)
+hf_tiny("mbart", "MBartConfig", "MBartModel", DECODER, NO_CACHE, **SEQ2SEQ)
+hf_tiny("m2m100", "M2M100Config", "M2M100Model", DECODER, NO_CACHE, **SEQ2SEQ)
+hf_tiny("blenderbot_small", "BlenderbotSmallConfig", "BlenderbotSmallModel", DECODER, NO_CACHE, **SEQ2SEQ)
+hf_tiny("whisper_full", "WhisperConfig", "WhisperModel", ("input_features", "decoder_input_ids"), NO_CACHE,
+        num_mel_bins=64, max_source_positions=8, max_target_positions=16, **dict(SEQ2SEQ, max_position_embeddings=16))
+hf_tiny("deit", "DeiTConfig", "DeiTModel", ("pixel_values",), patch_size=8, **PIXELS, **TINY)
+hf_tiny("convnextv2", "ConvNextV2Config", "ConvNextV2Model", ("pixel_values",), hidden_sizes=[16, 32], depths=[1, 1],
+        num_stages=2)
+hf_tiny("regnet", "RegNetConfig", "RegNetModel", ("pixel_values",), embedding_size=16, hidden_sizes=[16, 32],
+        depths=[1, 1], groups_width=8)
+hf_tiny("mobilenet_v2", "MobileNetV2Config", "MobileNetV2Model", ("pixel_values",), image_size=64, depth_multiplier=0.35)
+hf_tiny("efficientnet", "EfficientNetConfig", "EfficientNetModel", ("pixel_values",), image_size=64, width_coefficient=0.25,
+        depth_coefficient=0.25, hidden_dim=320)
+hf_tiny("bit", "BitConfig", "BitModel", ("pixel_values",), embedding_size=32, hidden_sizes=[128, 256], depths=[1, 1])
+hf_tiny("poolformer", "PoolFormerConfig", "PoolFormerModel", ("pixel_values",), hidden_sizes=[16, 32], depths=[1, 1],
+        num_encoder_blocks=2, patch_sizes=[7, 3], strides=[4, 2], padding=[2, 1])
+hf_tiny("dpt", "DPTConfig", "DPTForDepthEstimation", ("pixel_values",), patch_size=16, image_size=64,
+        backbone_out_indices=[0, 1], neck_hidden_sizes=[16, 32], fusion_hidden_size=32, reassemble_factors=[4, 2],
+        **dict(TINY, num_hidden_layers=2))
+hf_tiny("glpn", "GLPNConfig", "GLPNForDepthEstimation", ("pixel_values",), num_encoder_blocks=2, depths=[1, 1],
+        sr_ratios=[2, 1], hidden_sizes=[16, 32], num_attention_heads=[1, 2], patch_sizes=[7, 3], strides=[4, 2],
+        mlp_ratios=[2, 2], decoder_hidden_size=16)
+hf_tiny("data2vec_audio", "Data2VecAudioConfig", "Data2VecAudioModel", ("input_values",),
+        **dict(AUDIO, num_conv_pos_embeddings=4), **TINY)
+hf_tiny("sew", "SEWConfig", "SEWModel", ("input_values",), squeeze_factor=2, **AUDIO, **TINY)
+hf_tiny("unispeech", "UniSpeechConfig", "UniSpeechModel", ("input_values",), **AUDIO, **TINY)
+hf_tiny("clip", "CLIPConfig", "CLIPModel", ("input_ids", "pixel_values", "attention_mask"), projection_dim=16,
+        text_config=dict(vocab_size=VOCAB, max_position_embeddings=64, **TINY),
+        vision_config=dict(patch_size=16, **PIXELS, **TINY))
+
+
 # --- common nn blocks -------------------------------------------------------------------------
 
 class Lambda(nn.Module):
