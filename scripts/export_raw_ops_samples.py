@@ -353,6 +353,17 @@ def case_splits_pools():
     return Fn(fn), (randn(2, 4, 7), randn(4), torch.tensor([[-7, 5, 9], [6, -1, 0]]), torch.tensor([[2, -3, 4], [-4, 2, 5]]))
 
 
+def case_pool3d_zero():
+    # torchvision's video classifiers (adaptive_avg_pool3d to 1x1x1, as a number and a triple) and
+    # Swin V2's masks (zero_ of a fresh tensor's slice)
+    def fn(m, x, w):
+        mask = torch.ones(3, 4)
+        mask[1:].zero_()
+        pool = torch.nn.functional.adaptive_avg_pool3d
+        return pool(x, 1), pool(x, (1, 1, 1)).flatten(1), mask * w
+    return Fn(fn), (randn(2, 3, 4, 5, 6), randn(3, 4))
+
+
 def case_lstm_states():
     # nn.LSTM batch first: torch 2.11's export records its last states as [L*D, 1, B, H] (eager
     # gives [L*D, B, H]); flattened, both agree
@@ -434,6 +445,7 @@ CASES = {
     "fold": case_fold,
     "contiguous_writes": case_contiguous_writes,
     "splits_pools": case_splits_pools,
+    "pool3d_zero": case_pool3d_zero,
     "wrapped_regions": case_wrapped_regions,
     "autocast_enabled": case_autocast_enabled,
     "llama": case_llama,

@@ -448,6 +448,15 @@ std::vector<TensorType> adaptive_avg_pool1d(const Node& node) {
   return {make_type(self.dtype, sizes)};
 }
 
+// adaptive_avg_pool3d over the last three dims of a 4-d or 5-d input.
+std::vector<TensorType> adaptive_avg_pool3d(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  if (self.rank() != 4 && self.rank() != 5) throw UserError("adaptive_avg_pool3d: input must be 4-d or 5-d");
+  std::vector<int64_t> sizes = self.sizes, out = spatial_param(node, "output_size", 3, 0);
+  std::copy(out.begin(), out.end(), sizes.end() - 3);
+  return {make_type(self.dtype, sizes)};
+}
+
 // avg_pool1d, max_pool1d: pooling over the last dim of a 2-d (C, L) or 3-d (N, C, L) input.
 std::vector<TensorType> pool1d(const Node& node) {
   const TensorType& self = shape::tensor(node, "self");

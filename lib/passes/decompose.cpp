@@ -451,6 +451,15 @@ std::optional<Replacement> pool1d(Rewriter& rw, Node& n) {
   return same(e.one("squeeze.dims", {{"self", Emit::T(y)}, {"dim", Arg::of_ints({-2})}}));
 }
 
+// adaptive_avg_pool3d to 1x1x1 (video classifiers' head) is a mean over the last three dims;
+// other sizes are refused.
+std::optional<Replacement> adaptive_avg_pool3d(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  if (spatial_list(n, "output_size", 3) != std::vector<int64_t>{1, 1, 1})
+    refuse(n, "adaptive_avg_pool3d: only an output of 1x1x1 is supported");
+  return same(e.one("mean.dim", {{"self", shape::arg(n, "self")}, {"dim", Arg::of_ints({-1, -2, -3})}, {"keepdim", Arg::of_bool(true)}}));
+}
+
 // Every reshape-like op is a view to the op's own result shape (views are logical in foundryc:
 // the lowering remaps indices whatever the source's strides).
 std::optional<Replacement> reshape_like(Rewriter& rw, Node& n) {
@@ -1607,6 +1616,7 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"max_pool2d_with_indices_backward"}, max_pool2d_backward},
       {{"adaptive_avg_pool2d"}, adaptive_avg_pool2d},
       {{"adaptive_avg_pool1d"}, adaptive_avg_pool1d},
+      {{"adaptive_avg_pool3d"}, adaptive_avg_pool3d},
       {{"flatten.using_ints", "unflatten.int", "reshape", "_unsafe_view", "view_copy", "view_as", "reshape_as"},
        reshape_like},
       {{"contiguous"}, contiguous},
@@ -1623,7 +1633,7 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"silu"}, silu},
       {{"relu6"}, relu6},
       {{"arange", "arange.start"}, arange},
-      {{"zeros", "zeros_like", "new_zeros", "empty_like", "new_empty"}, constant_fill<0>},
+      {{"zeros", "zeros_like", "new_zeros", "empty_like", "new_empty", "zero"}, constant_fill<0>},
       {{"ones", "ones_like", "new_ones"}, constant_fill<1>},
       {{"new_full"}, new_full},
       {{"fill.Scalar", "fill.Tensor"}, fill},
