@@ -364,6 +364,16 @@ def case_pool3d_zero():
     return Fn(fn), (randn(2, 3, 4, 5, 6), randn(3, 4))
 
 
+def case_softplus_linspace():
+    # Mamba's softplus (default, and a beta and threshold that both branches meet) and RAFT's
+    # coordinate grids (linspace: even and odd counts, descending, one step)
+    def fn(m, x):
+        sp = torch.nn.functional.softplus
+        grid = torch.linspace(-1, 1, 7)[:, None] * torch.linspace(2.5, 0, 4)
+        return sp(x), sp(x, beta=2, threshold=3), grid, torch.linspace(3, 5, 1), x[0] + torch.linspace(0, 1, 6)
+    return Fn(fn), (randn(3, 6) * 4,)
+
+
 def case_lstm_states():
     # nn.LSTM batch first: torch 2.11's export records its last states as [L*D, 1, B, H] (eager
     # gives [L*D, B, H]); flattened, both agree
@@ -446,6 +456,7 @@ CASES = {
     "contiguous_writes": case_contiguous_writes,
     "splits_pools": case_splits_pools,
     "pool3d_zero": case_pool3d_zero,
+    "softplus_linspace": case_softplus_linspace,
     "wrapped_regions": case_wrapped_regions,
     "autocast_enabled": case_autocast_enabled,
     "llama": case_llama,

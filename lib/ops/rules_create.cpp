@@ -80,6 +80,13 @@ std::vector<TensorType> arange(const Node& node) {
   return {make_type(dtype, {length})};
 }
 
+// linspace: `steps` values, float32 unless `dtype` says otherwise.
+std::vector<TensorType> linspace(const Node& node) {
+  const int64_t steps = shape::int_arg(node, "steps");
+  if (steps < 0) throw UserError("linspace: number of steps must be non-negative, got " + std::to_string(steps));
+  return {make_type(shape::dtype_arg(node, "dtype").value_or(DType::Float32), {steps})};
+}
+
 // empty.memory_format and empty_permuted: float32 unless `dtype` says otherwise.
 std::vector<TensorType> empty(const Node& node) {
   return {make_type(shape::dtype_arg(node, "dtype").value_or(DType::Float32), checked_sizes(node))};

@@ -460,6 +460,41 @@ std::optional<Replacement> adaptive_avg_pool3d(Rewriter& rw, Node& n) {
   return same(e.one("mean.dim", {{"self", shape::arg(n, "self")}, {"dim", Arg::of_ints({-1, -2, -3})}, {"keepdim", Arg::of_bool(true)}}));
 }
 
+// softplus(x, beta, threshold): x where beta * x > threshold, else log1p(exp(beta * x)) / beta
+// (ATen's formula).
+std::optional<Replacement> softplus(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = tensor_arg(n, "self");
+  const Arg& beta = shape::arg(n, "beta");
+  Value* scaled = e.one("mul.Tensor", {{"self", Emit::T(x)}, {"other", beta}});
+  Value* smooth = e.one("log1p", {{"self", Emit::T(e.one("exp", {{"self", Emit::T(scaled)}}))}});
+  smooth = e.one("div.Tensor", {{"self", Emit::T(smooth)}, {"other", beta}});
+  Value* above = e.one("gt.Scalar", {{"self", Emit::T(scaled)}, {"other", shape::arg(n, "threshold")}});
+  return same(e.one("where.self", {{"condition", Emit::T(above)}, {"self", Emit::T(x)}, {"other", Emit::T(smooth)}}));
+}
+
+// linspace as torch._refs computes it, from both ends towards the middle: start + step * i in
+// the first half, end - step * (steps - 1 - i) in the second.
+std::optional<Replacement> linspace(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  const DType dtype = n.op->infer(n)[0].dtype;
+  if (!is_floating(dtype)) refuse(n, "linspace: only a floating dtype is supported");
+  const int64_t steps = shape::int_arg(n, "steps");
+  const double start = shape::number_arg(n, "start"), end = shape::number_arg(n, "end");
+  if (steps <= 1)
+    return same(e.one("full", {{"size", Arg::of_ints({steps})}, {"fill_value", Arg::of_float(start)}, {"dtype", Arg::of_dtype(dtype)}}));
+  const double step = (end - start) / static_cast<double>(steps - 1);
+  Value* i = e.one("arange.start_step", {{"start", Arg::of_int(0)}, {"end", Arg::of_int(steps)}, {"step", Arg::of_int(1)},
+                                         {"dtype", Arg::of_dtype(dtype)}});
+  auto from = [&](Value* offset, double origin) {  // origin + step * offset
+    Value* scaled = e.one("mul.Tensor", {{"self", Emit::T(offset)}, {"other", Arg::of_float(step)}});
+    return e.one("add.Tensor", {{"self", Emit::T(scaled)}, {"other", Arg::of_float(origin)}});
+  };
+  Value* back = e.one("sub.Tensor", {{"self", Emit::T(i)}, {"other", Arg::of_int(steps - 1)}});
+  Value* first_half = e.one("lt.Scalar", {{"self", Emit::T(i)}, {"other", Arg::of_float(static_cast<double>(steps) / 2)}});
+  return same(e.one("where.self", {{"condition", Emit::T(first_half)}, {"self", Emit::T(from(i, start))}, {"other", Emit::T(from(back, end))}}));
+}
+
 // Every reshape-like op is a view to the op's own result shape (views are logical in foundryc:
 // the lowering remaps indices whatever the source's strides).
 std::optional<Replacement> reshape_like(Rewriter& rw, Node& n) {
@@ -1617,6 +1652,8 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"adaptive_avg_pool2d"}, adaptive_avg_pool2d},
       {{"adaptive_avg_pool1d"}, adaptive_avg_pool1d},
       {{"adaptive_avg_pool3d"}, adaptive_avg_pool3d},
+      {{"softplus"}, softplus},
+      {{"linspace"}, linspace},
       {{"flatten.using_ints", "unflatten.int", "reshape", "_unsafe_view", "view_copy", "view_as", "reshape_as"},
        reshape_like},
       {{"contiguous"}, contiguous},
