@@ -374,6 +374,15 @@ def case_softplus_linspace():
     return Fn(fn), (randn(3, 6) * 4,)
 
 
+def case_grouped_mm():
+    # torch._grouped_mm, a mixture of experts' products: 10 rows in three groups (the second
+    # empty) by their cumulative ends, an input of the model; every row in a group (ATen leaves
+    # rows past the last end unwritten)
+    # (its meta kernel takes bfloat16 only: the products in bfloat16, the result back in float32)
+    return Fn(lambda m, a, w, offs: torch._grouped_mm(a.bfloat16(), w.bfloat16(), offs=offs).float()), \
+        (randn(10, 8), randn(3, 8, 8), torch.tensor([4, 4, 10], dtype=torch.int32))
+
+
 def case_lstm_states():
     # nn.LSTM batch first: torch 2.11's export records its last states as [L*D, 1, B, H] (eager
     # gives [L*D, B, H]); flattened, both agree
@@ -457,6 +466,7 @@ CASES = {
     "splits_pools": case_splits_pools,
     "pool3d_zero": case_pool3d_zero,
     "softplus_linspace": case_softplus_linspace,
+    "grouped_mm": case_grouped_mm,
     "wrapped_regions": case_wrapped_regions,
     "autocast_enabled": case_autocast_enabled,
     "llama": case_llama,

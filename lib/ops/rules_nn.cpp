@@ -111,6 +111,7 @@ std::vector<TensorType> grouped_mm(const Node& node) {
   require_rank(offs, 1, "grouped_mm: offs");
   require_inner_match(a.sizes[1], w.sizes[1], a, w);
   require_same_dtype(a, w, "grouped_mm");
+  if (w.sizes[0] == 0) throw UserError("grouped_mm: no groups");
   if (offs.sizes[0] != w.sizes[0])
     throw UserError("grouped_mm: " + std::to_string(offs.sizes[0]) + " offsets for " + std::to_string(w.sizes[0]) + " groups");
   if (offs.dtype != DType::Int32 && offs.dtype != DType::Int64) throw UserError("grouped_mm: offsets must be integers");
