@@ -562,3 +562,28 @@ TEST_CASE("raw_ops samples: an enabled autocast region is refused naming its nod
 }
 
 }  // namespace foundry::test
+
+TEST_CASE("raw_ops samples: grouped_mm's offsets, a model input, are safe whatever their values", "[decompose][hostile][fast]") {
+  // Offsets that decrease, lie outside the rows or are negative choose groups by the same count
+  // (the ends <= the row), always one of the weights' groups or none (a zero row): a run never
+  // reads outside the weights (checked under the sanitizers too).
+  const std::string dir = test_source_dir() + "/data/raw_ops/grouped_mm";
+  TempDir tmp("foundry_grouped_mm_");
+  REQUIRE(run_foundryc({dir + "/model.raw.pt2", "-o", tmp / "out", "--cache-dir", tmp / "cache"}).exit_code == 0);
+  for (const std::vector<int32_t>& ends : {std::vector<int32_t>{-3, 1000, 2}, {10, 4, 0}, {-1000000, -1, 2147483647}}) {
+    fs::create_directories(tmp / "in");
+    fs::copy_file(dir + "/inputs/0.npy", tmp / "in/0.npy", fs::copy_options::overwrite_existing);
+    fs::copy_file(dir + "/inputs/1.npy", tmp / "in/1.npy", fs::copy_options::overwrite_existing);
+    foundry::NpyArray offs;
+    offs.dtype = foundry::DType::Int32;
+    offs.shape = {3};
+    offs.data.resize(sizeof(int32_t) * 3);
+    std::memcpy(offs.data.data(), ends.data(), offs.data.size());
+    foundry::write_npy(tmp / "in/2.npy", offs);
+    ProcResult run = run_process({foundry_run_exe(), tmp / "out", "--inputs", tmp / "in", "--save-outputs", tmp / "got"});
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    foundry::NpyArray got = foundry::read_npy(tmp / "got/0.npy");
+    for (int64_t i = 0; i < got.numel(); ++i) CHECK(std::isfinite(got.as<float>()[i]));
+  }
+}
