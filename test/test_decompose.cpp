@@ -565,12 +565,12 @@ TEST_CASE("raw_ops samples: an enabled autocast region is refused naming its nod
 
 TEST_CASE("raw_ops samples: grouped_mm's offsets, a model input, are safe whatever their values", "[decompose][hostile][fast]") {
   // Offsets that decrease, lie outside the rows or are negative choose groups by the same count
-  // (the ends <= the row), always one of the weights' groups or none (a zero row): a run never
-  // reads outside the weights (checked under the sanitizers too).
+  // (the ends <= the row), always one of the weights' groups or none (a zero row, where every end
+  // is <= the row: {0, 0, 0}): a run never reads outside the weights (under the sanitizers too).
   const std::string dir = test_source_dir() + "/data/raw_ops/grouped_mm";
   TempDir tmp("foundry_grouped_mm_");
   REQUIRE(run_foundryc({dir + "/model.raw.pt2", "-o", tmp / "out", "--cache-dir", tmp / "cache"}).exit_code == 0);
-  for (const std::vector<int32_t>& ends : {std::vector<int32_t>{-3, 1000, 2}, {10, 4, 0}, {-1000000, -1, 2147483647}}) {
+  for (const std::vector<int32_t>& ends : {std::vector<int32_t>{-3, 1000, 2}, {10, 4, 0}, {0, 0, 0}, {-5, 3, 5}, {-1000000, -1, 2147483647}}) {
     fs::create_directories(tmp / "in");
     fs::copy_file(dir + "/inputs/0.npy", tmp / "in/0.npy", fs::copy_options::overwrite_existing);
     fs::copy_file(dir + "/inputs/1.npy", tmp / "in/1.npy", fs::copy_options::overwrite_existing);
