@@ -619,12 +619,18 @@ std::optional<Replacement> tensor_split(Rewriter& rw, Node& n) {
   return Replacement{parts};
 }
 
+// The op's `other` argument as a tensor: a number becomes a 0-d tensor of the op's result dtype
+// (the operand of the functional op it becomes; scalars do not promote).
+Arg other_as_tensor(Emit& e, const Node& n) {
+  const Arg& other = shape::arg(n, "other");
+  if (other.kind == Arg::Kind::Tensor) return other;
+  return Emit::T(e.one("scalar_tensor", {{"s", other}, {"dtype", Arg::of_dtype(n.op->infer(n)[0].dtype)}}));
+}
+
 // floor_divide: division rounded down (PyTorch's floor_divide has rounded down since 1.13).
 std::optional<Replacement> floor_divide(Rewriter& rw, Node& n) {
   Emit e(rw, n);
-  Arg other = shape::arg(n, "other");
-  if (other.kind != Arg::Kind::Tensor)
-    other = Emit::T(e.one("scalar_tensor", {{"s", other}, {"dtype", Arg::of_dtype(n.op->infer(n)[0].dtype)}}));
+  const Arg other = other_as_tensor(e, n);
   return same(e.one("div.Tensor_mode", {{"self", shape::arg(n, "self")}, {"other", other},
                                         {"rounding_mode", Arg::of_string("floor")}}));
 }
@@ -726,9 +732,7 @@ std::optional<Replacement> bitwise_operator(Rewriter& rw, Node& n) {
   static const std::map<std::string, std::string> op_of = {
       {"__and__", "bitwise_and.Tensor"}, {"__or__", "bitwise_or.Tensor"}, {"__xor__", "bitwise_xor.Tensor"}};
   Emit e(rw, n);
-  Arg other = shape::arg(n, "other");
-  if (other.kind != Arg::Kind::Tensor)
-    other = Emit::T(e.one("scalar_tensor", {{"s", other}, {"dtype", Arg::of_dtype(n.op->infer(n)[0].dtype)}}));
+  const Arg other = other_as_tensor(e, n);
   return same(e.one(op_of.at(name), {{"self", shape::arg(n, "self")}, {"other", other}}));
 }
 
@@ -1484,9 +1488,7 @@ std::optional<Replacement> square(Rewriter& rw, Node& n) {
 // result's dtype.
 std::optional<Replacement> rsub(Rewriter& rw, Node& n) {
   Emit e(rw, n);
-  Arg other = shape::arg(n, "other");
-  if (other.kind != Arg::Kind::Tensor)
-    other = Emit::T(e.one("scalar_tensor", {{"s", other}, {"dtype", Arg::of_dtype(n.op->infer(n)[0].dtype)}}));
+  const Arg other = other_as_tensor(e, n);
   return same(e.one("sub.Tensor", {{"self", other}, {"other", shape::arg(n, "self")}, {"alpha", shape::arg(n, "alpha")}}));
 }
 
