@@ -374,6 +374,31 @@ def case_softplus_linspace():
     return Fn(fn), (randn(3, 6) * 4,)
 
 
+def case_in_place_dtypes():
+    # In-place ops keep self's dtype whatever their functional form gives: comparisons into a float
+    # tensor, a bfloat16 copy made by to() updated with float32, a float tensor times an int64 one,
+    # an int64 tensor plus a number; and in-place forms of ops that have no row of their own
+    def fn(m, x, y, i):
+        a = x.clone()
+        a.lt_(y)
+        b = x.to(torch.bfloat16)
+        b.add_(y)
+        c = x.clone()
+        c.mul_(i)
+        d = i.clone()
+        d.add_(2)
+        e = x.clone()
+        e.ge_(0.5)
+        f = x.clone()
+        f.eq_(y)
+        f.logical_or_(a)
+        g = x.clone()
+        g.atan2_(y)
+        g.fmod_(0.7)
+        return a, b.float(), c, d, e, f, g, x
+    return Fn(fn), (randn(3, 5), randn(3, 5), torch.randint(-3, 3, (3, 5)))
+
+
 def case_grouped_mm():
     # torch._grouped_mm, a mixture of experts' products: 10 rows in three groups (the second
     # empty) by their cumulative ends, an input of the model; every row in a group (ATen leaves
@@ -466,6 +491,7 @@ CASES = {
     "splits_pools": case_splits_pools,
     "pool3d_zero": case_pool3d_zero,
     "softplus_linspace": case_softplus_linspace,
+    "in_place_dtypes": case_in_place_dtypes,
     "grouped_mm": case_grouped_mm,
     "wrapped_regions": case_wrapped_regions,
     "autocast_enabled": case_autocast_enabled,

@@ -124,6 +124,10 @@ TEST_CASE("bounds: every string argument of the op table has its accepted values
   CHECK_THROWS_WITH(b.node("gelu", {pos(x), named("approximate", Arg::of_string("junk"))}),
                     Catch::Contains("approximate argument must be either none or tanh"));
   CHECK_NOTHROW(b.node("gelu", {pos(x), named("approximate", Arg::of_string("tanh"))}));
+  // An in-place op derived from its functional row (no row of its own) shares that row's values.
+  REQUIRE(find_op("gelu_") != nullptr);
+  CHECK_THROWS_WITH(b.node("gelu_", {pos(x), named("approximate", Arg::of_string("junk"))}),
+                    Catch::Contains("approximate argument must be either none or tanh"));
   CHECK_THROWS_WITH(b.node("div.Tensor_mode", {pos(x), pos(x), named("rounding_mode", Arg::of_string("round"))}),
                     Catch::Contains("rounding_mode to be one of None, 'trunc', or 'floor'"));
   CHECK_NOTHROW(b.node("div.Tensor_mode", {pos(x), pos(x), named("rounding_mode", Arg::none())}));

@@ -117,6 +117,24 @@ TEST_CASE("every ops.def schema parses and the tier-1 names are found", "[ops][f
   CHECK(short_op_name("torch.ops.aten.relu.default") == "relu");
 }
 
+TEST_CASE("an in-place op with no row of its own is derived from its functional row", "[ops][fast]") {
+  Values v;
+  const OpInfo& lt = op("lt_.Tensor");  // not in ops.def: derived from lt.Tensor
+  CHECK(lt.schema.text == "lt_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)");
+  CHECK(lt.schema.args[0].alias == "a!");
+  CHECK(&op("torch.ops.aten.lt_.Tensor") == &lt);  // derived once, then the same row
+  // The result is self, whatever the functional op gives (lt gives bool).
+  CHECK(infer1("lt_.Tensor", {{"self", v.f32({2, 3})}, {"other", v.f32({3})}}).dtype == DType::Float32);
+  CHECK(infer1("relu_", {{"self", v.f32({4})}}).sizes == Sizes{4});
+  // Only "NAME_" of a functional "NAME(Tensor self, ...) -> Tensor"; dunder names are not in-place.
+  CHECK(find_op("conv2d_") == nullptr);  // conv2d(Tensor input, ...)
+  CHECK(find_op("split_.Tensor") == nullptr);  // returns a list
+  CHECK(find_op("no_such_op_") == nullptr);
+  CHECK(functional_op_name("add_.Scalar") == "add.Scalar");
+  CHECK(functional_op_name("__and__.Tensor").empty());
+  CHECK(functional_op_name("relu").empty());
+}
+
 TEST_CASE("bind_arguments fills defaults in schema order", "[ops][fast]") {
   Values v;
   std::vector<std::string> names;

@@ -185,7 +185,7 @@ int main(int argc, char** argv) {
   app.add_flag("--time-passes", time_passes, "print each stage's wall time");
   auto* verbose = app.add_flag("-v,--verbose", verbosity, "log progress to stderr (-vv: more)");
   app.add_flag("-q,--quiet", quiet, "only print errors")->excludes(verbose);
-  app.add_flag("--list-ops", list_ops, "list the operators foundryc knows, with their schemas");
+  app.add_flag("--list-ops", list_ops, "list the operators foundryc knows, with their schemas (each NAME(Tensor self, ...) -> Tensor also has its in-place form NAME_)");
   std::string name, cxx, cache_dir, target = "native", inputs_dir, expected_dir;
   bool no_fusion = false, no_cache = false, interpret_only = false;
   app.add_option("--name", name, "C symbol prefix of the model's API (default: from the input file name)");

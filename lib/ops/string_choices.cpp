@@ -17,15 +17,10 @@ struct StringChoices {
 const std::vector<StringChoices>& table() {
   static const std::vector<StringChoices> choices = {
       {"gelu", "approximate", {"none", "tanh"}, "approximate argument must be either none or tanh, got "},
-      {"gelu_", "approximate", {"none", "tanh"}, "approximate argument must be either none or tanh, got "},
       // None (true division) is not a string: the binder passes it as none.
       {"div.Tensor_mode", "rounding_mode", {"trunc", "floor"},
        "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "},
-      {"div_.Tensor_mode", "rounding_mode", {"trunc", "floor"},
-       "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "},
       {"scatter_reduce.two", "reduce", {"sum", "prod", "mean", "amax", "amin"},
-       "reduce argument must be either sum, prod, mean, amax or amin, got "},
-      {"scatter_reduce_.two", "reduce", {"sum", "prod", "mean", "amax", "amin"},
        "reduce argument must be either sum, prod, mean, amax or amin, got "},
       {"pad", "mode", {"constant", "reflect", "replicate", "circular"},
        "padding mode must be constant, reflect, replicate or circular, got "},
@@ -46,24 +41,26 @@ const std::vector<StringChoices>& table() {
   return choices;
 }
 
-}  // namespace
-
-bool has_string_rule(std::string_view op, std::string_view arg) {
-  for (const StringChoices& c : table())
-    if (c.op == op && c.arg == arg) return true;
-  return false;
+// The row of an op's string argument; an in-place op ("gelu_") shares its functional op's.
+const StringChoices* find_choices(std::string_view op, std::string_view arg) {
+  for (const std::string& name : {std::string(op), functional_op_name(op)})
+    for (const StringChoices& c : table())
+      if (c.op == name && c.arg == arg) return &c;
+  return nullptr;
 }
 
+}  // namespace
+
+bool has_string_rule(std::string_view op, std::string_view arg) { return find_choices(op, arg) != nullptr; }
+
 void check_string_argument(std::string_view op, std::string_view arg, const std::string& value) {
-  for (const StringChoices& c : table()) {
-    if (c.op != op || c.arg != arg) continue;
-    if (c.values.empty()) return;
-    for (std::string_view allowed : c.values)
-      if (value == allowed) return;
-    throw UserError(std::string(op) + ": " + std::string(c.refusal) + quote_untrusted(value, 40));
-  }
+  const StringChoices* c = find_choices(op, arg);
   // Every str argument of ops.def has a row (test_ops.cpp checks): a missing one is ours.
-  throw InternalError("no accepted values listed for string argument '" + std::string(arg) + "' of " + std::string(op));
+  if (!c) throw InternalError("no accepted values listed for string argument '" + std::string(arg) + "' of " + std::string(op));
+  if (c->values.empty()) return;
+  for (std::string_view allowed : c->values)
+    if (value == allowed) return;
+  throw UserError(std::string(op) + ": " + std::string(c->refusal) + quote_untrusted(value, 40));
 }
 
 }  // namespace foundry

@@ -1731,15 +1731,6 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
 
 // ---- functionalization of in-place ops ----
 
-// "relu_" -> "relu", "add_.Tensor" -> "add.Tensor"; "" when the name is not an in-place one.
-std::string functional_name(const std::string& target) {
-  size_t dot = target.find('.');
-  std::string base = target.substr(0, dot);
-  if (base.size() < 2 || base.back() != '_' || base[base.size() - 2] == '_') return "";
-  base.pop_back();
-  return dot == std::string::npos ? base : base + target.substr(dot);
-}
-
 // Whether the op's result may share its input's storage: an argument with an alias annotation
 // that is not a write ("Tensor(a) self", "Tensor(a -> *) self"), as views have.
 // Whether the export recorded `t` as contiguous, as PyTorch's is_contiguous() decides (dims of
@@ -1761,6 +1752,11 @@ bool returns_view(const Node& n) {
   // contiguous() returns its input only when that is contiguous already, and else a copy
   // (BEiT's relative positions: x.permute(1, 2, 0).contiguous(), then updated in place).
   if (n.target == "contiguous" && !n.args.empty() && n.args[0].tensor && !recorded_contiguous(n.args[0].tensor->type))
+    return false;
+  // to() likewise returns its input only when it changes nothing (x.float() of a float tensor),
+  // and else a new tensor (h = x.to(bfloat16); h.add_(y) leaves x alone).
+  if (n.target.rfind("to.", 0) == 0 && !n.args.empty() && n.args[0].tensor && !n.outputs.empty() &&
+      (n.args[0].tensor->type.dtype != n.outputs[0]->type.dtype || (n.has_arg("copy") && n.arg("copy").i != 0)))
     return false;
   for (const ArgSchema& a : n.op->schema.args)
     if (!a.alias.empty() && a.alias.find('!') == std::string::npos) return true;
@@ -1807,6 +1803,17 @@ Value* insert_at(Graph& g, size_t pos, const std::string& op, const std::vector<
   return placed->outputs[0];
 }
 
+// Makes the nodes from position `pos` on, and the graph's outputs, read `to` where they read `from`.
+void replace_uses_from(Graph& g, size_t pos, Value* from, Value* to) {
+  for (size_t j = pos; j < g.nodes.size(); ++j)
+    for (Arg& a : g.nodes[j]->args) {
+      if (a.tensor == from) a.tensor = to;
+      std::replace(a.tensors.begin(), a.tensors.end(), from, to);
+    }
+  for (GraphOutput& o : g.outputs)
+    if (o.value == from) o.value = to;
+}
+
 // After the now functional update at position i gave `updated` for the view chain's last value,
 // scatters it back into each base up the chain (as functionalization does: slice_scatter,
 // select_scatter), and makes the later readers of the chain's root read the result.
@@ -1820,13 +1827,21 @@ void write_back(Graph& g, size_t i, const std::vector<Node*>& chain, Value* upda
       if (view.has_arg(name)) named.push_back({name, view.arg(name)});
     updated = insert_at(g, pos, view.target == "slice.Tensor" ? "slice_scatter" : "select_scatter", named);
   }
-  for (size_t j = pos; j < g.nodes.size(); ++j)
-    for (Arg& a : g.nodes[j]->args) {
-      if (a.tensor == root) a.tensor = updated;
-      std::replace(a.tensors.begin(), a.tensors.end(), root, updated);
-    }
-  for (GraphOutput& o : g.outputs)
-    if (o.value == root) o.value = updated;
+  replace_uses_from(g, pos, root, updated);
+}
+
+// The functional op at position i may give another dtype than the in-place one did, which
+// keeps self's (x.lt_(y) stays float; bf16 h.add_(float y) stays bf16): its result then gets a
+// value of its own, cast back to `out`'s dtype by a node after it. Returns what later readers read.
+Value* cast_back(Graph& g, size_t i, Value* out) {
+  Node& n = *g.nodes[i];
+  if (!n.op->infer) return out;
+  const TensorType functional = n.op->infer(n)[0];
+  if (functional.dtype == out->type.dtype) return out;
+  n.outputs[0] = g.new_value(n.name, functional);
+  Value* cast = insert_at(g, i + 1, "_to_copy", {{"self", Arg::of_tensor(n.outputs[0])}, {"dtype", Arg::of_dtype(out->type.dtype)}});
+  replace_uses_from(g, i + 2, out, cast);
+  return cast;
 }
 
 bool functionalize(Graph& g) {
@@ -1838,7 +1853,7 @@ bool functionalize(Graph& g) {
     Node& n = *g.nodes[i];
     for (Value* v : n.outputs) producer[v] = &n;
     if (!n.op || !mutates_arguments(n)) continue;
-    const OpInfo* f = find_op(functional_name(n.target));
+    const OpInfo* f = find_op(functional_op_name(n.target));
     if (!f || f->schema.args.size() != n.op->schema.args.size() || n.outputs.size() != 1)
       refuse(n, "in-place operator with no functional form foundryc knows");
     size_t mutated_index = 0;
@@ -1877,17 +1892,9 @@ bool functionalize(Graph& g) {
     n.target = f->name;
     n.arg_names.clear();
     for (const ArgSchema& a : f->schema.args) n.arg_names.push_back(a.name);
-    if (out != m) {
-      for (size_t j = i + 1; j < g.nodes.size(); ++j)
-        for (Arg& a : g.nodes[j]->args) {
-          if (a.tensor == m) a.tensor = out;
-          for (Value*& t : a.tensors)
-            if (t == m) t = out;
-        }
-      for (GraphOutput& o : g.outputs)
-        if (o.value == m) o.value = out;
-    }
-    if (scatter_back) write_back(g, i, chain, out);
+    Value* result = cast_back(g, i, out);
+    if (result != m) replace_uses_from(g, i + 1, m, result);
+    if (scatter_back) write_back(g, i, chain, result);
     spdlog::debug("decompose: {} is now functional", n.name);
     changed = true;
   }
@@ -1900,7 +1907,7 @@ std::vector<std::string> decomposed_ops() {
   std::vector<std::string> ops;
   for (const auto& [names, fn] : rule_table()) ops.insert(ops.end(), names.begin(), names.end());
   for (const OpInfo& op : all_ops())
-    if (!functional_name(op.name).empty() && find_op(functional_name(op.name))) {
+    if (!functional_op_name(op.name).empty() && find_op(functional_op_name(op.name))) {
       bool in_place = false;
       for (const ArgSchema& a : op.schema.args) in_place |= a.alias.find('!') != std::string::npos;
       if (in_place) ops.push_back(op.name);

@@ -17,7 +17,10 @@ namespace foundry {
 OpSchema parse_schema(std::string_view text);
 
 // Looks up an op by its export target ("torch.ops.aten.add.Tensor") or short name ("add.Tensor").
+// An in-place op with no row of its own ("lt_.Tensor") is derived from its functional row.
 const OpInfo* find_op(std::string_view target);
+// "relu_" -> "relu", "add_.Tensor" -> "add.Tensor"; "" when the name is not an in-place one.
+std::string functional_op_name(std::string_view name);
 const std::vector<OpInfo>& all_ops();
 
 // Binds raw arguments (name + value as read from the file) to the schema: by name (an unnamed
