@@ -135,6 +135,17 @@ TEST_CASE("an in-place op with no row of its own is derived from its functional 
   CHECK(functional_op_name("relu").empty());
 }
 
+TEST_CASE("messages name a target one way: ATen's as aten.NAME, other libraries' by namespace", "[ops][fast]") {
+  CHECK(qualified_op_name("add.Tensor") == "aten.add.Tensor");
+  CHECK(qualified_op_name("torch.ops.transformers.grouped_mm_fallback") == "transformers.grouped_mm_fallback");
+  CHECK(shown_target("torch.ops.aten.relu.default") == "aten.relu.default");  // as the file has it
+  CHECK(shown_target("no_such_op.Tensor") == "aten.no_such_op.Tensor");       // a node's short name
+  CHECK(shown_target("torch.ops.higher_order.cond") == "higher_order.cond");
+  CHECK(shown_target("_operator.add") == "_operator.add");
+  CHECK(shown_target("torch.sym_float") == "torch.sym_float");
+  CHECK(shown_target("evil\n(name)").front() == '"');  // not a plain name: quoted
+}
+
 TEST_CASE("bind_arguments fills defaults in schema order", "[ops][fast]") {
   Values v;
   std::vector<std::string> names;

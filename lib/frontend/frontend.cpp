@@ -41,17 +41,6 @@ constexpr const char* kConstantsDir = "data/constants/";
 constexpr const char* kWeightsConfig = "data/weights/model_weights_config.json";
 constexpr const char* kConstantsConfig = "data/constants/model_constants_config.json";
 
-// "torch.ops.aten.add.Tensor" -> "aten.add.Tensor" for messages; other text quoted.
-std::string target_display(const std::string& target) {
-  constexpr std::string_view kOps = "torch.ops.";
-  bool plain = !target.empty() && target.size() <= 128;
-  for (char c : target)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.')) plain = false;
-  if (!plain) return quote_untrusted(target, 60);
-  if (target.compare(0, kOps.size(), kOps) == 0) return target.substr(kOps.size());
-  return target;
-}
-
 // "torch.ops.aten.relu.default" -> "relu"; targets outside aten are kept whole.
 std::string node_target(const std::string& target) {
   constexpr std::string_view kAten = "torch.ops.aten.";
@@ -646,7 +635,7 @@ class Loader {
   void parse_node(const JsonRef& j) {
     const std::string& source_name = j.at("name").as_string();
     const std::string& target = j.at("target").as_string();
-    std::string context = "node " + quote_untrusted(source_name, 60) + " (" + target_display(target) + ")";
+    std::string context = "node " + quote_untrusted(source_name, 60) + " (" + shown_target(target) + ")";
     try {
       if (target.rfind("_operator.", 0) == 0) return parse_size_arithmetic(j);
       if (target == kAutocast || target == kSetGrad) return parse_wrapped_region(j, target == kAutocast);
@@ -838,9 +827,7 @@ bool starts_with_zip_magic(const std::string& path) {
 void check_supported_ops(const Graph& g) {
   for (const auto& n : g.nodes) {
     if (n->op) continue;
-    // Registry-style short names came from torch.ops.aten; other targets are kept whole.
-    const std::string& t = n->target;
-    std::string shown = target_display(t.rfind("torch.", 0) == 0 || t.rfind("_operator.", 0) == 0 ? t : "aten." + t);
+    const std::string shown = shown_target(n->target);
     throw UserError("node " + quote_untrusted(n->source_name, 60) + " (" + shown + "): operator " + shown +
                     " is not supported (foundryc --list-ops lists the supported operators)");
   }

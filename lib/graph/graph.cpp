@@ -2,6 +2,7 @@
 #include "foundry/graph/graph.h"
 
 #include <algorithm>
+#include <cctype>
 #include <limits>
 
 #include "foundry/support/error.h"
@@ -38,6 +39,15 @@ std::string qualified_op_name(std::string_view table_name) {
   constexpr std::string_view kOps = "torch.ops.";
   if (table_name.substr(0, kOps.size()) == kOps) return std::string(table_name.substr(kOps.size()));
   return "aten." + std::string(table_name);
+}
+
+std::string shown_target(const std::string& target) {
+  bool plain = !target.empty() && target.size() <= 128;
+  for (char c : target)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.')) plain = false;
+  if (!plain) return quote_untrusted(target, 60);
+  const bool other = (target.rfind("torch.", 0) == 0 && target.rfind("torch.ops.", 0) != 0) || target.rfind("_operator.", 0) == 0;
+  return other ? target : qualified_op_name(target);
 }
 
 bool is_plain_name(std::string_view s) {

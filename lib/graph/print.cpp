@@ -1,6 +1,5 @@
 // graph.txt: a stable, FX-like text form of the graph, one node a line. Only our own sanitized
 // names appear verbatim; any other text from the file goes through quote_untrusted.
-#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -98,18 +97,7 @@ std::string output_kind_name(OutputKind k) {
 }
 
 // "aten.add.Tensor" for registry ops; opaque nodes show their target (quoted unless plain).
-std::string target_text(const Node& n) {
-  if (n.op) return qualified_op_name(n.op->name);
-  const std::string& t = n.target;
-  bool plain = !t.empty() && t.size() <= 128;
-  for (char c : t)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.')) plain = false;
-  if (!plain) return quote_untrusted(t);
-  constexpr std::string_view kOps = "torch.ops.";
-  if (t.compare(0, kOps.size(), kOps) == 0) return t.substr(kOps.size());
-  if (t.compare(0, 10, "_operator.") == 0) return t;
-  return "aten." + t;
-}
+std::string target_text(const Node& n) { return n.op ? qualified_op_name(n.op->name) : shown_target(n.target); }
 
 }  // namespace
 

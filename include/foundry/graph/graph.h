@@ -158,6 +158,10 @@ bool is_plain_name(std::string_view s);
 // An op of the table as messages name it: "aten.add.Tensor" for ATen's (the table's short names),
 // "transformers.grouped_mm_fallback" for another library's ("torch.ops.NAMESPACE." names).
 std::string qualified_op_name(std::string_view table_name);
+// A node's target as messages and the IR text show it: ATen's short names ("relu") and whole
+// names as qualified_op_name gives them, other targets ("_operator.add") whole, and one that is not
+// a plain dotted name quoted (the file is untrusted).
+std::string shown_target(const std::string& target);
 
 // Short dtype spelling used in dumps: f32, i64, b8, bf16, ...
 std::string_view dtype_short_name(DType t);
