@@ -399,6 +399,30 @@ def case_in_place_dtypes():
     return Fn(fn), (randn(3, 5), randn(3, 5), torch.randint(-3, 3, (3, 5)))
 
 
+class BufferUpdates(torch.nn.Module):
+    """Updates its buffers in place (a counter, a cache row, a cache column by index) and its input,
+    then reads them: one call's outputs are the reference."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("count", torch.zeros(4))
+        self.register_buffer("cache", torch.arange(12.0).reshape(3, 4))
+
+    def forward(self, x, i):
+        self.count.add_(1.5)
+        self.count.mul_(2)
+        self.cache[1].copy_(x)
+        self.cache[:, 2].index_put_((i,), torch.tensor(-1.0))
+        x.clamp_(-0.5, 0.5)
+        return x * self.count + self.cache.sum(0), self.cache * 1, x
+
+
+def case_buffer_updates():
+    # in-place updates of buffers and of an input: the compiled model computes them for this run
+    # and keeps no state (a warning says so)
+    return BufferUpdates(), (randn(4), torch.tensor([0, 2]))
+
+
 def case_grouped_mm():
     # torch._grouped_mm, a mixture of experts' products: 10 rows in three groups (the second
     # empty) by their cumulative ends, an input of the model; every row in a group (ATen leaves
@@ -492,6 +516,7 @@ CASES = {
     "pool3d_zero": case_pool3d_zero,
     "softplus_linspace": case_softplus_linspace,
     "in_place_dtypes": case_in_place_dtypes,
+    "buffer_updates": case_buffer_updates,
     "grouped_mm": case_grouped_mm,
     "wrapped_regions": case_wrapped_regions,
     "autocast_enabled": case_autocast_enabled,

@@ -529,7 +529,7 @@ TEST_CASE("every corpus model.raw.pt2 compiles and matches the references", "[de
 TEST_CASE("raw_ops samples: composite training-IR ops match PyTorch, interpreted and compiled", "[decompose][compiled]") {
   // One folder per case: model.raw.pt2 exported without run_decompositions() (by torch 2.15; those
   // after view_writes, and mixtral, by torch 2.11), inputs/ and PyTorch's expected/ outputs.
-  const std::vector<std::string> cases = {"arange", "fill", "logical", "matmul", "baddbmm", "conv1d", "conv_padding_modes", "where_min_max", "diff", "pad", "roll", "recurrent", "shuffle_triangle", "group_norm", "weight_norm", "einsum", "embedding_bag", "grid_sample", "type_as", "masked_fill", "adaptive_avg_pool1d", "view_writes", "aliases", "stack_grids", "unfold_conv3d", "lstm_states", "bicubic", "fold", "contiguous_writes", "splits_pools", "pool3d_zero", "softplus_linspace", "in_place_dtypes", "grouped_mm", "wrapped_regions", "llama", "mixtral", "wav2vec2"};
+  const std::vector<std::string> cases = {"arange", "fill", "logical", "matmul", "baddbmm", "conv1d", "conv_padding_modes", "where_min_max", "diff", "pad", "roll", "recurrent", "shuffle_triangle", "group_norm", "weight_norm", "einsum", "embedding_bag", "grid_sample", "type_as", "masked_fill", "adaptive_avg_pool1d", "view_writes", "aliases", "stack_grids", "unfold_conv3d", "lstm_states", "bicubic", "fold", "contiguous_writes", "splits_pools", "pool3d_zero", "softplus_linspace", "in_place_dtypes", "buffer_updates", "grouped_mm", "wrapped_regions", "llama", "mixtral", "wav2vec2"};
   TempDir tmp("foundry_raw_ops_");
   for (const std::string& name : cases) {
     SECTION(name) {
@@ -548,6 +548,18 @@ TEST_CASE("raw_ops samples: composite training-IR ops match PyTorch, interpreted
       CHECK(run.exit_code == 0);
     }
   }
+}
+
+TEST_CASE("raw_ops samples: in-place updates of buffers and inputs are computed for the run, and a warning says they are not kept", "[decompose]") {
+  // The outputs match PyTorch's first call in the list above; here, what the user is told.
+  const std::string dir = test_source_dir() + "/data/raw_ops/buffer_updates";
+  TempDir tmp("foundry_buffer_updates_");
+  ProcResult r = run_foundryc({dir + "/model.raw.pt2", "-o", tmp / "out", "--cache-dir", tmp / "cache"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.err.find("warning: the model updates its buffer \"count\" in place; a compiled model keeps no state") != std::string::npos);
+  CHECK(r.err.find("warning: the model updates its buffer \"cache\" in place") != std::string::npos);
+  CHECK(r.err.find("warning: the model updates its input \"x\" in place; a compiled model leaves the caller's input as it was") != std::string::npos);
 }
 
 TEST_CASE("raw_ops samples: an enabled autocast region is refused naming its node", "[decompose][fast]") {

@@ -155,10 +155,26 @@ void run_frontend(const PipelineOptions& opts, PipelineState& state, const Stage
   state.graph = std::move(g);
 }
 
+// A compiled model keeps no state between runs: the updates a program makes to its buffers or
+// inputs (torch.export's mutation outputs) are computed and dropped. Said once per update, since
+// PyTorch's module would see them in its next call.
+void warn_dropped_updates(const Graph& g) {
+  for (const GraphOutput& o : g.outputs) {
+    if (o.kind == OutputKind::BufferMutation)
+      spdlog::warn("the model updates its buffer {} in place; a compiled model keeps no state: every run starts from "
+                   "the exported value (a PyTorch module would see the update in its next call)",
+                   quote_untrusted(o.target, 60));
+    if (o.kind == OutputKind::UserInputMutation)
+      spdlog::warn("the model updates its input {} in place; a compiled model leaves the caller's input as it was",
+                   quote_untrusted(o.target, 60));
+  }
+}
+
 void run_passes(const PipelineOptions& opts, PipelineState& state, const StageContext& ctx) {
   PassOptions options;
   options.device = opts.device;
   std::vector<PassReport> reports = run_graph_passes(*state.graph, options);
+  warn_dropped_updates(*state.graph);
   if (opts.timing_out) *opts.timing_out << format_pass_reports(reports) << std::flush;
   ctx.dump("graph_post_passes.txt", print_graph(*state.graph));
 }

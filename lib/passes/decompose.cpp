@@ -1844,11 +1844,15 @@ Value* cast_back(Graph& g, size_t i, Value* out) {
   return cast;
 }
 
+const GraphInput* input_of(const Graph& g, const Value* v) {
+  for (const GraphInput& in : g.inputs)
+    if (in.value == v) return &in;
+  return nullptr;
+}
+
 bool functionalize(Graph& g) {
   bool changed = false;
   std::unordered_map<const Value*, Node*> producer;
-  std::unordered_set<const Value*> inputs;
-  for (const GraphInput& in : g.inputs) inputs.insert(in.value);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& n = *g.nodes[i];
     for (Value* v : n.outputs) producer[v] = &n;
@@ -1865,7 +1869,7 @@ bool functionalize(Graph& g) {
     if (!m || n.args[mutated_index].kind != Arg::Kind::Tensor) refuse(n, "the mutated argument is not a tensor");
     // The storage the update writes may be shared with other values through views (m a view of
     // a base, or the base of views): a reader of such an alias after the update would see the new
-    // data, which a functional graph cannot express. Refuse that, and updates of graph inputs.
+    // data, which a functional graph cannot express. Refuse that.
     Value* root = m;
     for (Node* p = producer.count(root) ? producer[root] : nullptr; p && returns_view(*p);
          p = producer.count(root) ? producer[root] : nullptr) {
@@ -1873,9 +1877,6 @@ bool functionalize(Graph& g) {
       if (!base) break;
       root = base;
     }
-    if (inputs.count(root))
-      refuse(n, "in-place update of graph input %" + root->name + (root == m ? "" : " (through a view)") +
-                    " is not supported");
     std::unordered_set<const Value*> aliases = {root};
     for (size_t j = 0; j < i; ++j)
       if (returns_view(*g.nodes[j]) && aliases.count(first_tensor_arg(*g.nodes[j])))
@@ -1887,7 +1888,17 @@ bool functionalize(Graph& g) {
     if (!chain.empty()) aliases.erase(root);
     if (read_after(g, i, aliases))
       refuse(n, "in-place update of %" + m->name + ", which shares storage with a value read later (a view), is not supported");
-    const bool scatter_back = !chain.empty() && read_after(g, i, {root});
+    // An update of a graph input (a buffer, most often: a counter, a cache row) is recorded as
+    // torch.export records it in a functional program: an output of the input's new value, which
+    // a compiled model, keeping no state, computes and drops (the pipeline says so).
+    const GraphInput* updated_input = input_of(g, root);
+    if (updated_input && m != root && chain.empty())
+      refuse(n, "in-place update of graph input %" + root->name + " through a view other than slices and selects is not supported");
+    if (updated_input)
+      g.outputs.push_back(updated_input->kind == InputKind::User
+                              ? GraphOutput{OutputKind::UserInputMutation, root, root->source_name}
+                              : GraphOutput{OutputKind::BufferMutation, root, updated_input->fqn});
+    const bool scatter_back = !chain.empty() && (updated_input || read_after(g, i, {root}));
     n.op = f;
     n.target = f->name;
     n.arg_names.clear();
