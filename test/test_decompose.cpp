@@ -388,10 +388,21 @@ TEST_CASE("decompose: what cannot be decomposed is an error naming the node", "[
     CHECK_THROWS_AS(passes::decompose_training_ops(b.g), UserError);
   }
   {
-    Builder b;  // an in-place update of a user input is visible to the caller: refused
+    Builder b;  // an in-place update of a user input becomes functional, recorded as its mutation output
     Value* x = b.input("x", {2, 3});
     b.output(b.op("relu_", {pos(x)}));
-    CHECK_THROWS_AS(passes::decompose_training_ops(b.g), UserError);
+    REQUIRE_NOTHROW(passes::decompose_training_ops(b.g));
+    REQUIRE(b.g.outputs.size() == 2);
+    CHECK(b.g.outputs[1].kind == OutputKind::UserInputMutation);
+    CHECK(b.g.outputs[1].value == b.g.outputs[0].value);  // relu(x), no longer x
+    CHECK(b.g.outputs[1].value != x);
+  }
+  {
+    Builder b;  // through a view other than slices and selects: refused
+    Value* x = b.input("x", {2, 3});
+    Value* v = b.op("view", {pos(x), pos(Arg::of_ints({6}))});
+    b.output(b.op("relu_", {pos(v)}));
+    CHECK_THROWS_WITH(passes::decompose_training_ops(b.g), Catch::Contains("through a view other than slices and selects"));
   }
   {
     Builder b;  // an update of a value whose view is read afterwards: the view would see it
