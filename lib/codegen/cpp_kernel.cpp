@@ -97,7 +97,7 @@ class NestBuilder final : public sched::KernelVisitor {
     // A row shorter than a vector runs as one partial vector, or else scalar.
     bool vector = lanes > 1 && b.vector_ok && !b.vars.empty() && b.nested == 0 &&
                   !(b.ranges.back().is_const() && b.ranges.back().const_value() < lanes && !b.partial_ok) &&
-                  (!plan || (plan->simd_inner && !scopes_.may_fail));
+                  (!plan || (plan->simd_inner && !b.fails));
     if (vector && b.split_chunks > 0) return split_reduction(b);
     Stmts out;
     append_lines(out, b.pre);
@@ -105,10 +105,13 @@ class NestBuilder final : public sched::KernelVisitor {
     bool tiled = vector && !b.tile_var.empty();
     Stmts body = tiled ? tiled_vector_loops(b) : vector ? vector_loops(b, plan) : b.lines;
     for (size_t d = b.vars.size() - (vector ? 1 : 0); d-- > 0;) {
+      if (d + 2 == b.vars.size() && vector) body = with_hoisted(b, std::move(body));
       Loop loop = scalar_loop(b, d, plan, tiled);
       loop.body = std::move(body);
       body = {std::move(loop)};
+      if (d + 1 == b.vars.size()) body = with_hoisted(b, std::move(body));
     }
+    if (vector && b.vars.size() == 1) body = with_hoisted(b, std::move(body));
     append(out, collect_errors(std::move(body), plan));
     if (vector) append_lines(out, b.vector_combine);
     append_lines(out, b.post);
@@ -214,6 +217,14 @@ class NestBuilder final : public sched::KernelVisitor {
     Stmts out(b.pre.begin(), b.pre.end());
     append(out, collect_errors(std::move(body), &plan));
     append_lines(out, b.post);
+    return out;
+  }
+
+  // The statements hoisted out of `b`'s innermost loop (Scope::hoisted), then `loops`.
+  static Stmts with_hoisted(const Scope& b, Stmts loops) {
+    Stmts out;
+    append_lines(out, b.hoisted);
+    append(out, std::move(loops));
     return out;
   }
 
@@ -575,6 +586,7 @@ struct NestWriter {
   int chunks, lanes;
   const KernelOptions& options;
   const std::map<const ir::Buffer*, std::string>& ptrs;
+  const std::set<const ir::Buffer*>& stored;  // what the kernel writes
 
   struct Written {
     Stmts body;
@@ -585,7 +597,12 @@ struct NestWriter {
   Written write(const std::optional<ScopeStack::Piece>& piece) const {
     ScopeStack scopes(ptrs, lanes);
     scopes.piece = piece;
+    // Hoisting puts statements between loops: not where the loops are tiled or run lane by lane,
+    // nor inside loops that threads share (collapsed) or a reduction split into pieces.
+    scopes.hoisting = plan.tile_var.empty() && plan.lane_var.empty() && chunks == 0;
+    scopes.written = stored;
     scopes.open(kernel.ranges, outer);
+    if (plan.parallel_dims >= outer.size()) scopes.top().hoists = false;
     if (!plan.tile_var.empty()) {
       scopes.top().tile_var = plan.tile_var;
       size_t d = std::find(outer.begin(), outer.end(), plan.tile_var) - outer.begin();
@@ -709,7 +726,9 @@ EmittedKernel emit_kernel(const sched::Kernel& unmerged, const sched::Schedule& 
     lanes = 1;
   }
 
-  NestWriter writer{kernel, schedule, outer, plan, chunks, lanes, options, ptrs};
+  std::set<const ir::Buffer*> stored;
+  for (const auto& w : accesses.writes) stored.insert(w.buffer);
+  NestWriter writer{kernel, schedule, outer, plan, chunks, lanes, options, ptrs, stored};
   auto [body, size_symbols] = writer.write_split(nested);
 
   for (const std::string& s : size_symbols) {

@@ -43,7 +43,8 @@ class CppScalarOps final : public ir::Ops {
   std::map<int, bool> known_bools_;       // comparisons of them decided in the loop's piece
   int next_ = 0, indirect_ = 0, accumulators_ = 0;
 
-  ir::Val def(DType t, const std::string& rhs, bool may_round);
+  // Defines the next value as `rhs`; `invariant`: before the innermost loop (Scope::hoisted).
+  ir::Val def(DType t, const std::string& rhs, bool may_round, bool invariant = false);
   void emit(const std::string& line) { scopes_.top().lines.push_back(line); }
   std::string reduction_position();
   void check_device_form(const std::string& expr, std::string_view op) const;
@@ -65,7 +66,7 @@ class CppVectorOps final : public ir::Ops {
   ir::Val unary(ir::UnaryOp op, ir::Val x) override;
   ir::Val binary(ir::BinaryOp op, ir::Val a, ir::Val b) override;
   ir::Val where(ir::Val c, ir::Val a, ir::Val b) override;
-  ir::Expr indirect(ir::Val v, const ir::Expr& size) override;  // none: the loop stays scalar
+  ir::Expr indirect(ir::Val v, const ir::Expr& size) override;  // none unless hoisted: the loop stays scalar
   // float32 sum, max and min: one accumulator per lane, combined after the loop.
   ir::Val reduction(ir::ReduceOp op, ir::Val v) override;
   void store_reduction(const ir::Buffer&, const ir::Expr&, ir::Val) override {}  // after the loop: scalar

@@ -173,14 +173,20 @@ std::string binary_expr(BinaryOp op, Val av, Val bv) {
 }
 }  // namespace
 
-Val CppScalarOps::def(DType t, const std::string& rhs, bool may_round) {
+Val CppScalarOps::def(DType t, const std::string& rhs, bool may_round, bool invariant) {
   Val v{next_++, t};
   scopes_.defined_in[v.id] = scopes_.top().serial;
   std::string value = may_round ? round(t, rhs) : rhs;
   if (!may_round && is_half(t) && rhs.rfind("foundry_rt::half_to_float", 0) != 0 &&
       rhs.rfind("foundry_rt::bfloat16_to_float", 0) != 0)
     value = round(t, rhs);
-  emit("const " + compute_type(t) + " " + value_name(v) + " = " + value + ";");
+  const std::string line = "const " + compute_type(t) + " " + value_name(v) + " = " + value + ";";
+  if (!invariant) {
+    emit(line);
+    return v;
+  }
+  scopes_.top().hoisted.push_back(line);
+  scopes_.top().hoisted_values.insert(v.id);
   return v;
 }
 
@@ -194,7 +200,7 @@ Val CppScalarOps::load(const ir::Buffer& buf, const Expr& index) {
   std::string access = scopes_.ptr(buf) + "[" + scopes_.idx(index) + "]";
   if (buf.dtype == DType::Float16) access = "foundry_rt::half_to_float(" + access + ")";
   if (buf.dtype == DType::BFloat16) access = "foundry_rt::bfloat16_to_float(" + access + ")";
-  Val v = def(buf.dtype, access, false);
+  Val v = def(buf.dtype, access, false, !rows && scopes_.invariant({}, {&index}, &buf));
   if (rows) {
     std::string keep = rows->hold(scopes_.ptr(buf), index, compute_type(buf.dtype), value_name(v));
     if (!keep.empty()) emit(keep);
@@ -231,15 +237,15 @@ void CppScalarOps::store(const ir::Buffer& buf, const Expr& index, Val v, ir::St
   }
 }
 
-Val CppScalarOps::constant(const ir::Scalar& s) { return def(s.dtype, literal(s), false); }
+Val CppScalarOps::constant(const ir::Scalar& s) { return def(s.dtype, literal(s), false, scopes_.invariant({})); }
 
 Val CppScalarOps::index_expr(const Expr& e, DType t) {
-  Val v = def(t, "static_cast<" + compute_type(t) + ">(" + scopes_.idx(e) + ")", false);
+  Val v = def(t, "static_cast<" + compute_type(t) + ">(" + scopes_.idx(e) + ")", false, scopes_.invariant({}, {&e}));
   if (t == DType::Int64) index_values_[v.id] = e;
   return v;
 }
 
-Val CppScalarOps::to_dtype(Val v, DType t) { return def(t, convert(v, t), true); }
+Val CppScalarOps::to_dtype(Val v, DType t) { return def(t, convert(v, t), true, scopes_.invariant({v})); }
 
 // foundry_special.h is host code (its tables are host arrays): no CUDA form yet.
 void CppScalarOps::check_device_form(const std::string& expr, std::string_view op) const {
@@ -250,7 +256,7 @@ void CppScalarOps::check_device_form(const std::string& expr, std::string_view o
 Val CppScalarOps::unary(UnaryOp op, Val x) {
   std::string e = unary_expr(op, x);
   check_device_form(e, ir::op_name(op));
-  return def(ir::returns_bool(op) ? DType::Bool : x.dtype, e, true);
+  return def(ir::returns_bool(op) ? DType::Bool : x.dtype, e, true, scopes_.invariant({x}));
 }
 
 Val CppScalarOps::binary(BinaryOp op, Val a, Val b) {
@@ -258,7 +264,7 @@ Val CppScalarOps::binary(BinaryOp op, Val a, Val b) {
   auto ia = index_values_.find(a.id), ib = index_values_.find(b.id);
   if (ir::returns_bool(op) && ia != index_values_.end() && ib != index_values_.end())
     if (auto known = scopes_.decided(op, ia->second - ib->second)) {
-      Val v = def(DType::Bool, *known ? "true" : "false", false);
+      Val v = def(DType::Bool, *known ? "true" : "false", false, scopes_.invariant({a, b}));
       known_bools_[v.id] = *known;
       return v;
     }
@@ -269,22 +275,34 @@ Val CppScalarOps::binary(BinaryOp op, Val a, Val b) {
     emit("if (" + value_name(b) + " == 0) foundry_cuda::report(error_flag, foundry_rt::kIntegerDivisionByZero);");
   std::string e = binary_expr(op, a, b);
   check_device_form(e, ir::op_name(op));
-  return def(ir::returns_bool(op) ? DType::Bool : a.dtype, e, true);
+  const bool invariant = scopes_.invariant({a, b});
+  scopes_.top().fails = scopes_.top().fails || (divides && !is_floating(a.dtype) && !invariant);
+  return def(ir::returns_bool(op) ? DType::Bool : a.dtype, e, true, invariant);
 }
 
 Val CppScalarOps::where(Val c, Val a, Val b) {
   if (auto known = known_bools_.find(c.id); known != known_bools_.end())  // decided in the loop's piece
-    return def(a.dtype, value_name(known->second ? a : b), false);  // a copy: rounded already, if 16-bit
+    return def(a.dtype, value_name(known->second ? a : b), false, scopes_.invariant({c, a, b}));  // a copy: rounded already, if 16-bit
   if (dialect_ == Dialect::Cpp && is_floating(a.dtype))  // without a branch (foundry_rt::select)
-    return def(a.dtype, "foundry_rt::select(" + value_name(c) + ", " + value_name(a) + ", " + value_name(b) + ")", false);
-  return def(a.dtype, value_name(c) + " ? " + value_name(a) + " : " + value_name(b), false);
+    return def(a.dtype, "foundry_rt::select(" + value_name(c) + ", " + value_name(a) + ", " + value_name(b) + ")", false,
+               scopes_.invariant({c, a, b}));
+  return def(a.dtype, value_name(c) + " ? " + value_name(a) + " : " + value_name(b), false, scopes_.invariant({c, a, b}));
 }
 
 Expr CppScalarOps::indirect(Val v, const Expr& size) {
   std::string sym = "ind" + std::to_string(indirect_++);
   scopes_.may_fail = true;  // checked_index reports an index out of range
   std::string check = dialect_ == Dialect::Cuda ? "foundry_cuda::checked_index(error_flag, " : "foundry_rt::checked_index(";
-  emit("const int64_t " + sym + " = " + check + "static_cast<int64_t>(" + value_name(v) + "), " + scopes_.idx(size) + ");");
+  const std::string line = "const int64_t " + sym + " = " + check + "static_cast<int64_t>(" + value_name(v) + "), " + scopes_.idx(size) + ");";
+  Scope& scope = scopes_.top();
+  if (scopes_.invariant({v}, {&size})) {
+    scope.hoisted.push_back(line);
+    scope.hoisted_symbols.insert(sym);
+  } else {
+    emit(line);
+    scope.fails = true;
+    if (scope.hoists) scope.varying.insert(sym);
+  }
   scopes_.set_extent(sym, size);  // checked_index keeps it in [0, size)
   return Expr::sym(sym);
 }

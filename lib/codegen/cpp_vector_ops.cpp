@@ -21,6 +21,7 @@ const char* half_name(DType t) {
 Val CppVectorOps::def(DType t, const std::optional<std::string>& rhs, bool loaded,
                       const std::optional<std::string>& partial) {
   Val v{next_++, t};
+  if (scopes_.top().hoisted_values.count(v.id)) return v;  // a scalar before the loop (vec splats it)
   if (!rhs || !has_vector_form(t)) {
     no_vector_form_.insert(v.id);
     return v;
@@ -49,7 +50,8 @@ std::string CppVectorOps::partial_gather(const ir::Buffer& buf, const Expr& inde
 std::optional<std::string> CppVectorOps::vec(Val v) const {
   if (!has_vector_form(v.dtype)) return std::nullopt;
   auto it = scopes_.defined_in.find(v.id);
-  if (it == scopes_.defined_in.end() || it->second != scopes_.top().serial) return vector_splat(v.dtype, value_name(v));
+  if (it == scopes_.defined_in.end() || it->second != scopes_.top().serial || scopes_.top().hoisted_values.count(v.id))
+    return vector_splat(v.dtype, value_name(v));
   if (no_vector_form_.count(v.id)) return std::nullopt;
   return value_name(v);
 }
@@ -225,9 +227,11 @@ Val CppVectorOps::where(Val c, Val a, Val b) {
 }
 
 // Positions read from memory, one per iteration: the loop stays scalar.
+// An index computed before the loop (hoisted) is one number for every lane; others have no vector form.
 Expr CppVectorOps::indirect(Val, const Expr&) {
-  scopes_.top().vector_ok = false;
-  return Expr::sym("ind" + std::to_string(indirect_++));
+  const std::string sym = "ind" + std::to_string(indirect_++);
+  if (!scopes_.top().hoisted_symbols.count(sym)) scopes_.top().vector_ok = false;
+  return Expr::sym(sym);
 }
 
 // Float sums keep a double per lane; max and min a float per lane. The lanes are combined in

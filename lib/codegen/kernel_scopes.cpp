@@ -16,6 +16,9 @@ void ScopeStack::open(const ir::Index& ranges, const std::vector<std::string>& v
   s.ranges = ranges;
   s.vars = vars;
   s.serial = ++serial_;
+  // A loop that may run no iteration keeps its statements: hoisted, they would run anyway.
+  s.hoists = hoisting && !vars.empty() && ranges.back().is_const() && ranges.back().const_value() > 0;
+  if (s.hoists) s.varying.insert(vars.back());
   stack_.push_back(std::move(s));
   for (size_t d = 0; d < vars.size(); ++d) extents_[vars[d]] = ranges[d];
 }
@@ -26,6 +29,20 @@ Scope ScopeStack::close() {
   stack_.pop_back();
   for (const auto& v : s.vars) extents_.erase(v);
   return s;
+}
+
+bool ScopeStack::invariant(std::initializer_list<ir::Val> values, std::initializer_list<const ir::Expr*> indices,
+                           const ir::Buffer* buffer) const {
+  const Scope& s = top();
+  if (!s.hoists || (buffer && written.count(buffer))) return false;
+  for (ir::Val v : values) {
+    auto it = defined_in.find(v.id);
+    if (it != defined_in.end() && it->second == s.serial && !s.hoisted_values.count(v.id)) return false;
+  }
+  for (const ir::Expr* e : indices)
+    for (const std::string& symbol : ir::free_symbols(*e))
+      if (s.varying.count(symbol)) return false;
+  return true;
 }
 
 bool ScopeStack::is_open(int serial) const {

@@ -53,6 +53,16 @@ struct Scope {
   // tile, a 16-bit store): the iterations then run scalar.
   std::vector<std::string> partial_lines;
   bool partial_ok = true;
+  // Statements that do not change within the innermost loop (values of the other loops: an
+  // upsampling's source rows and weights, a gathered group's index) are written once before it
+  // instead of at each of its iterations: `hoisted`, scalar, its values splat into the vector
+  // form. Only where `hoists` (C++ kernels whose loops allow it; see ScopeStack::invariant).
+  bool hoists = false;
+  std::vector<std::string> hoisted;
+  std::set<int> hoisted_values;
+  std::set<std::string> hoisted_symbols;  // indirect indices computed there
+  std::set<std::string> varying;          // the innermost variable, and indices read inside its loop
+  bool fails = false;  // a statement inside its loops can report a kernel error (an index, a division)
   // The outer scope of a transposing kernel runs tile by tile along `tile_var` (the plan's choice).
   std::string tile_var;
   std::vector<TileLoad> tile_loads;
@@ -162,6 +172,14 @@ class ScopeStack {
   // Whether `diff op 0` holds in every iteration of the piece; nullopt when it varies (or no piece).
   std::optional<bool> decided(ir::BinaryOp op, const ir::Expr& diff) const;
   std::map<int, int> defined_in;  // value id -> serial of the scope that defines it
+  // Hoisting (Scope::hoisted): whether scopes opened from now on may hoist, and the buffers the
+  // kernel writes, whose loads stay where they are.
+  bool hoisting = false;
+  std::set<const ir::Buffer*> written;
+  // Whether a statement of the innermost scope that reads `values` (and `buffer`, and indexes
+  // with `indices`) gives the same value at every iteration of its innermost loop.
+  bool invariant(std::initializer_list<ir::Val> values, std::initializer_list<const ir::Expr*> indices = {},
+                 const ir::Buffer* buffer = nullptr) const;
   bool may_fail = false;          // the code calls a helper that can report a kernel error
   RowRegisters* rows = nullptr;   // CUDA row kernels that hold short rows in registers
   LaneVectors* lane_vectors = nullptr;  // CUDA flat kernels that load and store 4 lanes at a time
