@@ -2,7 +2,10 @@
 // whole models compiled with vector loops of each width (and without them) against PyTorch.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <tuple>
 
 #include "foundry/build/compile.h"
 #include "foundry/runtime/loaded_model.h"
@@ -144,6 +147,49 @@ TEST_CASE("simd: windows with padding vectorize their edge tests and match a dir
             UNSCOPED_INFO("pad [" << n << ", " << c << ", " << h << ", " << w << "]: " << got << ", want " << want);
           }
         }
+    }
+  CHECK(mismatches == 0);
+}
+
+// A bilinear upsampling written channels last (DPT's decoder): the innermost loop runs over
+// channels, and a pixel's source rows, columns, weights and checked indices do not change along
+// it. They are computed once before it, and the loop over channels is vectors (it stayed scalar,
+// the checks inside). Against PyTorch's formula (align_corners=False) computed directly.
+TEST_CASE("simd: statements fixed along the innermost loop are written before it, which is then vectors", "[simd][fast]") {
+  constexpr int64_t H = 5, W = 7, C = 19, OH = 9, OW = 11;
+  Builder b;
+  Value* x = b.input("x", {1, H, W, C});
+  Value* nchw = b.op("permute", {pos(x), pos(ints({0, 3, 1, 2}))});
+  Value* up = b.op("upsample_bilinear2d.vec", {pos(nchw), pos(ints({OH, OW})), pos(Arg::of_bool(false)), pos(Arg::none())});
+  b.output(b.op("clone", {pos(b.op("permute", {pos(up), pos(ints({0, 2, 3, 1}))}))}));
+  std::vector<NpyArray> inputs = make_inputs(b.g);
+  const CompiledRun run = compile_and_run(b.g, inputs, "hoisted");
+  INFO(run.kernels);
+  const size_t check = run.kernels.find("foundry_rt::checked_index("), loop = run.kernels.find("for (int64_t i2 = 0; i2 < ");
+  REQUIRE(check != std::string::npos);
+  REQUIRE(loop != std::string::npos);
+  CHECK(check < loop);  // the indices before the loop over channels
+  if (__builtin_cpu_supports("avx512f") || __builtin_cpu_supports("avx2")) CHECK(count_occurrences(run.kernels, "foundry_vec::load(in_ptr0") >= 4);
+  const float* xs = inputs[0].as<float>();
+  auto source = [](int64_t out, int64_t in, int64_t size) {  // ATen's area_pixel_compute_source_index
+    const float s = std::max((static_cast<float>(out) + 0.5f) * (static_cast<float>(in) / static_cast<float>(size)) - 0.5f, 0.0f);
+    const int64_t i0 = std::min(static_cast<int64_t>(s), in - 1);
+    return std::tuple<int64_t, int64_t, float>(i0, std::min(i0 + 1, in - 1), s - static_cast<float>(i0));
+  };
+  int64_t mismatches = 0;
+  for (int64_t oh = 0; oh < OH; ++oh)
+    for (int64_t ow = 0; ow < OW; ++ow) {
+      auto [h0, h1, lh] = source(oh, H, OH);
+      auto [w0, w1, lw] = source(ow, W, OW);
+      for (int64_t c = 0; c < C; ++c) {
+        auto at = [&](int64_t h, int64_t w) { return xs[(h * W + w) * C + c]; };
+        const float want = (1 - lh) * ((1 - lw) * at(h0, w0) + lw * at(h0, w1)) + lh * ((1 - lw) * at(h1, w0) + lw * at(h1, w1));
+        const float got = run.out[0].as<float>()[(oh * OW + ow) * C + c];
+        if (!(std::fabs(got - want) <= 1e-5f + 1e-5f * std::fabs(want))) {
+          ++mismatches;
+          UNSCOPED_INFO("[" << oh << ", " << ow << ", " << c << "]: " << got << ", want " << want);
+        }
+      }
     }
   CHECK(mismatches == 0);
 }
