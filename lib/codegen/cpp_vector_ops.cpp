@@ -226,8 +226,8 @@ Val CppVectorOps::where(Val c, Val a, Val b) {
                                      : std::nullopt);
 }
 
-// Positions read from memory, one per iteration: the loop stays scalar.
-// An index computed before the loop (hoisted) is one number for every lane; others have no vector form.
+// Positions read from memory, one per iteration, keep the loop scalar; one computed before the
+// loop (hoisted) is the same number in every lane.
 Expr CppVectorOps::indirect(Val, const Expr&) {
   const std::string sym = "ind" + std::to_string(indirect_++);
   if (!scopes_.top().hoisted_symbols.count(sym)) scopes_.top().vector_ok = false;
