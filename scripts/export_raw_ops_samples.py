@@ -374,6 +374,16 @@ def case_softplus_linspace():
     return Fn(fn), (randn(3, 6) * 4,)
 
 
+def case_glu_one_hot():
+    # glu along the channels (Speech2Text's and conformers' convolution modules) and the last dim;
+    # one_hot of a matrix and a vector of indices (LongT5's transient-global blocks), used in a product
+    def fn(m, x, i, j):
+        hot = torch.nn.functional.one_hot(i, 5)
+        return (torch.nn.functional.glu(x, 1), torch.nn.functional.glu(x), hot,
+                torch.nn.functional.one_hot(j, 3), hot.float() @ x[0, :5, :3])
+    return Fn(fn), (randn(2, 6, 4), torch.tensor([[0, 4, 2], [1, 1, 3]]), torch.tensor([2, 0, 1]))
+
+
 def case_in_place_dtypes():
     # In-place ops keep self's dtype whatever their functional form gives: comparisons into a float
     # tensor, a bfloat16 copy made by to() updated with float32, a float tensor times an int64 one,
@@ -515,6 +525,7 @@ CASES = {
     "splits_pools": case_splits_pools,
     "pool3d_zero": case_pool3d_zero,
     "softplus_linspace": case_softplus_linspace,
+    "glu_one_hot": case_glu_one_hot,
     "in_place_dtypes": case_in_place_dtypes,
     "buffer_updates": case_buffer_updates,
     "grouped_mm": case_grouped_mm,

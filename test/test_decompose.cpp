@@ -540,7 +540,7 @@ TEST_CASE("every corpus model.raw.pt2 compiles and matches the references", "[de
 TEST_CASE("raw_ops samples: composite training-IR ops match PyTorch, interpreted and compiled", "[decompose][compiled]") {
   // One folder per case: model.raw.pt2 exported without run_decompositions() (by torch 2.15; those
   // after view_writes, and mixtral, by torch 2.11), inputs/ and PyTorch's expected/ outputs.
-  const std::vector<std::string> cases = {"arange", "fill", "logical", "matmul", "baddbmm", "conv1d", "conv_padding_modes", "where_min_max", "diff", "pad", "roll", "recurrent", "shuffle_triangle", "group_norm", "weight_norm", "einsum", "embedding_bag", "grid_sample", "type_as", "masked_fill", "adaptive_avg_pool1d", "view_writes", "aliases", "stack_grids", "unfold_conv3d", "lstm_states", "bicubic", "fold", "contiguous_writes", "splits_pools", "pool3d_zero", "softplus_linspace", "in_place_dtypes", "buffer_updates", "grouped_mm", "wrapped_regions", "llama", "mixtral", "wav2vec2"};
+  const std::vector<std::string> cases = {"arange", "fill", "logical", "matmul", "baddbmm", "conv1d", "conv_padding_modes", "where_min_max", "diff", "pad", "roll", "recurrent", "shuffle_triangle", "group_norm", "weight_norm", "einsum", "embedding_bag", "grid_sample", "type_as", "masked_fill", "adaptive_avg_pool1d", "view_writes", "aliases", "stack_grids", "unfold_conv3d", "lstm_states", "bicubic", "fold", "contiguous_writes", "splits_pools", "pool3d_zero", "softplus_linspace", "glu_one_hot", "in_place_dtypes", "buffer_updates", "grouped_mm", "wrapped_regions", "llama", "mixtral", "wav2vec2"};
   TempDir tmp("foundry_raw_ops_");
   for (const std::string& name : cases) {
     SECTION(name) {

@@ -189,6 +189,32 @@ std::vector<TensorType> eye(const Node& node) {
   return {shape::make_type(shape::dtype_arg(node, "dtype").value_or(DType::Float32), {n, m})};
 }
 
+// glu halves `dim`: the first half, gated by the sigmoid of the second.
+std::vector<TensorType> glu(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  if (self.rank() == 0) throw UserError("glu: a 0-d tensor has no dimension to halve");
+  const int64_t dim = shape::normalize_dim(shape::int_arg(node, "dim"), self.rank());
+  std::vector<int64_t> sizes = self.sizes;
+  if (sizes[dim] % 2 != 0)
+    throw UserError("glu: dimension " + std::to_string(dim) + " of " + shape::format_sizes(self.sizes) + " must have an even size");
+  sizes[dim] /= 2;
+  return {shape::make_type(self.dtype, sizes)};
+}
+
+// one_hot of int64 class indices: a trailing dimension of num_classes, int64. Without
+// num_classes PyTorch takes the largest index plus one, a size known only from the data.
+std::vector<TensorType> one_hot(const Node& node) {
+  const TensorType& self = shape::tensor(node, "self");
+  if (self.dtype != DType::Int64)
+    throw UserError("one_hot: the class indices must be int64, as PyTorch requires, got " + std::string(dtype_name(self.dtype)));
+  const int64_t classes = shape::int_arg(node, "num_classes");
+  if (classes < 0)
+    throw UserError("one_hot without num_classes: the number of classes would depend on the data; pass num_classes");
+  std::vector<int64_t> sizes = self.sizes;
+  sizes.push_back(classes);
+  return {shape::make_type(DType::Int64, sizes)};
+}
+
 // repeat_interleave with one repeat count: each element `repeats` times along dim (of the
 // flattened tensor without a dim).
 std::vector<TensorType> repeat_interleave(const Node& node) {

@@ -650,6 +650,26 @@ std::optional<Replacement> unbind(Rewriter& rw, Node& n) {
   return Replacement{outs};
 }
 
+// glu(x, dim) = a * sigmoid(b), a and b the two halves of x along dim (torch._refs.glu).
+std::optional<Replacement> glu(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = tensor_arg(n, "self");
+  const int64_t dim = shape::normalize_dim(shape::int_arg(n, "dim"), x->type.rank());
+  const int64_t half = x->type.sizes[static_cast<size_t>(dim)] / 2;
+  Value* gate = e.one("sigmoid", {{"self", Emit::T(slice_along(e, x, dim, half, 2 * half))}});
+  return same(e.one("mul.Tensor", {{"self", Emit::T(slice_along(e, x, dim, 0, half))}, {"other", Emit::T(gate)}}));
+}
+
+// one_hot(x, C) = (x[..., None] == arange(C)) as int64, as torch._refs.nn.functional.one_hot;
+// an index outside [0, C) gives a row of zeros where PyTorch raises (a check on the data).
+std::optional<Replacement> one_hot(Rewriter& rw, Node& n) {
+  Emit e(rw, n);
+  Value* x = tensor_arg(n, "self");
+  Value* column = e.one("unsqueeze", {{"self", Emit::T(x)}, {"dim", Arg::of_int(-1)}});
+  Value* hit = e.one("eq.Tensor", {{"self", Emit::T(column)}, {"other", Emit::T(positions(e, 0, shape::int_arg(n, "num_classes")))}});
+  return same(e.one("_to_copy", {{"self", Emit::T(hit)}, {"dtype", Arg::of_dtype(DType::Int64)}}));
+}
+
 // clamp(x + 3, 0, 6) / 6, with x * ... for hardswish (torch._decomp's hardsigmoid/hardswish).
 Value* relu6_of_x_plus_3(Emit& e, Value* x) {
   Value* a = e.one("add.Tensor", {{"self", Emit::T(x)}, {"other", Arg::of_int(3)}});
@@ -1668,6 +1688,8 @@ const std::vector<std::pair<std::vector<std::string>, ReplaceFn>>& rule_table() 
       {{"chunk", "split.Tensor"}, split_like},
       {{"unbind.int", "unbind_copy.int"}, unbind},
       {{"hardswish"}, hardswish},
+      {{"glu"}, glu},
+      {{"one_hot"}, one_hot},
       {{"hardsigmoid"}, hardsigmoid},
       {{"silu"}, silu},
       {{"relu6"}, relu6},

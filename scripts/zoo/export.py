@@ -307,13 +307,15 @@ def _():
 # The second batch: one line each, a config class and a model class of transformers with tiny
 # sizes; inputs by name (token ids and a padding mask, 64x64 images, 800 audio samples, a
 # [1, 64, 16] spectrogram), `fixed` passed to every call.
-def hf_tiny(name, config, model_class, inputs=("input_ids", "attention_mask"), fixed=None, **sizes):
+def hf_tiny(name, config, model_class, inputs=("input_ids", "attention_mask"), fixed=None, shapes=None, **sizes):
+    """shapes: {input name: shape} for inputs drawn from randn instead of the defaults below."""
     def build():
         import transformers
         module = getattr(transformers, model_class)(getattr(transformers, config)(**sizes))
         make = dict(input_ids=lambda: tokens(VOCAB), decoder_input_ids=lambda: tokens(VOCAB), attention_mask=padding_mask,
                     pixel_values=lambda: image(64)[0], input_values=lambda: torch.randn(1, 800),
                     input_features=lambda: torch.randn(1, 64, 16))
+        make.update({key: (lambda shape=shape: torch.randn(*shape)) for key, shape in (shapes or {}).items()})
         return HFWrapper(module, list(inputs), **(fixed or {})), tuple(make[i]() for i in inputs)
     model("hf_" + name, "transformers", "transformers %s, tiny config" % model_class)(build)
 
@@ -489,6 +491,87 @@ hf_tiny("unispeech", "UniSpeechConfig", "UniSpeechModel", ("input_values",), **A
 hf_tiny("clip", "CLIPConfig", "CLIPModel", ("input_ids", "pixel_values", "attention_mask"), projection_dim=16,
         text_config=dict(vocab_size=VOCAB, max_position_embeddings=64, **TINY),
         vision_config=dict(patch_size=16, **PIXELS, **TINY))
+
+
+# The fourth batch (2026-12-06): transformers families whose attention, sequence mixing or heads
+# differ from the earlier ones: local and block-sparse attention, Fourier mixing, character-level
+# downsampling, expert routing, recurrent and chunked state-space scans, time series, audio codecs
+# and vocoders, detection, super-resolution, video, masked autoencoding (its noise an input).
+hf_tiny("fnet", "FNetConfig", "FNetModel", ("input_ids",), **LM, **TINY)
+hf_tiny("esm", "EsmConfig", "EsmModel", position_embedding_type="rotary", pad_token_id=1, **LM, **TINY)
+hf_tiny("nezha", "NezhaConfig", "NezhaModel", max_relative_position=8, **LM, **TINY)
+hf_tiny("canine", "CanineConfig", "CanineModel", downsampling_rate=4, num_hash_functions=2, num_hash_buckets=64,
+        local_transformer_stride=4, **TINY)
+hf_tiny("longformer", "LongformerConfig", "LongformerModel", attention_window=4, pad_token_id=1, **LM, **TINY)
+hf_tiny("big_bird", "BigBirdConfig", "BigBirdModel", attention_type="original_full", **LM, **TINY)
+hf_tiny("long_t5", "LongT5Config", "LongT5EncoderModel", vocab_size=VOCAB, d_model=32, d_kv=16, d_ff=64, num_layers=2,
+        num_heads=2, encoder_attention_type="transient-global", local_radius=2, global_block_size=4)
+hf_tiny("switch", "SwitchTransformersConfig", "SwitchTransformersEncoderModel", vocab_size=VOCAB, d_model=32, d_kv=16,
+        d_ff=64, num_layers=2, num_heads=2, num_experts=4, expert_capacity=8, num_sparse_encoder_layers=1)
+hf_tiny("jamba", "JambaConfig", "JambaModel", fixed=NO_CACHE, use_mamba_kernels=False, num_experts=2,
+        num_experts_per_tok=1, expert_layer_period=2, expert_layer_offset=1, attn_layer_period=2, attn_layer_offset=1,
+        mamba_d_state=8, mamba_dt_rank=4, num_key_value_heads=1, **LM, **dict(TINY, num_hidden_layers=4))
+hf_tiny("mamba2", "Mamba2Config", "Mamba2Model", ("input_ids",), NO_CACHE, vocab_size=VOCAB, hidden_size=32,
+        num_hidden_layers=2, state_size=8, num_heads=4, head_dim=16, n_groups=1, expand=2, chunk_size=4)
+hf_tiny("falcon_mamba", "FalconMambaConfig", "FalconMambaModel", ("input_ids",), NO_CACHE, vocab_size=VOCAB,
+        hidden_size=32, num_hidden_layers=2, state_size=8)
+hf_tiny("rwkv", "RwkvConfig", "RwkvModel", ("input_ids",), NO_CACHE, vocab_size=VOCAB, hidden_size=32,
+        num_hidden_layers=2, attention_hidden_size=32, intermediate_size=64, context_length=64)
+hf_tiny("patchtst", "PatchTSTConfig", "PatchTSTModel", ("past_values",), shapes=dict(past_values=(1, 32, 3)),
+        num_input_channels=3, context_length=32, patch_length=8, patch_stride=8, d_model=32, num_attention_heads=2,
+        num_hidden_layers=2, ffn_dim=64)
+hf_tiny("patchtsmixer", "PatchTSMixerConfig", "PatchTSMixerModel", ("past_values",), shapes=dict(past_values=(1, 32, 3)),
+        num_input_channels=3, context_length=32, patch_length=8, patch_stride=8, d_model=16, num_layers=2)
+hf_tiny("encodec", "EncodecConfig", "EncodecModel", ("input_values",), shapes=dict(input_values=(1, 1, 320)),
+        hidden_size=16, num_filters=4, upsampling_ratios=[4, 2], codebook_size=32, codebook_dim=16,
+        num_lstm_layers=1, target_bandwidths=[1.5], sampling_rate=2400)
+hf_tiny("hifigan", "SpeechT5HifiGanConfig", "SpeechT5HifiGan", ("spectrogram",), shapes=dict(spectrogram=(10, 16)),
+        model_in_dim=16, upsample_initial_channel=32, upsample_rates=[4, 2], upsample_kernel_sizes=[8, 4],
+        resblock_kernel_sizes=[3, 5], resblock_dilation_sizes=[[1, 3], [1, 3]])
+hf_tiny("ast", "ASTConfig", "ASTModel", ("input_values",), shapes=dict(input_values=(1, 64, 32)), patch_size=16,
+        frequency_stride=10, time_stride=10, max_length=64, num_mel_bins=32, **TINY)
+hf_tiny("wav2vec2_conformer", "Wav2Vec2ConformerConfig", "Wav2Vec2ConformerModel", ("input_values",),
+        position_embeddings_type="rotary", conv_depthwise_kernel_size=7, **AUDIO, **TINY)
+hf_tiny("speech_to_text", "Speech2TextConfig", "Speech2TextModel", ("input_features", "decoder_input_ids"), NO_CACHE,
+        shapes=dict(input_features=(1, 32, 16)), input_feat_per_channel=16, conv_channels=32, max_source_positions=64,
+        **dict(SEQ2SEQ, max_target_positions=64))
+hf_tiny("swin2sr", "Swin2SRConfig", "Swin2SRForImageSuperResolution", ("pixel_values",),
+        shapes=dict(pixel_values=(1, 3, 16, 16)), image_size=16, patch_size=1, embed_dim=16, depths=[1, 1],
+        num_heads=[1, 1], window_size=4, upscale=2)
+hf_tiny("detr", "DetrConfig", "DetrForObjectDetection", ("pixel_values",), use_timm_backbone=False,
+        use_pretrained_backbone=False, backbone_config=dict(model_type="resnet", embedding_size=16,
+        hidden_sizes=[16, 32, 48, 64], depths=[1, 1, 1, 1], out_features=["stage4"]), d_model=32, encoder_layers=1,
+        decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
+        num_queries=8, num_labels=4)
+hf_tiny("vit_mae", "ViTMAEConfig", "ViTMAEModel", ("pixel_values", "noise"), shapes=dict(noise=(1, 16)),
+        patch_size=16, mask_ratio=0.5, **PIXELS, **TINY)
+hf_tiny("cvt", "CvtConfig", "CvtModel", ("pixel_values",), embed_dim=[16, 32], num_heads=[1, 2], depth=[1, 1],
+        patch_sizes=[7, 3], patch_stride=[4, 2], patch_padding=[2, 1], mlp_ratio=[2.0, 2.0], attention_drop_rate=[0.0, 0.0],
+        drop_rate=[0.0, 0.0], drop_path_rate=[0.0, 0.0], qkv_bias=[True, True], cls_token=[False, True],
+        qkv_projection_method=["dw_bn", "dw_bn"], kernel_qkv=[3, 3], padding_kv=[1, 1], stride_kv=[2, 2],
+        padding_q=[1, 1], stride_q=[1, 1])
+hf_tiny("pvt_v2", "PvtV2Config", "PvtV2Model", ("pixel_values",), num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1],
+        hidden_sizes=[16, 32], num_attention_heads=[1, 2], patch_sizes=[7, 3], strides=[4, 2], mlp_ratios=[2, 2])
+hf_tiny("focalnet", "FocalNetConfig", "FocalNetModel", ("pixel_values",), embed_dim=16, depths=[1, 1],
+        focal_levels=[2, 2], focal_windows=[3, 3], **PIXELS)
+hf_tiny("hiera", "HieraConfig", "HieraModel", ("pixel_values",), image_size=[64, 64], embed_dim=16, depths=[1, 1, 1, 1],
+        num_heads=[1, 1, 2, 2], query_stride=[2, 2], masked_unit_size=[4, 4], patch_stride=[4, 4])
+hf_tiny("vitdet", "VitDetConfig", "VitDetModel", ("pixel_values",), image_size=64, pretrain_image_size=64, patch_size=8,
+        window_size=4, window_block_indices=[0], use_relative_position_embeddings=True, **TINY)
+hf_tiny("timesformer", "TimesformerConfig", "TimesformerModel", ("pixel_values",),
+        shapes=dict(pixel_values=(1, 4, 3, 32, 32)), image_size=32, patch_size=8, num_frames=4, **TINY)
+hf_tiny("videomae", "VideoMAEConfig", "VideoMAEModel", ("pixel_values",), shapes=dict(pixel_values=(1, 4, 3, 32, 32)),
+        image_size=32, patch_size=8, num_frames=4, tubelet_size=2, **TINY)
+hf_tiny("upernet", "UperNetConfig", "UperNetForSemanticSegmentation", ("pixel_values",),
+        backbone_config=dict(model_type="convnext", hidden_sizes=[16, 32, 48, 64], depths=[1, 1, 1, 1],
+        out_features=["stage1", "stage2", "stage3", "stage4"]), hidden_size=32, auxiliary_in_channels=48, num_labels=4)
+hf_tiny("depth_anything", "DepthAnythingConfig", "DepthAnythingForDepthEstimation", ("pixel_values",),
+        shapes=dict(pixel_values=(1, 3, 56, 56)), backbone_config=dict(model_type="dinov2", image_size=56, patch_size=14,
+        out_features=["stage1", "stage2"], reshape_hidden_states=False, **TINY), reassemble_hidden_size=32,
+        neck_hidden_sizes=[16, 32], reassemble_factors=[2, 1], fusion_hidden_size=16, head_hidden_size=8)
+hf_tiny("mobilevitv2", "MobileViTV2Config", "MobileViTV2Model", ("pixel_values",), image_size=64, width_multiplier=0.5)
+hf_tiny("groupvit_vision", "GroupViTVisionConfig", "GroupViTVisionModel", ("pixel_values",), depths=[1, 1, 1],
+        num_group_tokens=[8, 4, 0], num_output_groups=[8, 4, 4], patch_size=16, **PIXELS, **TINY)
 
 
 # --- common nn blocks -------------------------------------------------------------------------
