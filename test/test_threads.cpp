@@ -377,3 +377,48 @@ TEST_CASE("threads: foundry-run and the Python loader start OpenMP with a short 
   CHECK(spin_count({}, python) == "10000");
   CHECK(spin_count({"GOMP_SPINCOUNT=77"}, python) == "77");
 }
+
+namespace foundry::test {
+
+// A run flushes subnormal results to zero (MXCSR's FTZ: Intel cores take a slow assist for each),
+// reads subnormal inputs as they are (no DAZ), and gives the calling thread its own mode back;
+// FOUNDRY_SUBNORMALS=keep leaves the mode alone. Against products computed here, in the test
+// thread's own mode (IEEE, subnormals kept).
+TEST_CASE("threads: runs flush subnormal results to zero, read subnormal inputs exactly and restore the caller's mode", "[threads][fast]") {
+#if defined(__x86_64__)
+  constexpr int64_t N = 64;
+  Builder b;
+  Value* x = b.input("x", {N});
+  b.output(b.op("mul.Tensor", {pos(x), pos(Arg::of_float(1e-30))}));  // 1e-10 * 1e-30: subnormal
+  b.output(b.op("mul.Tensor", {pos(x), pos(Arg::of_float(1e30))}));   // 1e-39 * 1e30: normal
+  std::vector<float> xs;
+  for (int64_t i = 0; i < N; ++i) xs.push_back(i < N / 2 ? 1e-10f * static_cast<float>(i + 1) : 1e-39f * static_cast<float>(i));
+  const std::vector<NpyArray> inputs = {npy_array(DType::Float32, {N}, xs)};
+  const unsigned caller_mode = __builtin_ia32_stmxcsr();
+  REQUIRE((caller_mode & 0x8000) == 0);  // the test runs in IEEE mode, so the products below keep subnormals
+  TempDir tmp;
+  auto run = [&](const std::string& name) {
+    compile_graph(b.g, tmp / name, tmp / "cache", true, name);
+    return LoadedModel(tmp / (name + "/model.so"), name, tmp / name).run(inputs);
+  };
+  std::vector<NpyArray> flushed = run("flushed");
+  CHECK(__builtin_ia32_stmxcsr() == caller_mode);
+  ::setenv("FOUNDRY_SUBNORMALS", "keep", 1);  // read once by each model's library, at its first run
+  std::vector<NpyArray> kept = run("kept");
+  ::unsetenv("FOUNDRY_SUBNORMALS");
+  int64_t subnormal_products = 0, wrong = 0;
+  for (int64_t i = 0; i < N; ++i) {
+    const volatile float tiny = xs[i] * 1e-30f, large = xs[i] * 1e30f;
+    subnormal_products += i < N / 2 && tiny != 0.0f && std::fabs(tiny) < 1.1754944e-38f;
+    wrong += flushed[0].as<float>()[i] != (std::fabs(tiny) < 1.1754944e-38f ? 0.0f : tiny);
+    wrong += flushed[1].as<float>()[i] != large || kept[1].as<float>()[i] != large;
+    wrong += kept[0].as<float>()[i] != tiny;
+  }
+  CHECK(subnormal_products == N / 2);
+  CHECK(wrong == 0);
+#else
+  SKIP("MXCSR is x86's");
+#endif
+}
+
+}  // namespace foundry::test

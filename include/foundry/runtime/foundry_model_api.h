@@ -90,6 +90,7 @@ int run_model(typename Model::Instance* model, const foundry_tensor* inputs, siz
   kernel_error = 0;
   forget_team_step();  // one left by a run that ended early (an error) is not this run's
   if (step_profile) step_profile->start();
+  SubnormalsFlushed flushed;
   Model::run(model, inputs, outputs, sizes, arena.base());
   if (kernel_error) return set_error(FOUNDRY_ERROR_RUNTIME, kernel_error_text(kernel_error));
   last_error.clear();
