@@ -42,13 +42,17 @@ inline dnnl::memory::desc strided(const dims& sizes, const dims& strides, dt typ
   return dnnl::memory::desc(sizes, type, strides);
 }
 
-// The type a primitive computes in for operands of `type`: their own, or float32 for float16
-// when this oneDNN has no float16 kernel (oneDNN 2.x on CPUs: it then converts each operand into
-// a float32 copy, exactly, and the result back, rounded once, as float32 accumulation does).
-inline dt compute_type(dt type, bool native_failed) { return type == dt::f16 && native_failed ? dt::f32 : type; }
+inline bool is_16bit_float(dt type) { return type == dt::f16 || type == dt::bf16; }
 
-// Builds `p` (a Conv or a Matmul) computing in its operands' type, or for float16, when oneDNN has
-// no float16 kernel for this CPU, in float32 on converted operands; `p.ok` says whether it built.
+// The type a primitive computes in for operands of `type`: their own, or float32 for float16 and
+// bfloat16 when this oneDNN has no kernel for them on this CPU (float16 on oneDNN 2.x's CPUs,
+// bfloat16 on AVX2 without AVX-512: it then converts each operand into a float32 copy, exactly,
+// and the result back, rounded once, as float32 accumulation does).
+inline dt compute_type(dt type, bool native_failed) { return is_16bit_float(type) && native_failed ? dt::f32 : type; }
+
+// Builds `p` (a Conv or a Matmul) computing in its operands' type, or for a 16-bit float type,
+// when oneDNN has no kernel for it on this CPU, in float32 on converted operands; `p.ok` says
+// whether it built.
 template <typename Primitive, typename Spec>
 void build_with_f32_fallback(Primitive& p, const Spec& spec) {
   for (bool native_failed : {false, true}) {
@@ -59,7 +63,7 @@ void build_with_f32_fallback(Primitive& p, const Spec& spec) {
     } catch (const dnnl::error& e) {
       p.error = e.what();
     }
-    if (spec.data_type != dt::f16) return;
+    if (!is_16bit_float(spec.data_type)) return;
   }
 }
 
@@ -324,19 +328,25 @@ class Args {
   int count_ = 0;
 };
 
-// float16 <-> float32 over the span of a strided operand, element for element (the two views
-// have the same strides). oneDNN 2.x's reorders between them are its generic loop, 100x slower.
+// float16 or bfloat16 <-> float32 over the span of a strided operand, element for element (the
+// two views have the same strides). oneDNN 2.x's reorders between them are its generic loop, 100x
+// slower.
 inline void convert(const dnnl::memory& src, dnnl::memory& dst) {
-  const dnnl::memory::desc from = src.get_desc();
-  if (from.data_type() == dt::f16)
-    foundry_vec::widen_half(static_cast<const uint16_t*>(src.get_data_handle()), static_cast<float*>(dst.get_data_handle()),
-                            from.get_size() / 2);
-  else
-    foundry_vec::narrow_half(static_cast<const float*>(src.get_data_handle()),
-                             static_cast<uint16_t*>(dst.get_data_handle()), from.get_size() / 4);
+  const dt from = src.get_desc().data_type(), to = dst.get_desc().data_type();
+  if (is_16bit_float(from)) {
+    const auto* in = static_cast<const uint16_t*>(src.get_data_handle());
+    auto* out = static_cast<float*>(dst.get_data_handle());
+    const size_t n = src.get_desc().get_size() / 2;
+    from == dt::f16 ? foundry_vec::widen_half(in, out, n) : foundry_vec::widen_bfloat16(in, out, n);
+  } else {
+    const auto* in = static_cast<const float*>(src.get_data_handle());
+    auto* out = static_cast<uint16_t*>(dst.get_data_handle());
+    const size_t n = src.get_desc().get_size() / 4;
+    to == dt::f16 ? foundry_vec::narrow_half(in, out, n) : foundry_vec::narrow_bfloat16(in, out, n);
+  }
 }
 
-// An operand in float16 read by a primitive that computes in float32 (or in the same type: then
+// An operand in a 16-bit float read by a primitive that computes in float32 (or in the same type: then
 // nothing is done): converted into a float32 copy of the same layout, made on each call (runs may
 // be concurrent), or the result converted back, rounded once.
 struct Conversion {
@@ -603,7 +613,7 @@ struct Conv {
   dnnl::memory::desc src_md, user_w_md, dst_md, bias_md, w_md, scratchpad_md;
   dnnl::memory::desc conv_src_md, conv_dst_md;  // the layouts the primitive runs on
   dnnl::reorder src_to_conv, conv_to_dst;        // when they differ from src_md / dst_md (retyped)
-  Conversion src_in, w_in, bias_in, dst_out;     // float16 operands of a float32 primitive
+  Conversion src_in, w_in, bias_in, dst_out;     // 16-bit float operands of a float32 primitive
   dnnl::memory weights;  // reordered constant weights, when packed
   int team = 1;          // threads it is built for and runs on
   int team_cap = 1;      // the model's threads
@@ -634,7 +644,7 @@ struct Conv {
     return product(spec.input_sizes) + product(spec.weight_sizes) + product(spec.output_sizes);
   }
 
-  // Builds the primitive computing in `compute` (the operands' type, or float32 for float16).
+  // Builds the primitive computing in `compute` (the operands' type, or float32 for 16-bit floats).
   void build_as(const ConvSpec& spec, dt compute) {
     serial_ns = call_serial_ns(macs(spec), elements(spec), spec.weight_bytes);
     team_cap = spec.team_cap;
@@ -835,8 +845,8 @@ struct Matmul {
   dnnl::matmul prim_one;
   dnnl::memory::desc a_md, b_md, bias_md, dst_md, scratchpad_md, scratchpad_one_md;
   dims a_dims, a_strides, dst_dims, dst_strides;
-  dt compute = dt::f32;  // the primitive's type: the operands', or float32 for float16
-  // float16 operands of a float32 primitive; a and the output per run with a dynamic row count
+  dt compute = dt::f32;  // the primitive's type: the operands', or float32 for 16-bit floats
+  // 16-bit float operands of a float32 primitive; a and the output per run with a dynamic row count
   Conversion a_in, b_in, bias_in, dst_out;
   dnnl::memory converted_b;  // constant b converted at creation, when b_in is needed
   int team_cap = 1;

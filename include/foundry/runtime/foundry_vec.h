@@ -346,6 +346,18 @@ inline void narrow_half(const float* in, uint16_t* out, size_t n) {
   for (; i + kLanes <= n; i += kLanes) store_half(out + i, load(in + i));
   for (; i < n; ++i) out[i] = foundry_rt::float_to_half(in[i]);
 }
+// The same for bfloat16 (its operands of float32 library calls where oneDNN has no bfloat16
+// kernel for the CPU: AVX2 without AVX-512).
+inline void widen_bfloat16(const uint16_t* in, float* out, size_t n) {
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) store(out + i, load_bfloat16(in + i));
+  for (; i < n; ++i) out[i] = foundry_rt::bfloat16_to_float(in[i]);
+}
+inline void narrow_bfloat16(const float* in, uint16_t* out, size_t n) {
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) store_bfloat16(out + i, load(in + i));
+  for (; i < n; ++i) out[i] = foundry_rt::float_to_bfloat16(in[i]);
+}
 
 // ---- PyTorch's float semantics ---------------------------------------------------------------
 // maximum/minimum propagate NaN; fmax/fmin ignore it (as std::fmax).
