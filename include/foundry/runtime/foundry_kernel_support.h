@@ -87,8 +87,9 @@ inline unsigned float_mode() { return 0; }
 inline void set_float_mode(unsigned) {}
 #endif
 
-// For a team's threads, at the start of each parallel region: they keep the mode (OpenMP's pool
-// threads run only regions), so after the first region this is one read of the register.
+// For the pool's threads, in the parallel regions that measure a region's cost (before any step
+// uses the pool, and again every second); they keep the mode. Threads libgomp starts later, during
+// a run, inherit it from the calling thread.
 inline void flush_subnormals() {
   const unsigned mode = float_mode();
   if (!(mode & kFlushToZero) && flushing_subnormals()) set_float_mode(mode | kFlushToZero);
