@@ -172,7 +172,9 @@ inline RegionTiming time_parallel_regions(int threads, double budget_s) {
     double start = omp_get_wtime();
 #pragma omp parallel num_threads(threads)
     {
-      flush_subnormals();  // the pool's threads, before any step runs on them
+      // The pool's threads, before any step runs on them; not the caller's (thread 0), whose
+      // own mode a run sets and gives back (this measure also runs at creation, outside a run).
+      if (omp_get_thread_num() != 0) flush_subnormals();
       cpu[omp_get_thread_num()] = sched_getcpu();
     }
     if (k == 0) begin = omp_get_wtime();  // the pool is awake
