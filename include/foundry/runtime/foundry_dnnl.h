@@ -333,17 +333,12 @@ class Args {
 // slower.
 inline void convert(const dnnl::memory& src, dnnl::memory& dst) {
   const dt from = src.get_desc().data_type(), to = dst.get_desc().data_type();
-  if (is_16bit_float(from)) {
-    const auto* in = static_cast<const uint16_t*>(src.get_data_handle());
-    auto* out = static_cast<float*>(dst.get_data_handle());
-    const size_t n = src.get_desc().get_size() / 2;
-    from == dt::f16 ? foundry_vec::widen_half(in, out, n) : foundry_vec::widen_bfloat16(in, out, n);
-  } else {
-    const auto* in = static_cast<const float*>(src.get_data_handle());
-    auto* out = static_cast<uint16_t*>(dst.get_data_handle());
-    const size_t n = src.get_desc().get_size() / 4;
-    to == dt::f16 ? foundry_vec::narrow_half(in, out, n) : foundry_vec::narrow_bfloat16(in, out, n);
-  }
+  if (is_16bit_float(from))
+    foundry_vec::widen_16bit(static_cast<const uint16_t*>(src.get_data_handle()), static_cast<float*>(dst.get_data_handle()),
+                             src.get_desc().get_size() / 2, from == dt::bf16);
+  else
+    foundry_vec::narrow_16bit(static_cast<const float*>(src.get_data_handle()),
+                              static_cast<uint16_t*>(dst.get_data_handle()), src.get_desc().get_size() / 4, to == dt::bf16);
 }
 
 // An operand in a 16-bit float read by a primitive that computes in float32 (or in the same type: then

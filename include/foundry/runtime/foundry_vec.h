@@ -335,28 +335,17 @@ inline VecF round_half(VecF x) {
 }
 #endif
 
-// n float16 values to float32 and back (the float16 operands of float32 library calls).
-inline void widen_half(const uint16_t* in, float* out, size_t n) {
+// n float16 (or bfloat16) values to float32 and back: the 16-bit operands of float32 library
+// calls, where oneDNN has no kernel for their type on this CPU.
+inline void widen_16bit(const uint16_t* in, float* out, size_t n, bool bfloat16) {
   size_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) store(out + i, load_half(in + i));
-  for (; i < n; ++i) out[i] = foundry_rt::half_to_float(in[i]);
+  for (; i + kLanes <= n; i += kLanes) store(out + i, bfloat16 ? load_bfloat16(in + i) : load_half(in + i));
+  for (; i < n; ++i) out[i] = bfloat16 ? foundry_rt::bfloat16_to_float(in[i]) : foundry_rt::half_to_float(in[i]);
 }
-inline void narrow_half(const float* in, uint16_t* out, size_t n) {
+inline void narrow_16bit(const float* in, uint16_t* out, size_t n, bool bfloat16) {
   size_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) store_half(out + i, load(in + i));
-  for (; i < n; ++i) out[i] = foundry_rt::float_to_half(in[i]);
-}
-// The same for bfloat16 (its operands of float32 library calls where oneDNN has no bfloat16
-// kernel for the CPU: AVX2 without AVX-512).
-inline void widen_bfloat16(const uint16_t* in, float* out, size_t n) {
-  size_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) store(out + i, load_bfloat16(in + i));
-  for (; i < n; ++i) out[i] = foundry_rt::bfloat16_to_float(in[i]);
-}
-inline void narrow_bfloat16(const float* in, uint16_t* out, size_t n) {
-  size_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) store_bfloat16(out + i, load(in + i));
-  for (; i < n; ++i) out[i] = foundry_rt::float_to_bfloat16(in[i]);
+  for (; i + kLanes <= n; i += kLanes) bfloat16 ? store_bfloat16(out + i, load(in + i)) : store_half(out + i, load(in + i));
+  for (; i < n; ++i) out[i] = bfloat16 ? foundry_rt::float_to_bfloat16(in[i]) : foundry_rt::float_to_half(in[i]);
 }
 
 // ---- PyTorch's float semantics ---------------------------------------------------------------
