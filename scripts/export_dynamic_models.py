@@ -8,8 +8,10 @@ outputs at several batch sizes:
     samples/dyn_mlp_raw    Linear-GELU-Linear-ReLU-Linear; batch 1..256 (model.raw.pt2: the
                            training IR, linear decomposed by foundryc)
     samples/dyn_attention  embedding + positions from arange(seq) + self-attention with a padding
-                           mask + layer norm + a select of the first token; batch 1..16 and a
-                           dynamic sequence length 2..24 (arange up to a run-time size)
+                           mask + layer norm + a select of the first token, and BERT's pooler on
+                           it (a matrix product whose rows are the batch and whose input's row
+                           stride is the sequence: a oneDNN call built per shape); batch 1..16
+                           and a dynamic sequence length 2..24 (arange up to a run-time size)
     samples/dyn_pool_height max_pool2d over a dynamic height 4..32: a lowering that still needs
                            static sizes (the window's spatial dims), for the --static-fallback test;
                            inputs/ and expected/ at the export size only
@@ -68,6 +70,7 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(dim, 3 * dim)
         self.out = nn.Linear(dim, dim)
         self.norm = nn.LayerNorm(dim)
+        self.pool = nn.Linear(dim, dim)
         self.heads = heads
 
     def forward(self, ids, mask):  # ids [B, T] int64, mask [B, T] int64 (1 = token, 0 = padding)
@@ -81,7 +84,7 @@ class Attention(nn.Module):
         scores = scores.masked_fill(mask[:, None, None, :] == 0, -1e9)
         attn = torch.softmax(scores, dim=-1) @ v
         h = self.norm(h + self.out(attn.transpose(1, 2).reshape(b, t, -1)))
-        return h, h[:, 0]
+        return h, h[:, 0], torch.tanh(self.pool(h[:, 0]))
 
 
 def save(folder, arrays):

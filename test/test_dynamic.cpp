@@ -278,7 +278,9 @@ TEST_CASE("dynamic: the training-IR export of an MLP stays dynamic", "[dynamic][
 
 TEST_CASE("dynamic: attention with positions from arange up to the run-time length and a padding mask", "[dynamic][compiled]") {
   // samples/dyn_attention: batch 1..16 and sequence 2..24 both dynamic; arange(seq) feeds the
-  // position embedding, the mask the attention scores; cases (1, 2), (3, 9), (5, 24), (16, 7).
+  // position embedding, the mask the attention scores; cases (1, 2), (3, 9), (5, 24), (16, 7). Its
+  // pooler (a product of the first tokens, whose row stride is the run-time length) is a oneDNN
+  // call built per shape with the batch as its runtime row count.
   TempDir tmp;
   for (const std::string archive : {"model.pt2", "model.raw.pt2"}) {
     INFO(archive);

@@ -337,11 +337,17 @@ std::string guarded_run(const std::string& run, const std::string& label, const 
          "}\n";
 }
 
+// The arguments of a primitive's run() and, where the spec gives its row count as oneDNN's
+// runtime dimension (dynamic_rows), this run's rows: built at creation or per shape alike.
+std::string run_arguments_with_rows(const ir::LoopNode& node, const Pointers& local) {
+  std::optional<ir::Expr> rows = dynamic_rows(node);
+  return run_arguments(node, local) + (rows ? ", /*rows=*/" + cpp_size(*rows) : "");
+}
+
 // The statements running a call's primitive built at creation, when it was built.
 std::string dnnl_run(const ir::LoopNode& node, const std::string& member, const std::string& label,
                      const Pointers& local) {
-  std::optional<ir::Expr> rows = dynamic_rows(node);
-  std::string args = run_arguments(node, local) + (rows ? ", /*rows=*/" + cpp_size(*rows) : "");
+  const std::string args = run_arguments_with_rows(node, local);
   return "  if (s->" + member + ".ok) {\n" + guarded_run("s->" + member + ".run(" + args + ")", label, "    ") + "  }\n";
 }
 
@@ -354,7 +360,7 @@ std::string dnnl_run_per_shape(const ir::LoopNode& node, const std::string& memb
     out += "    const uint8_t* weights = s->weights;\n";
   out += spec_statements(node, weights);
   out += "    if (auto prim = s->" + member + ".get(spec, kModel, " + label + ")) {\n";
-  out += guarded_run("prim->run(" + run_arguments(node, local) + ")", label, "      ");
+  out += guarded_run("prim->run(" + run_arguments_with_rows(node, local) + ")", label, "      ");
   return out + "    }\n  }\n";
 }
 
