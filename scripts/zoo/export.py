@@ -41,13 +41,18 @@ SEED = 0
 CNN_IMAGE_SIZE = 64  # --image-size
 DYNAMIC_BATCHES = (1, 3, 17, 64)
 DYNAMIC_EXPORT_BATCH = 4
+# dynamic="seq": (batch, length) of the cases and of the export; batch 1..16, length 2..100
+DYNAMIC_SEQ_CASES = ((1, 2), (1, 5), (3, 17), (2, 64))
+DYNAMIC_SEQ_EXPORT = (2, 12)
 
 # name -> (family, source, builder); a builder returns (module, example inputs tuple).
 REGISTRY = {}
 
 
 def model(name, family, source, dynamic=False):
-    """Registers a builder. dynamic=True exports dimension 0 of every input as Dim('batch')."""
+    """Registers a builder. dynamic=True exports dimension 0 of every input as Dim('batch'), and
+    the builder takes the batch; dynamic="seq" dimensions 0 and 1 as Dim('batch') and Dim('seq'),
+    and the builder takes (batch, seq)."""
     def register(builder):
         REGISTRY[name] = dict(family=family, source=source, builder=builder, dynamic=dynamic)
         return builder
@@ -650,6 +655,47 @@ def _(batch=DYNAMIC_EXPORT_BATCH):
     return mlp, (torch.randn(batch, 64),)
 
 
+# --- dynamic batch and sequence length (dynamic="seq": dims 0 and 1 of every input) -------------
+# Positions up to the run-time length, masks built from it, attention over it and the first token
+# of each sequence (BERT's pooler) at lengths the export never saw.
+
+def hf_dynamic_seq(name, config, model_class, inputs=("input_ids", "attention_mask"), fixed=None, **sizes):
+    def build(batch=DYNAMIC_SEQ_EXPORT[0], seq=DYNAMIC_SEQ_EXPORT[1]):
+        import transformers
+        module = getattr(transformers, model_class)(getattr(transformers, config)(**sizes))
+        make = dict(input_ids=lambda: tokens(VOCAB, seq, batch), decoder_input_ids=lambda: tokens(VOCAB, seq, batch),
+                    attention_mask=lambda: padding_mask(seq, batch, pad=min(3, seq - 1)))
+        return HFWrapper(module, list(inputs), **(fixed or {})), tuple(make[i]() for i in inputs)
+    model("dseq_" + name, "dynamic-seq", "transformers %s, tiny config, dynamic batch and length" % model_class,
+          dynamic="seq")(build)
+
+
+LONG_POSITIONS = dict(vocab_size=VOCAB, max_position_embeddings=128)
+hf_dynamic_seq("bert", "BertConfig", "BertModel", **LONG_POSITIONS, **TINY)
+hf_dynamic_seq("roberta", "RobertaConfig", "RobertaModel", vocab_size=VOCAB, max_position_embeddings=130, **TINY)
+hf_dynamic_seq("electra", "ElectraConfig", "ElectraModel", embedding_size=16, **LONG_POSITIONS, **TINY)
+hf_dynamic_seq("albert", "AlbertConfig", "AlbertModel", embedding_size=16, **LONG_POSITIONS, **TINY)
+hf_dynamic_seq("mpnet", "MPNetConfig", "MPNetModel", vocab_size=VOCAB, max_position_embeddings=130, **TINY)
+hf_dynamic_seq("distilbert", "DistilBertConfig", "DistilBertModel", dim=32, n_layers=2, n_heads=2, hidden_dim=64,
+               **LONG_POSITIONS)
+hf_dynamic_seq("llama", "LlamaConfig", "LlamaForCausalLM", fixed=NO_CACHE, num_key_value_heads=1, **LONG_POSITIONS, **TINY)
+hf_dynamic_seq("qwen2", "Qwen2Config", "Qwen2Model", fixed=NO_CACHE, num_key_value_heads=1, **LONG_POSITIONS, **TINY)
+hf_dynamic_seq("mistral", "MistralConfig", "MistralModel", fixed=NO_CACHE, num_key_value_heads=1, sliding_window=8,
+               **LONG_POSITIONS, **TINY)
+hf_dynamic_seq("phi", "PhiConfig", "PhiModel", fixed=NO_CACHE, **LONG_POSITIONS, **TINY)
+hf_dynamic_seq("gemma", "GemmaConfig", "GemmaModel", fixed=NO_CACHE, num_key_value_heads=1, head_dim=16, **LONG_POSITIONS,
+               **TINY)
+hf_dynamic_seq("opt", "OPTConfig", "OPTModel", fixed=NO_CACHE, hidden_size=32, num_hidden_layers=2, ffn_dim=64,
+               num_attention_heads=2, word_embed_proj_dim=32, **LONG_POSITIONS)
+hf_dynamic_seq("t5_encoder", "T5Config", "T5EncoderModel", vocab_size=VOCAB, d_model=32, d_kv=16, d_ff=64, num_layers=2,
+               num_heads=2)
+hf_dynamic_seq("t5", "T5Config", "T5Model", inputs=("input_ids", "attention_mask", "decoder_input_ids"), fixed=NO_CACHE,
+               vocab_size=VOCAB, d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2)
+hf_dynamic_seq("bart", "BartConfig", "BartModel", inputs=("input_ids", "attention_mask", "decoder_input_ids"),
+               fixed=NO_CACHE, vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2,
+               decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=128)
+
+
 # --- export and save --------------------------------------------------------------------------
 
 def tensors(outputs):
@@ -691,11 +737,15 @@ def decomposed_reference(core, inputs, expected):
     return out
 
 
-def dynamic_shapes(module, inputs):
-    """Dimension 0 of every input is Dim('batch'). A forward(*args) (HFWrapper) takes all its inputs
-    as one argument, so their specs go in one nested tuple."""
-    batch = torch.export.Dim("batch", min=1, max=64)
-    specs = tuple({0: batch} for _ in inputs)
+def dynamic_shapes(module, inputs, kind):
+    """Dimension 0 of every input is Dim('batch') (kind True), and dimension 1 Dim('seq') (kind
+    "seq"). A forward(*args) (HFWrapper) takes all its inputs as one argument, so their specs go in
+    one nested tuple."""
+    if kind == "seq":
+        dims = {0: torch.export.Dim("batch", min=1, max=16), 1: torch.export.Dim("seq", min=2, max=100)}
+    else:
+        dims = {0: torch.export.Dim("batch", min=1, max=64)}
+    specs = tuple(dict(dims) for _ in inputs)
     params = inspect.signature(module.forward).parameters.values()
     return (specs,) if any(p.kind == p.VAR_POSITIONAL for p in params) else specs
 
@@ -721,7 +771,7 @@ def export_one(name, entry, out_dir, weight_levels=0):
         round_to_levels(module, weight_levels)
     with torch.no_grad():
         expected = tensors(module(*inputs))
-        ep = torch.export.export(module, inputs, dynamic_shapes=dynamic_shapes(module, inputs) if entry["dynamic"] else None)
+        ep = torch.export.export(module, inputs, dynamic_shapes=dynamic_shapes(module, inputs, entry["dynamic"]) if entry["dynamic"] else None)
         check_order(ep, inputs, expected)
         core = ep.run_decompositions()
         expected = decomposed_reference(core, inputs, expected)
@@ -743,18 +793,21 @@ def export_one(name, entry, out_dir, weight_levels=0):
 
 
 def save_dynamic_cases(entry, module, folder):
-    """Inputs and eager outputs at each batch in DYNAMIC_BATCHES, from the same seeded weights
-    (the builder is called again only for its inputs)."""
+    """Inputs and eager outputs at each batch in DYNAMIC_BATCHES (cases/bN), or each (batch, length)
+    in DYNAMIC_SEQ_CASES (cases/bNsL), from the same seeded weights (the builder is called again
+    only for its inputs)."""
+    sizes = DYNAMIC_SEQ_CASES if entry["dynamic"] == "seq" else [(batch,) for batch in DYNAMIC_BATCHES]
     cases = []
-    for batch in DYNAMIC_BATCHES:
-        torch.manual_seed(SEED + batch)
-        _, inputs = entry["builder"](batch)
+    for size in sizes:
+        torch.manual_seed(SEED + sum(size))
+        _, inputs = entry["builder"](*size)
         with torch.no_grad():
             expected = tensors(module(*inputs))
-        case = os.path.join(folder, "cases", "b%d" % batch)
+        name = "b%d" % size[0] + ("s%d" % size[1] if len(size) > 1 else "")
+        case = os.path.join(folder, "cases", name)
         save_arrays(os.path.join(case, "inputs"), inputs)
         save_arrays(os.path.join(case, "expected"), expected)
-        cases.append("b%d" % batch)
+        cases.append(name)
     return cases
 
 
