@@ -12,6 +12,7 @@
 #include "foundry/build/compile.h"
 #include "foundry/codegen/wrapper.h"
 #include "foundry/lower/lowering.h"
+#include "foundry/passes/decompose.h"
 #include "foundry/runtime/loaded_model.h"
 #include "foundry/sched/schedule.h"
 #include "graph_builder.h"
@@ -56,16 +57,21 @@ TEST_CASE("bounds: sign(NaN) is 0 as in PyTorch, in the evaluator and in scalar 
 }
 
 TEST_CASE("bounds: data-dependent indices out of range fail the run and never write", "[bounds][fast]") {
-  // scatter_add, an accumulating index_put and gather on a [6, 5] tensor, indices from the caller.
+  // scatter_add, an accumulating index_put, gather and one_hot (a scatter into zeros), indices from
+  // the caller. As in PyTorch, a negative index counts from the end in index_put (advanced
+  // indexing) and is out of range in scatter_add, gather and one_hot.
   Builder b;
   Value* self = b.input("self", {6, 5});
   Value* index = b.input("index", {4, 5}, DType::Int64);
   Value* src = b.input("src", {4, 5});
   Value* rows = b.input("rows", {3}, DType::Int64);
   Value* vals = b.input("vals", {3, 5});
+  Value* classes = b.input("classes", {5}, DType::Int64);
   b.output(b.op("scatter_add", {pos(self), pos(Arg::of_int(0)), pos(index), pos(src)}));
   b.output(b.op("index_put", {pos(self), pos(tensors({rows})), pos(vals), pos(Arg::of_bool(true))}));
   b.output(b.op("gather", {pos(self), pos(Arg::of_int(0)), pos(index)}));
+  b.output(b.op("one_hot", {pos(classes), pos(Arg::of_int(4))}));
+  passes::decompose_training_ops(b.g);  // one_hot is a training-IR op
   TempDir tmp("foundry_bounds_");
   compile_graph(b.g, tmp / "model", tmp / "cache");
   LoadedModel model(tmp / "model/model.so", "bounds", tmp / "model");
@@ -74,20 +80,20 @@ TEST_CASE("bounds: data-dependent indices out of range fail the run and never wr
   for (int k = 0; k < 30; ++k) s[k] = static_cast<float>(k);
   for (int k = 0; k < 20; ++k) sr[k] = 100.0f * static_cast<float>(k + 1);
   for (int k = 0; k < 15; ++k) v[k] = 0.5f * static_cast<float>(k + 1);
-  auto inputs = [&](std::vector<int64_t> idx, std::vector<int64_t> r) {
+  const std::vector<int64_t> good_classes = {3, 0, 1, 3, 2};
+  auto inputs = [&](std::vector<int64_t> idx, std::vector<int64_t> r, std::vector<int64_t> c) {
     return std::vector<NpyArray>{floats({6, 5}, s), longs({4, 5}, idx), floats({4, 5}, sr), longs({3}, r),
-                                 floats({3, 5}, v)};
+                                 floats({3, 5}, v), longs({5}, c)};
   };
-  std::vector<int64_t> good_index(20), good_rows = {5, -6, 2};  // negative indices count from the end
-  for (int k = 0; k < 20; ++k) good_index[k] = (k * 7) % 6 - (k % 4 == 0 ? 6 : 0);
-  std::vector<NpyArray> got = model.run(inputs(good_index, good_rows));
-  REQUIRE(got.size() == 3);
-  // The same three ops computed here, element by element, as PyTorch defines them.
+  std::vector<int64_t> good_index(20), good_rows = {5, -6, 2};
+  for (int k = 0; k < 20; ++k) good_index[k] = (k * 7) % 6;
+  std::vector<NpyArray> got = model.run(inputs(good_index, good_rows, good_classes));
+  REQUIRE(got.size() == 4);
+  // The same four ops computed here, element by element, as PyTorch defines them.
   std::vector<float> added = s, put = s, gathered(20);
   for (int k = 0; k < 20; ++k) {
-    int64_t row = good_index[k] < 0 ? good_index[k] + 6 : good_index[k];
-    added[row * 5 + k % 5] += sr[k];
-    gathered[k] = s[row * 5 + k % 5];
+    added[good_index[k] * 5 + k % 5] += sr[k];
+    gathered[k] = s[good_index[k] * 5 + k % 5];
   }
   for (int r = 0; r < 3; ++r)
     for (int c = 0; c < 5; ++c) put[(good_rows[r] < 0 ? good_rows[r] + 6 : good_rows[r]) * 5 + c] += v[r * 5 + c];
@@ -96,17 +102,32 @@ TEST_CASE("bounds: data-dependent indices out of range fail the run and never wr
     CHECK(got[1].as<float>()[k] == put[k]);
   }
   for (int k = 0; k < 20; ++k) CHECK(got[2].as<float>()[k] == gathered[k]);
+  for (int k = 0; k < 20; ++k) CHECK(got[3].as<int64_t>()[k] == (good_classes[k / 4] == k % 4 ? 1 : 0));
 
-  // Any index outside [-6, 6) stops the run with an error (under ASan: without touching memory).
-  for (int64_t bad : std::vector<int64_t>{6, -7, 1000000, std::numeric_limits<int64_t>::min()}) {
+  // Any index outside [0, 6) (scatter_add, gather), [-6, 6) (index_put) or [0, 4) (one_hot) stops
+  // the run with an error (under ASan: without touching memory).
+  const int64_t lowest = std::numeric_limits<int64_t>::min();
+  auto fails = [&](const std::vector<int64_t>& idx, const std::vector<int64_t>& r, const std::vector<int64_t>& c) {
+    CHECK_THROWS_WITH(model.run(inputs(idx, r, c)), Catch::Contains("out of range"));
+    CHECK_THROWS_AS(evaluate(b.g, inputs(idx, r, c)), UserError);  // --interpret: exit 1, not 3
+  };
+  for (int64_t bad : std::vector<int64_t>{6, -1, -7, 1000000, lowest}) {
     INFO("index " << bad);
-    std::vector<int64_t> idx = good_index, r = good_rows;
+    std::vector<int64_t> idx = good_index;
     idx[13] = bad;
-    CHECK_THROWS_WITH(model.run(inputs(idx, good_rows)), Catch::Contains("out of range"));
-    CHECK_THROWS_AS(evaluate(b.g, inputs(idx, good_rows)), UserError);  // --interpret: exit 1, not 3
+    fails(idx, good_rows, good_classes);
+  }
+  for (int64_t bad : std::vector<int64_t>{6, -7, 1000000, lowest}) {
+    INFO("row " << bad);
+    std::vector<int64_t> r = good_rows;
     r[1] = bad;
-    CHECK_THROWS_WITH(model.run(inputs(good_index, r)), Catch::Contains("out of range"));
-    CHECK_THROWS_AS(evaluate(b.g, inputs(good_index, r)), UserError);
+    fails(good_index, r, good_classes);
+  }
+  for (int64_t bad : std::vector<int64_t>{4, -1, lowest}) {
+    INFO("class " << bad);
+    std::vector<int64_t> c = good_classes;
+    c[2] = bad;
+    fails(good_index, good_rows, c);
   }
 }
 

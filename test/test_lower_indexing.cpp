@@ -238,17 +238,23 @@ TEST_CASE("advanced indexing follows PyTorch's placement rule", "[lower][fast]")
          {x, i64({2, 1}, {2, 0}), i64({2}, {1, 0})}, f32({2, 2, 2}, {5, 4, 1, 0, 11, 10, 7, 6}));
 }
 
-TEST_CASE("gather, index_select and embedding wrap negative indices and reject out-of-range ones", "[lower][fast]") {
+TEST_CASE("gather, index_select and embedding reject negative and out-of-range indices, as PyTorch does", "[lower][fast]") {
+  // (torch.gather(x, 1, tensor([[-1]])) raises "index -1 is out of bounds"; x[tensor([-1])] wraps.)
   Tensor x = f32({2, 3}, {1, 2, 3, 4, 5, 6});
-  expect("gather.default", {{"self", tref("ts_0")}, {"dim", integer(1)}, {"index", tref("ts_1")}},
-         {x, i64({2, 2}, {-1, 0, 1, -3})}, f32({2, 2}, {3, 1, 5, 4}));
-  expect("index_select.default", {{"self", tref("ts_0")}, {"dim", integer(0)}, {"index", tref("ts_1")}},
-         {x, i64({3}, {1, -1, 0})}, f32({3, 3}, {4, 5, 6, 4, 5, 6, 1, 2, 3}));
-  expect("embedding.default", {{"weight", tref("ts_0")}, {"indices", tref("ts_1")}},
-         {x, i64({1, 2}, {1, 0})}, f32({1, 2, 3}, {4, 5, 6, 1, 2, 3}));
-  CHECK_THROWS_AS(run_one("gather.default", {{"self", tref("ts_0")}, {"dim", integer(1)}, {"index", tref("ts_1")}},
-                          {x, i64({2, 1}, {0, 3})}, f32({2, 1}, {0, 0})),
-                  foundry::UserError);
+  const json gather = {{"self", tref("ts_0")}, {"dim", integer(1)}, {"index", tref("ts_1")}};
+  const json select = {{"self", tref("ts_0")}, {"dim", integer(0)}, {"index", tref("ts_1")}};
+  const json embedding = {{"weight", tref("ts_0")}, {"indices", tref("ts_1")}};
+  expect("gather.default", gather, {x, i64({2, 2}, {2, 0, 1, 0})}, f32({2, 2}, {3, 1, 5, 4}));
+  expect("index_select.default", select, {x, i64({3}, {1, 1, 0})}, f32({3, 3}, {4, 5, 6, 4, 5, 6, 1, 2, 3}));
+  expect("embedding.default", embedding, {x, i64({1, 2}, {1, 0})}, f32({1, 2, 3}, {4, 5, 6, 1, 2, 3}));
+  for (int64_t bad : {3, -1}) {
+    INFO("index " << bad);
+    CHECK_THROWS_AS(run_one("gather.default", gather, {x, i64({2, 1}, {0, bad})}, f32({2, 1}, {0, 0})), foundry::UserError);
+    CHECK_THROWS_AS(run_one("index_select.default", select, {x, i64({1}, {bad})}, f32({1, 3}, {0, 0, 0})),
+                    foundry::UserError);
+    CHECK_THROWS_AS(run_one("embedding.default", embedding, {x, i64({1}, {bad})}, f32({1, 3}, {0, 0, 0})),
+                    foundry::UserError);
+  }
 }
 
 TEST_CASE("index_put: duplicates, accumulation and boolean masks", "[lower][fast]") {
@@ -295,7 +301,10 @@ TEST_CASE("scatter_reduce: include_self and the reductions", "[lower][fast]") {
 TEST_CASE("scatter, select_scatter and slice_scatter", "[lower][fast]") {
   Tensor x = f32({2, 3}, {0, 0, 0, 0, 0, 0});
   expect("scatter.src", {{"self", tref("ts_0")}, {"dim", integer(1)}, {"index", tref("ts_1")}, {"src", tref("ts_2")}},
-         {x, i64({2, 2}, {2, 2, -1, 0}), f32({2, 3}, {1, 2, 9, 3, 4, 9})}, f32({2, 3}, {0, 0, 2, 4, 0, 3}));
+         {x, i64({2, 2}, {2, 2, 2, 0}), f32({2, 3}, {1, 2, 9, 3, 4, 9})}, f32({2, 3}, {0, 0, 2, 4, 0, 3}));
+  CHECK_THROWS_AS(run_one("scatter.src", {{"self", tref("ts_0")}, {"dim", integer(1)}, {"index", tref("ts_1")}, {"src", tref("ts_2")}},
+                          {x, i64({1, 1}, {-1}), f32({1, 1}, {1})}, x),
+                  foundry::UserError);  // torch.scatter raises for -1 too
   expect("scatter.value", {{"self", tref("ts_0")}, {"dim", integer(0)}, {"index", tref("ts_1")}, {"value", number(7.0)}},
          {x, i64({1, 2}, {1, 0})}, f32({2, 3}, {0, 7, 0, 7, 0, 0}));
   expect("scatter_add.default", {{"self", tref("ts_0")}, {"dim", integer(1)}, {"index", tref("ts_1")}, {"src", tref("ts_2")}},

@@ -165,7 +165,7 @@ TEST_CASE("simd: statements fixed along the innermost loop are written before it
   std::vector<NpyArray> inputs = make_inputs(b.g);
   const CompiledRun run = compile_and_run(b.g, inputs, "hoisted");
   INFO(run.kernels);
-  const size_t check = run.kernels.find("foundry_rt::checked_index("), loop = run.kernels.find("for (int64_t i2 = 0; i2 < ");
+  const size_t check = run.kernels.find("foundry_rt::checked_position("), loop = run.kernels.find("for (int64_t i2 = 0; i2 < ");
   REQUIRE(check != std::string::npos);
   REQUIRE(loop != std::string::npos);
   CHECK(check < loop);  // the indices before the loop over channels

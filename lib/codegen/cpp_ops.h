@@ -32,7 +32,7 @@ class CppScalarOps final : public ir::Ops {
   ir::Val unary(ir::UnaryOp op, ir::Val x) override;
   ir::Val binary(ir::BinaryOp op, ir::Val a, ir::Val b) override;
   ir::Val where(ir::Val c, ir::Val a, ir::Val b) override;
-  ir::Expr indirect(ir::Val v, const ir::Expr& size) override;
+  ir::Expr indirect(ir::Val v, const ir::Expr& size, ir::NegativeIndex negative) override;
   ir::Val reduction(ir::ReduceOp op, ir::Val v) override;
   void store_reduction(const ir::Buffer& buf, const ir::Expr& index, ir::Val v) override;
 
@@ -66,7 +66,7 @@ class CppVectorOps final : public ir::Ops {
   ir::Val unary(ir::UnaryOp op, ir::Val x) override;
   ir::Val binary(ir::BinaryOp op, ir::Val a, ir::Val b) override;
   ir::Val where(ir::Val c, ir::Val a, ir::Val b) override;
-  ir::Expr indirect(ir::Val v, const ir::Expr& size) override;  // none unless hoisted: the loop stays scalar
+  ir::Expr indirect(ir::Val v, const ir::Expr& size, ir::NegativeIndex negative) override;  // none unless hoisted: the loop stays scalar
   // float32 sum, max and min: one accumulator per lane, combined after the loop.
   ir::Val reduction(ir::ReduceOp op, ir::Val v) override;
   void store_reduction(const ir::Buffer&, const ir::Expr&, ir::Val) override {}  // after the loop: scalar

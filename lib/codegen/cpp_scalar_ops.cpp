@@ -289,10 +289,11 @@ Val CppScalarOps::where(Val c, Val a, Val b) {
   return def(a.dtype, value_name(c) + " ? " + value_name(a) + " : " + value_name(b), false, scopes_.invariant({c, a, b}));
 }
 
-Expr CppScalarOps::indirect(Val v, const Expr& size) {
+Expr CppScalarOps::indirect(Val v, const Expr& size, ir::NegativeIndex negative) {
   std::string sym = "ind" + std::to_string(indirect_++);
   scopes_.may_fail = true;  // checked_index reports an index out of range
-  std::string check = dialect_ == Dialect::Cuda ? "foundry_cuda::checked_index(error_flag, " : "foundry_rt::checked_index(";
+  const std::string fn = negative == ir::NegativeIndex::Wraps ? "checked_index(" : "checked_position(";
+  std::string check = dialect_ == Dialect::Cuda ? "foundry_cuda::" + fn + "error_flag, " : "foundry_rt::" + fn;
   const std::string line = "const int64_t " + sym + " = " + check + "static_cast<int64_t>(" + value_name(v) + "), " + scopes_.idx(size) + ");";
   Scope& scope = scopes_.top();
   if (scopes_.invariant({v}, {&size})) {

@@ -228,7 +228,7 @@ Val CppVectorOps::where(Val c, Val a, Val b) {
 
 // Positions read from memory, one per iteration, keep the loop scalar; one computed before the
 // loop (hoisted) is the same number in every lane.
-Expr CppVectorOps::indirect(Val, const Expr&) {
+Expr CppVectorOps::indirect(Val, const Expr&, ir::NegativeIndex) {
   const std::string sym = "ind" + std::to_string(indirect_++);
   if (!scopes_.top().hoisted_symbols.count(sym)) scopes_.top().vector_ok = false;
   return Expr::sym(sym);

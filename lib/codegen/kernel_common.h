@@ -54,12 +54,12 @@ class SharedOps final : public ir::Ops {
   Val where(Val c, Val a, Val b) override {
     return shared("where " + operands({c, a, b}), nullptr, [&](ir::Ops& o) { return o.where(c, a, b); });
   }
-  Expr indirect(Val v, const Expr& size) override {
-    std::string key = "indirect " + operands({v}) + " " + ir::to_string(size);
+  Expr indirect(Val v, const Expr& size, ir::NegativeIndex negative) override {
+    std::string key = "indirect " + operands({v}) + " " + ir::to_string(size) + (negative == ir::NegativeIndex::Wraps ? " wraps" : "");
     auto it = known_indirect_.find(key);
     if (it != known_indirect_.end() && scopes_.is_open(it->second.second)) return it->second.first;
-    Expr e = scalar_.indirect(v, size);
-    if (vector_) FOUNDRY_CHECK(vector_->indirect(v, size) == e, "bug: the kernel's handlers numbered an index apart");
+    Expr e = scalar_.indirect(v, size, negative);
+    if (vector_) FOUNDRY_CHECK(vector_->indirect(v, size, negative) == e, "bug: the kernel's handlers numbered an index apart");
     known_indirect_[key] = {e, scopes_.top().serial};
     return e;
   }

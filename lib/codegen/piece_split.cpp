@@ -57,7 +57,7 @@ class PieceEnds final : public sched::KernelVisitor, public ir::Ops {
     if (auto it = comparisons_.find(c.id); it != comparisons_.end()) note(it->second.first, it->second.second);
     return fresh(a.dtype);
   }
-  Expr indirect(Val, const Expr&) override { return Expr::sym("ind" + std::to_string(indirect_++)); }
+  Expr indirect(Val, const Expr&, ir::NegativeIndex) override { return Expr::sym("ind" + std::to_string(indirect_++)); }
   Val reduction(ir::ReduceOp op, Val v) override { return fresh(ir::reduce_result_dtype(op, v.dtype)); }
   void store_reduction(const ir::Buffer&, const Expr&, Val) override {}
 
@@ -182,7 +182,8 @@ bool droppable(const std::string& rhs) {
   std::string rest = rhs;
   for (const std::string pure : {"foundry_rt::index_min(", "foundry_rt::index_max(", "foundry_rt::select(",
                                  "foundry_rt::min_int<", "foundry_rt::max_int<", "foundry_rt::maximum<",
-                                 "foundry_rt::minimum<", "foundry_rt::float_to_int<", "foundry_rt::checked_index("})
+                                 "foundry_rt::minimum<", "foundry_rt::float_to_int<", "foundry_rt::checked_index(",
+                                 "foundry_rt::checked_position("})
     for (size_t at; (at = rest.find(pure)) != std::string::npos;) rest.erase(at, pure.size());
   return rest.find("foundry_rt::") == std::string::npos;
 }

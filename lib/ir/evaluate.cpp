@@ -397,10 +397,10 @@ class EvalOps final : public Ops {
     FOUNDRY_CHECK(a.dtype == b.dtype, "where on different dtypes");
     return push(a.dtype, truthy(c.dtype, vals_[c.id]) ? vals_[a.id] : vals_[b.id]);
   }
-  Expr indirect(Val v, const Expr& size) override {
+  Expr indirect(Val v, const Expr& size, NegativeIndex negative) override {
     FOUNDRY_CHECK(size.is_const(), "indirect size not constant during evaluation");
     int64_t i = vals_[v.id].i, n = size.const_value();
-    if (i < 0) i += n;
+    if (i < 0 && negative == NegativeIndex::Wraps) i += n;
     if (i < 0 || i >= n)
       throw UserError("index " + std::to_string(vals_[v.id].i) + " is out of bounds for size " + std::to_string(n));
     return Expr(i);

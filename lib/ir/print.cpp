@@ -157,9 +157,9 @@ Val PrintingOps::binary(BinaryOp op, Val a, Val b) {
 Val PrintingOps::where(Val c, Val a, Val b) {
   return emit(a.dtype, "where(" + name(c) + ", " + name(a) + ", " + name(b) + ")");
 }
-Expr PrintingOps::indirect(Val v, const Expr& size) {
+Expr PrintingOps::indirect(Val v, const Expr& size, NegativeIndex negative) {
   std::string sym = "ind" + std::to_string(indirect_count_++);
-  line(sym + " = indirect(" + name(v) + ", " + to_string(size) + ")");
+  line(sym + " = indirect(" + name(v) + ", " + to_string(size) + (negative == NegativeIndex::Wraps ? ", wraps" : "") + ")");
   return Expr::sym(sym);
 }
 Val PrintingOps::reduction(ReduceOp op, Val v) {

@@ -18,7 +18,7 @@ void RecordingOps::store(const Buffer& buf, const Expr& index, Val, StoreMode mo
 }
 Val RecordingOps::unary(UnaryOp op, Val x) { return fresh(returns_bool(op) ? DType::Bool : x.dtype); }
 Val RecordingOps::binary(BinaryOp op, Val a, Val) { return fresh(returns_bool(op) ? DType::Bool : a.dtype); }
-Expr RecordingOps::indirect(Val, const Expr& size) {
+Expr RecordingOps::indirect(Val, const Expr& size, NegativeIndex) {
   std::string name = "ind" + std::to_string(indirect_count_++);
   indirect_extents[name] = size;
   return Expr::sym(name);

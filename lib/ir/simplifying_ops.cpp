@@ -18,7 +18,7 @@ class SimplifyingOps final : public Ops {
   Val unary(UnaryOp op, Val x) override { return inner_.unary(op, x); }
   Val binary(BinaryOp op, Val a, Val b) override { return inner_.binary(op, a, b); }
   Val where(Val c, Val a, Val b) override { return inner_.where(c, a, b); }
-  Expr indirect(Val v, const Expr& size) override { return inner_.indirect(v, size); }
+  Expr indirect(Val v, const Expr& size, ir::NegativeIndex negative) override { return inner_.indirect(v, size, negative); }
   Val reduction(ReduceOp op, Val v) override { return inner_.reduction(op, v); }
   void store_reduction(const Buffer& buf, const Expr& index, Val v) override {
     inner_.store_reduction(buf, simplify(index, extents_), v);

@@ -47,7 +47,7 @@ struct Bags {
 
   // weight[indices[p], d], scaled by per_sample_weights[p] when given.
   Val entry(Ops& ops, const Expr& p, const Expr& d) const {
-    Val v = weight(ops, {indirect_at(ops, indices, {p}, rows), d});
+    Val v = weight(ops, {indirect_at(ops, indices, {p}, rows, ir::NegativeIndex::OutOfRange), d});
     if (sample_weights) v = ops.mul(v, sample_weights(ops, {p}));
     return v;
   }

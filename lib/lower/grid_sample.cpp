@@ -59,7 +59,7 @@ struct GridSampler {
   static Expr clamped_index(Ops& ops, Val i, const Expr& size) {
     Val low = ops.binary(BinaryOp::Maximum, i, ops.constant(0.0, DType::Int64));
     Val last = ops.index_expr(size - 1, DType::Int64);
-    return ops.indirect(ops.binary(BinaryOp::Minimum, low, last), size);
+    return ops.indirect(ops.binary(BinaryOp::Minimum, low, last), size, ir::NegativeIndex::OutOfRange);
   }
 
   // input[n, c, y, x], or 0 where (x, y) is outside the input.

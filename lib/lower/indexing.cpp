@@ -1,8 +1,9 @@
 // Indexing and scatter: gather, index_select, embedding, advanced indexing (index.Tensor), and the
 // ops that write into a copy of `self` (index_put, scatter*, select_scatter, slice_scatter).
 //
-// Reads through integer index tensors use ops.indirect (negative indices wrap once; the evaluator
-// rejects out-of-range ones). Scatters realize a fresh copy of `self` and then run a mutation node
+// Reads through integer index tensors use ops.indirect: a negative index wraps once in advanced
+// indexing (index.Tensor, index_put) and is out of range in gather, index_select, embedding and
+// the scatters, as in PyTorch; one out of range fails the run (the evaluator: a user error). Scatters realize a fresh copy of `self` and then run a mutation node
 // over the index space whose body stores into the copy, in row-major order of that space (which is
 // the order PyTorch's CPU kernels apply duplicate writes in).
 #include <algorithm>
@@ -93,7 +94,7 @@ struct AdvancedIndex {
     size_t next = nb;  // front: the next result position of a kept dim
     for (size_t d = 0; d < rank; ++d) {
       if (index[d]) {
-        s[d] = indirect_at(ops, *index[d], bidx, self_sizes[d]);
+        s[d] = indirect_at(ops, *index[d], bidx, self_sizes[d], ir::NegativeIndex::Wraps);
       } else if (front) {
         s[d] = out[next++];
       } else {
@@ -189,7 +190,8 @@ void scatter_into(LoweringContext& ctx, const ir::Buffer* target, const TensorRe
   size_t index_rank = index.rank();
   ctx.mutate(target, index.sizes, [=](Ops& ops, const Index& idx, const Index&) {
     Index pos = fit(idx, rank);
-    Expr i = indirect_at(ops, load_index, fit(idx, index_rank), rank == 0 ? Expr(1) : target->sizes[dim]);
+    Expr i = indirect_at(ops, load_index, fit(idx, index_rank), rank == 0 ? Expr(1) : target->sizes[dim],
+                         ir::NegativeIndex::OutOfRange);
     if (rank > 0) pos[dim] = i;
     ops.store(*target, target->linear_index(pos), value(ops, idx), mode);
   });
@@ -220,7 +222,8 @@ Outs lower_gather(LoweringContext& ctx, const Node& node) {
   size_t index_rank = index.rank();
   return {LoweringContext::pointwise(self.dtype, index.sizes, [=](Ops& ops, const Index& idx) {
     Index pos = fit(idx, rank);
-    Expr i = indirect_at(ops, load_index, fit(idx, index_rank), rank == 0 ? Expr(1) : self_sizes[dim]);
+    Expr i = indirect_at(ops, load_index, fit(idx, index_rank), rank == 0 ? Expr(1) : self_sizes[dim],
+                         ir::NegativeIndex::OutOfRange);
     if (rank > 0) pos[dim] = i;
     return load_self(ops, pos);
   })};
@@ -238,7 +241,7 @@ Outs lower_index_select(LoweringContext& ctx, const Node& node) {
   std::vector<Expr> sizes = out_sizes(ctx, node);
   return {LoweringContext::pointwise(self.dtype, sizes, [=](Ops& ops, const Index& idx) {
     Index at = index_rank == 0 ? Index{} : Index{rank == 0 ? Expr(0) : idx[dim]};
-    Expr i = indirect_at(ops, load_index, at, rank == 0 ? Expr(1) : self_sizes[dim]);
+    Expr i = indirect_at(ops, load_index, at, rank == 0 ? Expr(1) : self_sizes[dim], ir::NegativeIndex::OutOfRange);
     Index pos = idx;
     if (rank > 0) pos[dim] = i;
     return load_self(ops, rank == 0 ? Index{} : pos);
@@ -258,7 +261,7 @@ Outs lower_embedding(LoweringContext& ctx, const Node& node) {
   sizes.push_back(weight.sizes[1]);
   return {LoweringContext::pointwise(weight.dtype, sizes, [=](Ops& ops, const Index& idx) {
     Index at(idx.begin(), idx.begin() + n);
-    return load_w(ops, {indirect_at(ops, load_i, at, rows), idx[n]});
+    return load_w(ops, {indirect_at(ops, load_i, at, rows, ir::NegativeIndex::OutOfRange), idx[n]});
   })};
 }
 
@@ -331,7 +334,7 @@ TensorRef index_put_mask(LoweringContext& ctx, const TensorRef& self, const Tens
       // Clamped so that positions the mask leaves out stay in bounds.
       Val r = ops.binary(BinaryOp::Minimum, load_rank(ops, midx), ops.index_expr(n - 1, DType::Int64));
       r = ops.binary(BinaryOp::Maximum, r, ops.constant(0, DType::Int64));
-      vidx.push_back(ops.indirect(r, n));
+      vidx.push_back(ops.indirect(r, n, ir::NegativeIndex::OutOfRange));  // clamped above
     } else {
       vidx.push_back(Expr(0));
     }

@@ -576,7 +576,7 @@ Outs lower_grouped_mm(LoweringContext& ctx, const Node& node) {
                                   Val g = load_group(ops, {idx[0]});
                                   Val last = ops.index_expr(groups - 1, DType::Int64);
                                   Val inside = ops.binary(BinaryOp::Le, g, last);
-                                  Expr gi = ops.indirect(ops.binary(BinaryOp::Minimum, g, last), groups);
+                                  Expr gi = ops.indirect(ops.binary(BinaryOp::Minimum, g, last), groups, ir::NegativeIndex::OutOfRange);
                                   Val product = ops.mul(lx(ops, {idx[0], r[0]}), ly(ops, {gi, r[0], idx[1]}));
                                   return ops.where(inside, product, ops.constant(0.0, acc));
                                 });
@@ -928,7 +928,7 @@ Outs lower_upsample_nearest2d(LoweringContext& ctx, const Node& node) {
         Val f = ops.mul(dst, ops.constant(Scalar::of(scale[j], DType::Float32)));
         Val i = ops.to_dtype(ops.unary(UnaryOp::Floor, f), DType::Int64);
         i = ops.binary(BinaryOp::Minimum, i, ops.constant(int_scalar(n - 1)));
-        src.push_back(ops.indirect(i, n));
+        src.push_back(ops.indirect(i, n, ir::NegativeIndex::OutOfRange));
       }
     }
     return load(ops, src);
@@ -965,8 +965,8 @@ Outs lower_upsample_bilinear2d(LoweringContext& ctx, const Node& node) {
       Val has_next = ops.binary(BinaryOp::Lt, lo, last);
       Val one_i = ops.constant(int_scalar(1)), zero_i = ops.constant(int_scalar(0));
       Val hi = ops.add(lo, ops.where(has_next, one_i, zero_i));
-      i0[j] = ops.indirect(lo, n);
-      i1[j] = ops.indirect(hi, n);
+      i0[j] = ops.indirect(lo, n, ir::NegativeIndex::OutOfRange);
+      i1[j] = ops.indirect(hi, n, ir::NegativeIndex::OutOfRange);
       w1[j] = lambda;
       w0[j] = ops.sub(one_f, lambda);
     }
@@ -1022,7 +1022,7 @@ Outs lower_upsample_bicubic2d(LoweringContext& ctx, const Node& node) {
       for (int k = 0; k < 4; ++k) {
         Val at = ops.add(floor, ops.constant(int_scalar(k - 1)));
         at = ops.binary(BinaryOp::Minimum, ops.binary(BinaryOp::Maximum, at, ops.constant(int_scalar(0))), last);
-        tap[j][k] = ops.indirect(at, n);
+        tap[j][k] = ops.indirect(at, n, ir::NegativeIndex::OutOfRange);
       }
     }
     auto row = [&](const Expr& h) {

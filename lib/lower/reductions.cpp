@@ -359,7 +359,7 @@ Outs lower_searchsorted(LoweringContext& ctx, const Node& node) {
   return {ctx.reduction(out, values.sizes, {n}, ReduceOp::Sum, [=](Ops& ops, const Index& idx, const Index& r) {
     Index at(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(batch));
     at.push_back(r[0]);
-    if (sorter) at.back() = ops.indirect(sorter->load(ops, at), n);
+    if (sorter) at.back() = ops.indirect(sorter->load(ops, at), n, ir::NegativeIndex::OutOfRange);
     Val below = ops.binary(right ? BinaryOp::Le : BinaryOp::Lt, load_seq(ops, at), load_value(ops, idx));
     return ops.cast(below, out);
   })};

@@ -37,7 +37,7 @@ Outs sort_rows(LoweringContext& ctx, const TensorRef& x, int64_t dim, const Expr
   Loader load_x = x.load, load_indices = indices.load;
   Expr n = x.sizes[dim];
   TensorRef values = LoweringContext::pointwise(x.dtype, out_sizes, [load_x, load_indices, dim, n](Ops& ops, const Index& idx) {
-    Expr source = ops.indirect(load_indices(ops, idx), n);
+    Expr source = ops.indirect(load_indices(ops, idx), n, ir::NegativeIndex::OutOfRange);
     return load_x(ops, at_position(idx, dim, source));
   });
   return {values, indices};

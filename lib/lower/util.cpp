@@ -129,8 +129,8 @@ TensorRef map2(const TensorRef& a, const TensorRef& b, DType compute, DType resu
   });
 }
 
-Expr indirect_at(Ops& ops, const Loader& load, const Index& idx, const Expr& size) {
-  return ops.indirect(ops.cast(load(ops, idx), DType::Int64), size);
+Expr indirect_at(Ops& ops, const Loader& load, const Index& idx, const Expr& size, ir::NegativeIndex negative) {
+  return ops.indirect(ops.cast(load(ops, idx), DType::Int64), size, negative);
 }
 
 Expr clamp_index(const Expr& index, const Expr& size) { return ir::min(ir::max(index, 0), size - 1); }

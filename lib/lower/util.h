@@ -40,7 +40,7 @@ TensorRef map2(const TensorRef& a, const TensorRef& b, DType compute, DType resu
 Val count_value(Ops& ops, const Expr& count, DType t);
 
 // An integer index value loaded by `load` at `idx`, as an index symbol into a dim of `size`.
-Expr indirect_at(Ops& ops, const Loader& load, const Index& idx, const Expr& size);
+Expr indirect_at(Ops& ops, const Loader& load, const Index& idx, const Expr& size, ir::NegativeIndex negative);
 
 // An index clamped into [0, size - 1] so that masked-off loads stay in bounds.
 Expr clamp_index(const Expr& index, const Expr& size);

@@ -660,14 +660,20 @@ std::optional<Replacement> glu(Rewriter& rw, Node& n) {
   return same(e.one("mul.Tensor", {{"self", Emit::T(slice_along(e, x, dim, 0, half))}, {"other", Emit::T(gate)}}));
 }
 
-// one_hot(x, C) = (x[..., None] == arange(C)) as int64, as torch._refs.nn.functional.one_hot;
-// an index outside [0, C) gives a row of zeros where PyTorch raises (a check on the data).
+// one_hot(x, C): ones scattered into int64 zeros of shape [..., C] at x[..., None], as PyTorch's
+// kernel does (torch._refs compares with arange(C) instead): a class outside [0, C), negative
+// ones too, is then an index out of range that fails the run, as PyTorch raises. The zeros are
+// x[..., None]'s, expanded (-1 keeps a dynamic size).
 std::optional<Replacement> one_hot(Rewriter& rw, Node& n) {
   Emit e(rw, n);
   Value* x = tensor_arg(n, "self");
   Value* column = e.one("unsqueeze", {{"self", Emit::T(x)}, {"dim", Arg::of_int(-1)}});
-  Value* hit = e.one("eq.Tensor", {{"self", Emit::T(column)}, {"other", Emit::T(positions(e, 0, shape::int_arg(n, "num_classes")))}});
-  return same(e.one("_to_copy", {{"self", Emit::T(hit)}, {"dtype", Arg::of_dtype(DType::Int64)}}));
+  Value* zero = e.one("full_like", {{"self", Emit::T(column)}, {"fill_value", Arg::of_int(0)}, {"dtype", Arg::of_dtype(DType::Int64)}});
+  std::vector<int64_t> sizes(x->type.rank(), -1);
+  sizes.push_back(shape::int_arg(n, "num_classes"));
+  Value* zeros = e.one("expand", {{"self", Emit::T(zero)}, {"size", Arg::of_ints(sizes)}});
+  return same(e.one("scatter.value", {{"self", Emit::T(zeros)}, {"dim", Arg::of_int(-1)}, {"index", Emit::T(column)},
+                                      {"value", Arg::of_int(1)}}));
 }
 
 // clamp(x + 3, 0, 6) / 6, with x * ... for hardswish (torch._decomp's hardsigmoid/hardswish).

@@ -87,7 +87,7 @@ class TermRecorder final : public ir::Ops {
   Val to_dtype(Val v, DType dtype) override { return dtype == DType::Float32 ? v : add({}); }
   Val index_expr(const Expr&, DType) override { return add({}); }
   Val where(Val, Val, Val) override { return add({}); }
-  Expr indirect(Val, const Expr&) override {
+  Expr indirect(Val, const Expr&, ir::NegativeIndex) override {
     ok_ = false;
     return Expr(0);
   }

@@ -472,7 +472,7 @@ class CountingOps final : public ir::Ops {
   Val unary(ir::UnaryOp op, Val x) override { return ++computed, inner_.unary(op, x); }
   Val binary(ir::BinaryOp op, Val a, Val b) override { return ++computed, inner_.binary(op, a, b); }
   Val where(Val c, Val a, Val b) override { return ++computed, inner_.where(c, a, b); }
-  Expr indirect(Val v, const Expr& size) override { return inner_.indirect(v, size); }
+  Expr indirect(Val v, const Expr& size, ir::NegativeIndex negative) override { return inner_.indirect(v, size, negative); }
   Val reduction(ir::ReduceOp op, Val v) override { return inner_.reduction(op, v); }
   void store_reduction(const ir::Buffer& buf, const Expr& index, Val v) override { inner_.store_reduction(buf, index, v); }
 

@@ -82,8 +82,8 @@ class FusedOps final : public ir::Ops {
   Val unary(ir::UnaryOp op, Val x) override { return inner_.unary(op, x); }
   Val binary(ir::BinaryOp op, Val a, Val b) override { return inner_.binary(op, a, b); }
   Val where(Val c, Val a, Val b) override { return inner_.where(c, a, b); }
-  Expr indirect(Val v, const Expr& size) override {
-    Expr sym = inner_.indirect(v, size);
+  Expr indirect(Val v, const Expr& size, ir::NegativeIndex negative) override {
+    Expr sym = inner_.indirect(v, size, negative);
     if (sym.kind() == Expr::Kind::Sym) extents_[sym.sym_name()] = size;  // 0 <= index < size
     return sym;
   }

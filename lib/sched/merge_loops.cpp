@@ -33,7 +33,7 @@ class IndexUses final : public ir::Ops {
   Val unary(ir::UnaryOp op, Val x) override { return fresh(ir::returns_bool(op) ? DType::Bool : x.dtype); }
   Val binary(ir::BinaryOp op, Val a, Val) override { return fresh(ir::returns_bool(op) ? DType::Bool : a.dtype); }
   Val where(Val, Val a, Val) override { return fresh(a.dtype); }
-  Expr indirect(Val, const Expr& size) override {
+  Expr indirect(Val, const Expr& size, ir::NegativeIndex) override {
     note(size);
     return Expr::sym("ind" + std::to_string(indirect_count_++));
   }

@@ -78,6 +78,10 @@ enum class ReduceOp { Sum, Prod, Max, Min, ArgMax, ArgMin, Any };
 
 // How a store combines with what the buffer holds (scatter ops): Set overwrites.
 enum class StoreMode { Set, Add, Mul, Max, Min };
+// What a negative index read from data means: it counts from the end (advanced indexing, take,
+// index_put: x < 0 ? x + size : x, once), or it is out of range, as for PyTorch's gather, scatter,
+// index_select and embedding.
+enum class NegativeIndex { Wraps, OutOfRange };
 
 std::string_view op_name(UnaryOp op);
 std::string_view op_name(BinaryOp op);
@@ -99,9 +103,9 @@ class Ops {
   virtual Val unary(UnaryOp op, Val x) = 0;
   virtual Val binary(BinaryOp op, Val a, Val b) = 0;
   virtual Val where(Val cond, Val a, Val b) = 0;
-  // Turns a loaded integer into an index symbol usable in load/store index expressions.
-  // Negative values wrap once (x < 0 ? x + size : x), as in PyTorch's indexing.
-  virtual Expr indirect(Val index, const Expr& size) = 0;
+  // Turns a loaded integer into an index symbol usable in load/store index expressions. One
+  // outside [0, size) after `negative` is applied fails the run (the evaluator: a UserError).
+  virtual Expr indirect(Val index, const Expr& size, NegativeIndex negative) = 0;
   // Inside a reduction body: combines `value` over the reduction loop; the result may only be
   // passed to store_reduction.
   virtual Val reduction(ReduceOp op, Val value) = 0;

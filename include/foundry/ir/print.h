@@ -24,7 +24,7 @@ class PrintingOps final : public Ops {
   Val unary(UnaryOp op, Val x) override;
   Val binary(BinaryOp op, Val a, Val b) override;
   Val where(Val c, Val a, Val b) override;
-  Expr indirect(Val v, const Expr& size) override;
+  Expr indirect(Val v, const Expr& size, NegativeIndex negative) override;
   Val reduction(ReduceOp op, Val v) override;
   void store_reduction(const Buffer& buf, const Expr& index, Val v) override;
   void line(const std::string& text);

@@ -36,7 +36,7 @@ class RecordingOps final : public Ops {
   Val unary(UnaryOp op, Val x) override;
   Val binary(BinaryOp op, Val a, Val b) override;
   Val where(Val, Val a, Val) override { return fresh(a.dtype); }
-  Expr indirect(Val, const Expr&) override;
+  Expr indirect(Val, const Expr&, NegativeIndex) override;
   Val reduction(ReduceOp op, Val value) override;
   void store_reduction(const Buffer& buf, const Expr& index, Val) override;
 

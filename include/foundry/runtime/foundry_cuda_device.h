@@ -19,16 +19,18 @@ namespace foundry_cuda {
 // Records a kernel error (foundry_rt::KernelError) in the model's flag; the first one stays.
 __device__ inline void report(int* flag, int code) { atomicCAS(flag, 0, code); }
 
-// A loaded integer used as an index, as foundry_rt::checked_index: negative values wrap once;
-// out-of-range ones are reported and clamped, so that the kernel never reads or writes out of
-// bounds.
-__device__ inline int64_t checked_index(int* flag, int64_t i, int64_t size) {
-  if (i < 0) i += size;
+// A loaded integer used as a position, as foundry_rt::checked_position: one outside [0, size) is
+// reported and clamped, so that the kernel never reads or writes out of bounds. checked_index
+// wraps a negative one once first, as foundry_rt::checked_index.
+__device__ inline int64_t checked_position(int* flag, int64_t i, int64_t size) {
   if (i < 0 || i >= size) {
     report(flag, foundry_rt::kIndexOutOfRange);
     return 0;
   }
   return i;
+}
+__device__ inline int64_t checked_index(int* flag, int64_t i, int64_t size) {
+  return checked_position(flag, i < 0 ? i + size : i, size);
 }
 
 enum class Combine { Sum, Prod, Max, Min, Any };

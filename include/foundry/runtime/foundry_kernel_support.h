@@ -502,16 +502,17 @@ FOUNDRY_HD inline int64_t index_mod(int64_t a, int64_t b) {
 FOUNDRY_HD inline int64_t index_min(int64_t a, int64_t b) { return a < b ? a : b; }
 FOUNDRY_HD inline int64_t index_max(int64_t a, int64_t b) { return a > b ? a : b; }
 
-// A loaded integer used as an index: negative values wrap once; out-of-range ones are reported
-// and clamped so that the kernel never reads or writes out of bounds.
-FOUNDRY_HD inline int64_t checked_index(int64_t i, int64_t size) {
-  if (i < 0) i += size;
+// A loaded integer used as a position in [0, size) (gather, scatter, index_select, embedding):
+// one outside is reported and clamped, so that the kernel never reads or writes out of bounds.
+// checked_index is the same after a negative index wraps once (advanced indexing, take).
+FOUNDRY_HD inline int64_t checked_position(int64_t i, int64_t size) {
   if (i < 0 || i >= size) {
     fail(kIndexOutOfRange);
     return 0;
   }
   return i;
 }
+FOUNDRY_HD inline int64_t checked_index(int64_t i, int64_t size) { return checked_position(i < 0 ? i + size : i, size); }
 
 // ---- floating-point semantics ---------------------------------------------------------------
 template <typename T>
