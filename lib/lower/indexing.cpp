@@ -3,9 +3,10 @@
 //
 // Reads through integer index tensors use ops.indirect: a negative index wraps once in advanced
 // indexing (index.Tensor, index_put) and is out of range in gather, index_select, embedding and
-// the scatters, as in PyTorch; one out of range fails the run (the evaluator: a user error). Scatters realize a fresh copy of `self` and then run a mutation node
-// over the index space whose body stores into the copy, in row-major order of that space (which is
-// the order PyTorch's CPU kernels apply duplicate writes in).
+// the scatters, as in PyTorch; one out of range fails the run (the evaluator: a user error).
+// Scatters realize a fresh copy of `self` and then run a mutation node over the index space whose
+// body stores into the copy, in row-major order of that space (which is the order PyTorch's CPU
+// kernels apply duplicate writes in).
 #include <algorithm>
 #include <cmath>
 #include <limits>
