@@ -12,8 +12,17 @@ outputs at several batch sizes:
                            it (a matrix product whose rows are the batch and whose input's row
                            stride is the sequence: a oneDNN call built per shape); batch 1..16
                            and a dynamic sequence length 2..24 (arange up to a run-time size)
-    samples/dyn_pool_height max_pool2d over a dynamic height 4..32: a lowering that still needs
-                           static sizes (the window's spatial dims), for the --static-fallback test;
+    samples/dyn_image      a CNN over a dynamic batch 1..4, height 8*(2..8)+2 and width 8*(2..8)
+                           (torch.export's `8 * Dim(...) + 2`: PyTorch 2.11 cannot export pools
+                           over a plain dynamic Dim, its guards pin it): strided, dilated and grouped convolutions,
+                           max pools with padding and with ceil_mode, an average pool without its
+                           padding, adaptive pools to 1x1 and 3x3, a transposed convolution, and
+                           bilinear (to the input's size; to 5x7 with align_corners) and nearest
+                           (x2) resampling; cases at the ends of the ranges and between. (Bicubic
+                           is left out: PyTorch decomposes it with SymFloat arithmetic, which
+                           foundryc does not read.)
+    samples/dyn_inverse    linalg.inv of a dynamic batch 1..16 of 3x3 matrices: a lowering that
+                           still needs static sizes (LAPACK calls), for the --static-fallback test;
                            inputs/ and expected/ at the export size only
 
 Each folder gets model.pt2 (after run_decompositions(): core ATen), model.raw.pt2 (the training
@@ -48,9 +57,29 @@ class Cnn(nn.Module):
         return logits, side
 
 
-class PoolHeight(nn.Module):
-    def forward(self, x):  # [2, 3, H, 8]
-        return F.max_pool2d(x, 2)
+class Image(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=2, dilation=2, groups=2)
+        self.up = nn.ConvTranspose2d(8, 4, 2, stride=2)
+        self.fc = nn.Linear(8 + 8 * 9, 10)
+
+    def forward(self, x):  # [B, 3, H, W]
+        y = torch.relu(self.bn(self.conv1(x)))  # [B, 8, ceil(H/2), W/2]
+        p = F.max_pool2d(y, 3, stride=2, padding=1)
+        q = F.max_pool2d(y, 2, ceil_mode=True)
+        a = F.avg_pool2d(self.conv2(p), 3, stride=2, padding=1, count_include_pad=False)
+        features = torch.cat([F.adaptive_avg_pool2d(a, 1).flatten(1), F.adaptive_max_pool2d(q, 3).flatten(1)], 1)
+        dense = F.interpolate(self.up(p), size=x.shape[-2:], mode="bilinear", align_corners=False)
+        return (self.fc(features), dense, F.interpolate(q, scale_factor=2, mode="nearest"),
+                F.interpolate(a, size=(5, 7), mode="bilinear", align_corners=True))
+
+
+class Inverse(nn.Module):
+    def forward(self, x):  # [B, 3, 3]
+        return torch.linalg.inv(x)
 
 
 class Mlp(nn.Module):
@@ -142,13 +171,23 @@ def main():
     export(os.path.join(samples, "dyn_attention"), Attention(), tokens(5, 11),
            {"ids": {0: batch, 1: seq}, "mask": {0: batch, 1: seq}}, cases)
 
-    out = os.path.join(samples, "dyn_pool_height")
-    x = floats(2, 3, 10, 8)
-    ep = torch.export.export(PoolHeight(), (x,), dynamic_shapes={"x": {2: torch.export.Dim("height", min=4, max=32)}})
+    image = Image()
+    with torch.no_grad():
+        image.bn.running_mean.uniform_(-0.5, 0.5)
+        image.bn.running_var.uniform_(0.5, 2.0)
+    dims = {0: torch.export.Dim("batch", min=1, max=4), 2: 8 * torch.export.Dim("height8", min=2, max=8) + 2,
+            3: 8 * torch.export.Dim("width8", min=2, max=8)}
+    sizes = [(1, 18, 16), (2, 26, 24), (3, 66, 64), (1, 42, 16), (4, 18, 56)]
+    export(os.path.join(samples, "dyn_image"), image, (floats(2, 3, 34, 40),), {"x": dims},
+           {"b%d_h%d_w%d" % s: (floats(s[0], 3, s[1], s[2]),) for s in sizes})
+
+    out = os.path.join(samples, "dyn_inverse")
+    x = floats(5, 3, 3) + 3 * torch.eye(3)
+    ep = torch.export.export(Inverse(), (x,), dynamic_shapes={"x": {0: torch.export.Dim("batch", min=1, max=16)}})
     os.makedirs(out, exist_ok=True)
     torch.export.save(ep.run_decompositions(), os.path.join(out, "model.pt2"))
     save(os.path.join(out, "inputs"), [x])
-    save(os.path.join(out, "expected"), [PoolHeight()(x)])
+    save(os.path.join(out, "expected"), [Inverse()(x)])
     print(out, "exported")
 
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "foundry/frontend/frontend.h"
@@ -266,6 +267,41 @@ TEST_CASE("dynamic: a batch-dynamic U-Net's transposed convolutions run on oneDN
   }
 }
 
+TEST_CASE("dynamic: a CNN whose height and width are dynamic matches PyTorch at every size", "[dynamic][compiled]") {
+  // samples/dyn_image (scripts/export_dynamic_models.py): batch 1..4, height 8*k+2 for k in 2..8
+  // and width 8*k for k in 2..8 (torch.export's `8 * Dim + 2`, which the input dims bind);
+  // strided, dilated and grouped convolutions, max pools with padding and ceil_mode, an average
+  // pool that leaves out its padding, adaptive pools, a transposed convolution and bilinear and
+  // nearest resampling; PyTorch's outputs at five sizes. The training IR decomposes conv2d and
+  // batch_norm, whose outputs must keep the dynamic spatial sizes too.
+  TempDir tmp;
+  for (const std::string archive : {"model.pt2", "model.raw.pt2"}) {
+    INFO(archive);
+    const foundry::LoadedModel model(compile_archive(tmp, "dyn_image", archive));
+    foundry_tensor_info info = model.input_info(0);
+    for (int d : {0, 2, 3}) CHECK(info.shape[d] == -1);
+    CHECK(info.min_shape[2] == 18);
+    CHECK(info.max_shape[2] == 66);
+    CHECK(info.min_shape[3] == 16);
+    CHECK(info.max_shape[3] == 64);
+    CHECK(model.output_info(1).shape[2] == -1);  // bilinear to the input's size
+    CHECK(model.output_info(3).shape[2] == 5);   // bilinear to a fixed size
+    CHECK(check_cases(model, "dyn_image") == 5);
+    // A height that is not 2 plus a multiple of 8, and a width past the range, are refused.
+    for (auto [h, w, expected] : {std::tuple<int64_t, int64_t, std::string>{19, 16, "dimension 2 is 19, not 2 plus a multiple of 8"},
+                                  {18, 72, "dimension 3 is 72, outside the range the model was exported for [16, 64]"}}) {
+      std::string message;
+      try {
+        model.run({float_array({1, 3, h, w}, std::vector<float>(static_cast<size_t>(3 * h * w), 1.0f))});
+      } catch (const foundry::UserError& e) {
+        message = e.what();
+      }
+      INFO(message);
+      CHECK(message.find(expected) != std::string::npos);
+    }
+  }
+}
+
 TEST_CASE("dynamic: the training-IR export of an MLP stays dynamic", "[dynamic][compiled]") {
   // samples/dyn_mlp_raw: linear decomposed by foundryc into addmm over a view must keep the batch.
   TempDir tmp;
@@ -314,26 +350,26 @@ TEST_CASE("dynamic: sorting rows whose count and length are known only at run ti
 }
 
 TEST_CASE("dynamic: a lowering that cannot keep a size dynamic fails unless --static-fallback", "[dynamic][fast]") {
-  // samples/dyn_pool_height: max_pool2d over a dynamic height; the window's spatial sizes must be
-  // static.
+  // samples/dyn_inverse: linalg.inv of a dynamic batch of 3x3 matrices; its LAPACK calls are
+  // built for static sizes.
   TempDir tmp;
-  std::string archive = samples_dir() + "/dyn_pool_height/model.pt2";
+  std::string archive = samples_dir() + "/dyn_inverse/model.pt2";
   ProcResult r = run_foundryc({archive, "-o", tmp / "out", "--cache-dir", tmp / "cache"});
   CHECK(r.exit_code == 1);
-  CHECK(r.err.find("foundryc: error: node max_pool2d_with_indices (aten.max_pool2d_with_indices): needs a static "
-                   "size in dim 2") != std::string::npos);
+  CHECK(r.err.find("foundryc: error: node linalg_inv_ex (aten.linalg_inv_ex): this lowering needs static sizes") !=
+        std::string::npos);
   CHECK(r.err.find("--static-fallback") != std::string::npos);
   CHECK(!std::filesystem::exists(tmp / "out/model.so"));
 
   r = run_foundryc({archive, "-o", tmp / "out", "--cache-dir", tmp / "cache", "--static-fallback"});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
-  CHECK(r.err.find("warning: node max_pool2d_with_indices") != std::string::npos);
+  CHECK(r.err.find("warning: node linalg_inv_ex") != std::string::npos);
   CHECK(r.err.find("compiling for the sizes recorded at export instead") != std::string::npos);
   const foundry::LoadedModel model(tmp / "out");
-  CHECK(model.input_info(0).shape[2] == 10);  // specialized to the export's height
-  std::vector<NpyArray> outs = model.run({foundry::read_npy(samples_dir() + "/dyn_pool_height/inputs/0.npy")});
-  foundry::Comparison c = foundry::compare_arrays(outs.at(0), foundry::read_npy(samples_dir() + "/dyn_pool_height/expected/0.npy"));
+  CHECK(model.input_info(0).shape[0] == 5);  // specialized to the export's batch
+  std::vector<NpyArray> outs = model.run({foundry::read_npy(samples_dir() + "/dyn_inverse/inputs/0.npy")});
+  foundry::Comparison c = foundry::compare_arrays(outs.at(0), foundry::read_npy(samples_dir() + "/dyn_inverse/expected/0.npy"));
   INFO(c.message);
   CHECK(c.pass);
 }

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -82,9 +83,26 @@ std::string size_locals(const std::vector<ir::SizeSymbol>& symbols, const std::s
   return out;
 }
 
+// A dim's size as scale*symbol + offset, scale positive.
+struct Affine {
+  std::string symbol;
+  int64_t scale = 1, offset = 0;
+};
+
+// `e` as scale*s + offset in a symbol s not yet bound, when it is that.
+std::optional<Affine> affine_in_unbound(const ir::Expr& e, const std::set<std::string>& bound) {
+  std::set<std::string> syms = ir::free_symbols(e);
+  if (syms.size() != 1 || bound.count(*syms.begin())) return std::nullopt;
+  const std::string& s = *syms.begin();
+  std::optional<ir::Expr> scale = ir::affine_coefficient(e, s);
+  ir::Expr offset = ir::substitute(e, {{s, ir::Expr(0)}});
+  if (!scale || !scale->is_const() || scale->const_value() <= 0 || !offset.is_const()) return std::nullopt;
+  return Affine{s, scale->const_value(), offset.const_value()};
+}
+
 // Model::check_inputs(): checks every input against its spec and reads the dynamic sizes from the
-// input shapes (a plain symbol's first occurrence binds it; every other dynamic dim is checked
-// against it), then Model::output_shapes(): fills in the outputs' shapes.
+// input shapes (a plain symbol's first occurrence binds it, as does a dim scale*s + offset; every
+// other dynamic dim is checked against them), then Model::output_shapes(): fills in the outputs' shapes.
 std::string shape_functions(const ir::LoopProgram& program) {
   const auto& symbols = program.size_symbols;
   std::ostringstream c;
@@ -108,6 +126,15 @@ std::string shape_functions(const ir::LoopProgram& program) {
         c << "  sizes[" << slot.at(sym.name) << "] = inputs[" << k << "].shape[" << d << "];  // " << sym.name << "\n"
           << "  if (int status = foundry_rt::check_dynamic_dim(inputs, kInputs, " << at << ", -1, " << sym.min << ", "
           << sym.max << "LL)) return status;\n";
+        continue;
+      }
+      if (std::optional<Affine> a = affine_in_unbound(e, bound)) {
+        // A dim exported as scale*s + offset (torch.export's `32 * Dim(...)`) binds s.
+        bound.insert(a->symbol);
+        auto [lo, hi] = size_range(e, symbols);
+        c << "  if (int status = foundry_rt::bind_scaled_dim(inputs, kInputs, " << at << ", " << a->scale << ", "
+          << a->offset << ", " << lo << ", " << hi << "LL, &sizes[" << slot.at(a->symbol) << "])) return status;  // "
+          << ir::to_string(e) << "\n";
         continue;
       }
       checks.push_back("  if (int status = foundry_rt::check_dynamic_dim(inputs, kInputs, " + at + ", " +

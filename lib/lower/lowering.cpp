@@ -392,14 +392,16 @@ bool is_static(const std::vector<Expr>& sizes) {
 }
 
 // With dynamic sizes, a lowering's result must have exactly the recorded (symbolic) sizes.
-// Passes that rebuild nodes (decompositions) record the sizes at the export hints: a node whose
-// inputs are dynamic but whose recorded output is static cannot be trusted to be dynamic.
+// Passes that insert nodes (decompositions; no source name) record the sizes at the export hints:
+// such a node whose inputs are dynamic but whose recorded output is static cannot be trusted to
+// be static. The archive's own nodes carry torch.export's symbolic sizes: a mean over a dynamic
+// height is static.
 void check_dynamic_sizes(LoweringContext& ctx, const Node& node, const Value* v, const TensorRef& ref) {
   std::vector<Expr> recorded = ctx.recorded_sizes(v->type);
   if (ref.sizes != recorded)
     throw DynamicShapeUnsupported("node " + node.name + " (" + qualified_op_name(node.target) + "): sizes " + sizes_text(ref.sizes) +
                                   " where the archive records " + sizes_text(recorded));
-  if (!is_static(recorded)) return;
+  if (!is_static(recorded) || !node.source_name.empty()) return;
   std::vector<const Value*> inputs;
   for (const Arg& a : node.args) {
     if (a.tensor) inputs.push_back(a.tensor);
@@ -520,7 +522,7 @@ ir::LoopProgram lower_graph(const Graph& graph, const LowerOptions& options) {
     } catch (const DynamicShapeUnsupported& e) {
       if (!options.static_fallback)
         throw DynamicShapeUnsupported(std::string(e.what()) +
-                                      "; this lowering cannot keep the sizes dynamic (--static-fallback compiles for "
+                                      "; foundryc cannot compile it with dynamic sizes (--static-fallback compiles for "
                                       "the sizes recorded at export instead)");
       spdlog::warn("{}; compiling for the sizes recorded at export instead (--static-fallback)", e.what());
     }

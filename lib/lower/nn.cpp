@@ -27,13 +27,19 @@ Scalar int_scalar(int64_t v, DType t = DType::Int64) {
 
 Val index_val(Ops& ops, const Expr& e) { return ops.index_expr(e, DType::Int64); }
 
-// 0 <= e < size as a bool value.
-Val in_range(Ops& ops, const Expr& e, int64_t size) {
-  Val v = index_val(ops, e);
+// A size as an int64 value: a constant when static.
+Val size_val(Ops& ops, const Expr& size) {
+  return size.is_const() ? ops.constant(int_scalar(size.const_value())) : index_val(ops, size);
+}
+
+// 0 <= v < size as a bool value.
+Val in_range(Ops& ops, Val v, const Expr& size) {
   Val lo = ops.binary(BinaryOp::Ge, v, ops.constant(int_scalar(0)));
-  Val hi = ops.binary(BinaryOp::Lt, v, ops.constant(int_scalar(size)));
+  Val hi = ops.binary(BinaryOp::Lt, v, size_val(ops, size));
   return ops.binary(BinaryOp::LogicalAnd, lo, hi);
 }
+
+Val in_range(Ops& ops, const Expr& e, const Expr& size) { return in_range(ops, index_val(ops, e), size); }
 
 Val logical_and(Ops& ops, std::optional<Val> a, Val b) {
   return a ? ops.binary(BinaryOp::LogicalAnd, *a, b) : b;
@@ -271,6 +277,29 @@ TensorRef addmm(LoweringContext& ctx, const TensorRef& bias, const TensorRef& m1
   return map2(scaled(cast(bias, dtype), beta), prod, dtype, dtype, [](Ops& ops, Val x, Val y) { return ops.add(x, y); });
 }
 
+// One spatial dim of a sliding window: input position o*stride - pad + k*dilation. The input and
+// output sizes may be dynamic.
+struct WindowDim {
+  Expr in = 0, out = 0;
+  int64_t kernel = 1, stride = 1, pad = 0, dilation = 1;
+  bool ceil_mode = false;
+  // Whether some window position falls outside the input (padding or a ceil_mode overhang). With
+  // floor division and no padding the last window ends inside the input, whatever its size.
+  bool may_leave() const {
+    if (pad > 0) return true;
+    if (!in.is_const() || !out.is_const()) return ceil_mode;
+    return (out.const_value() - 1) * stride + (kernel - 1) * dilation >= in.const_value();
+  }
+  Expr start(const Expr& o) const { return o * stride - pad; }
+  Expr pos(const Expr& o, const Expr& k) const { return start(o) + k * dilation; }
+  // The first window position inside the input (ATen's `while (ih0 < 0) ih0 += dilation`).
+  Expr first_valid(const Expr& o) const {
+    Expr s = start(o);
+    if (pad == 0) return s;
+    return s + ir::floordiv(ir::max(-s, 0) + (dilation - 1), dilation) * dilation;
+  }
+};
+
 // --- convolution -------------------------------------------------------------------------------
 
 struct ConvParams {
@@ -296,14 +325,15 @@ TensorRef plus_channel_bias(const TensorRef& x, const TensorRef& bias) {
 TensorRef convolution_reduction(LoweringContext& ctx, const TensorRef& x, const TensorRef& w,
                                 const std::optional<TensorRef>& bias, const ConvParams& p, DType dtype,
                                 const std::vector<Expr>& out_sizes) {
-  std::vector<int64_t> xs = static_from(x.sizes, 1), ws = w.static_sizes(), out = static_from(out_sizes, 2);
-  size_t nsp = xs.size() - 2;
+  // Channels and the kernel are static; the batch and the spatial sizes may be dynamic.
+  std::vector<int64_t> ws = w.static_sizes();
+  size_t nsp = x.sizes.size() - 2;
   int64_t G = p.groups;
-  int64_t cin_g = xs[1] / G;
+  int64_t cin_g = x.static_size(1) / G;
   // Weight: [Cout, Cin/G, k...] (direct) or [Cin, Cout/G, k...] (transposed).
   int64_t cout_g = p.transposed ? ws[1] : ws[0] / G;
   std::vector<int64_t> ks(ws.begin() + 2, ws.end());
-  std::vector<int64_t> in_sp(xs.begin() + 2, xs.end());
+  std::vector<Expr> in_sp(x.sizes.begin() + 2, x.sizes.end());
   std::vector<Expr> rranges = {cin_g};
   for (int64_t k : ks) rranges.push_back(k);
   DType acc = accumulation_dtype(dtype);
@@ -322,7 +352,8 @@ TensorRef convolution_reduction(LoweringContext& ctx, const TensorRef& x, const 
           int64_t s = prm.stride[d], pad = prm.padding[d], dil = prm.dilation[d];
           if (!prm.transposed) {
             Expr i = o * s - pad + k * dil;
-            bool need = pad > 0 || (out[2 + d] - 1) * s - pad + (ks[d] - 1) * dil >= in_sp[d];
+            WindowDim window{in_sp[d], out_sizes[2 + d], ks[d], s, pad, dil};
+            bool need = window.may_leave();
             if (need) {
               valid = logical_and(ops, valid, in_range(ops, i, in_sp[d]));
               i = clamp_index(i, in_sp[d]);
@@ -333,7 +364,7 @@ TensorRef convolution_reduction(LoweringContext& ctx, const TensorRef& x, const 
             Expr num = o + pad - k * dil;
             Val nv = index_val(ops, num);
             Val ok = ops.binary(BinaryOp::Ge, nv, ops.constant(int_scalar(0)));
-            Val below = ops.binary(BinaryOp::Lt, nv, ops.constant(int_scalar(in_sp[d] * s)));
+            Val below = ops.binary(BinaryOp::Lt, nv, size_val(ops, in_sp[d] * s));
             ok = ops.binary(BinaryOp::LogicalAnd, ok, below);
             if (s > 1) {
               Val rem = index_val(ops, ir::mod(num, s));
@@ -398,32 +429,20 @@ Outs lower_conv(LoweringContext& ctx, const Node& node, const ConvParams& p) {
 
 // --- pooling -----------------------------------------------------------------------------------
 
-// One spatial dim of a sliding window: input position o*stride - pad + k*dilation.
-struct WindowDim {
-  int64_t in = 0, out = 0, kernel = 1, stride = 1, pad = 0, dilation = 1;
-  // Whether some window position falls outside the input (padding or a ceil_mode overhang).
-  bool may_leave() const { return pad > 0 || (out - 1) * stride - pad + (kernel - 1) * dilation >= in; }
-  Expr start(const Expr& o) const { return o * stride - pad; }
-  Expr pos(const Expr& o, const Expr& k) const { return start(o) + k * dilation; }
-  // The first window position inside the input (ATen's `while (ih0 < 0) ih0 += dilation`).
-  Expr first_valid(const Expr& o) const {
-    Expr s = start(o);
-    if (pad == 0) return s;
-    return s + ir::floordiv(ir::max(-s, 0) + (dilation - 1), dilation) * dilation;
-  }
-};
 
-std::vector<WindowDim> window_dims(LoweringContext& ctx, const Node& node, const std::vector<int64_t>& in,
-                                   const std::vector<int64_t>& out, bool with_dilation) {
+// The two spatial dims' windows, from their input and output sizes.
+std::vector<WindowDim> window_dims(LoweringContext& ctx, const Node& node, const std::vector<Expr>& in,
+                                   const std::vector<Expr>& out, bool with_dilation) {
   size_t n = 2;
   std::vector<int64_t> k = spatial_arg(ctx, node, "kernel_size", n);
   std::vector<int64_t> s = spatial_arg(ctx, node, "stride", n, k);
   std::vector<int64_t> p = spatial_arg(ctx, node, "padding", n, {0});
   std::vector<int64_t> d = with_dilation ? spatial_arg(ctx, node, "dilation", n, {1}) : std::vector<int64_t>(n, 1);
+  bool ceil_mode = node.has_arg("ceil_mode") && bool_arg(node, "ceil_mode");
   std::vector<WindowDim> dims(n);
   size_t lead = in.size() - n;
   for (size_t j = 0; j < n; ++j) {
-    dims[j] = WindowDim{in[lead + j], out[lead + j], k[j], s[j], p[j], d[j]};
+    dims[j] = WindowDim{in[lead + j], out[lead + j], k[j], s[j], p[j], d[j], ceil_mode};
     if (k[j] <= 0 || s[j] <= 0 || d[j] <= 0) ctx.fail("kernel size, stride and dilation must be positive");
   }
   return dims;
@@ -466,10 +485,8 @@ constexpr int64_t kMaxUnrolledWindow = 25;
 Outs lower_max_pool(LoweringContext& ctx, const Node& node) {
   TensorRef x = ctx.tensor(node.arg("self"));
   if (x.rank() < 3) ctx.fail("max_pool2d expects a 3-d or 4-d input");
-  std::vector<int64_t> in = static_from(x.sizes, x.rank() - 2);
   std::vector<Expr> out_e = out_sizes(ctx, node);
-  std::vector<int64_t> out = static_from(out_e, out_e.size() - 2);
-  std::vector<WindowDim> dims = window_dims(ctx, node, in, out, true);
+  std::vector<WindowDim> dims = window_dims(ctx, node, x.sizes, out_e, true);
   DType dtype = x.dtype;
   bool with_indices = node.outputs.size() > 1;
   Loader load = x.load;
@@ -520,15 +537,8 @@ Outs lower_max_pool(LoweringContext& ctx, const Node& node) {
     };
     Val ih = position(H, idx[lead], kh);
     Val iw = position(W, idx[lead + 1], kw);
-    auto inside = [&](Val i, int64_t n) {
-      Val lo = ops.binary(BinaryOp::Ge, i, ops.constant(int_scalar(0)));
-      Val hi = ops.binary(BinaryOp::Lt, i, ops.constant(int_scalar(n)));
-      return ops.binary(BinaryOp::LogicalAnd, lo, hi);
-    };
-    Val ok_h = inside(ih, H.in);
-    Val ok_w = inside(iw, W.in);
-    Val ok = ops.binary(BinaryOp::LogicalAnd, ok_h, ok_w);
-    Val flat = ops.add(ops.mul(ih, ops.constant(int_scalar(W.in))), iw);
+    Val ok = ops.binary(BinaryOp::LogicalAnd, in_range(ops, ih, H.in), in_range(ops, iw, W.in));
+    Val flat = ops.add(ops.mul(ih, size_val(ops, W.in)), iw);
     Val first = index_val(ops, H.first_valid(idx[lead]) * W.in + W.first_valid(idx[lead + 1]));
     return ops.where(ok, flat, first);
   }));
@@ -662,10 +672,8 @@ Outs lower_max_pool2d_with_indices(LoweringContext& ctx, const Node& node) { ret
 Outs lower_avg_pool2d(LoweringContext& ctx, const Node& node) {
   TensorRef x = ctx.tensor(node.arg("self"));
   if (x.rank() < 3) ctx.fail("avg_pool2d expects a 3-d or 4-d input");
-  std::vector<int64_t> in = static_from(x.sizes, x.rank() - 2);
   std::vector<Expr> out_e = out_sizes(ctx, node);
-  std::vector<int64_t> out = static_from(out_e, out_e.size() - 2);
-  std::vector<WindowDim> dims = window_dims(ctx, node, in, out, false);
+  std::vector<WindowDim> dims = window_dims(ctx, node, x.sizes, out_e, false);
   bool count_include_pad = node.has_arg("count_include_pad") ? bool_arg(node, "count_include_pad") : true;
   std::optional<int64_t> divisor_override;
   if (!is_none(node, "divisor_override")) divisor_override = int_arg(node, "divisor_override");
@@ -718,9 +726,12 @@ Outs lower_avg_pool2d(LoweringContext& ctx, const Node& node) {
 namespace {
 
 // An adaptive pooling dim: the window of output o is [floor(o*in/out), ceil((o+1)*in/out)), at
-// most kmax long (uniform: every window that long, so no position needs masking).
+// most kmax long (uniform: every window that long, so no position needs masking). The input size
+// may be dynamic; the output size is an argument, static.
 struct AdaptiveDim {
-  int64_t in, out, kmax;
+  Expr in;
+  int64_t out;
+  Expr kmax;
   bool uniform;
   Expr start(const Expr& o) const { return ir::floordiv(o * in, out); }
   Expr end(const Expr& o) const { return ir::floordiv((o + 1) * in + (out - 1), out); }
@@ -752,11 +763,17 @@ struct AdaptiveWindows {
 AdaptiveWindows adaptive_windows(LoweringContext& ctx, const Node& node, const TensorRef& x, const char* op) {
   if (x.rank() < 3) ctx.fail(std::string(op) + " expects a 3-d or 4-d input");
   AdaptiveWindows w;
-  std::vector<int64_t> in = static_from(x.sizes, x.rank() - 2);
   w.out = out_sizes(ctx, node);
-  w.lead = in.size() - 2;
+  w.lead = x.rank() - 2;
   for (size_t j = 0; j < 2; ++j) {
-    int64_t n = in[w.lead + j], m = static_from(w.out, w.lead)[w.lead + j];
+    const Expr& n_e = x.sizes[w.lead + j];
+    int64_t m = static_from(w.out, w.lead)[w.lead + j];
+    if (!n_e.is_const()) {
+      // One window is the whole dim; else the longest window is at most ceil(in/out) + 1.
+      w.dims.push_back(m == 1 ? AdaptiveDim{n_e, 1, n_e, true} : AdaptiveDim{n_e, m, ir::floordiv(n_e + (m - 1), m) + 1, false});
+      continue;
+    }
+    int64_t n = n_e.const_value();
     if (m > 0 && n <= 0) ctx.fail(std::string(op) + ": empty input plane");
     int64_t kmax = 0, kmin = std::numeric_limits<int64_t>::max();
     for (int64_t o = 0; o < m; ++o) {
@@ -821,10 +838,10 @@ Outs lower_adaptive_max_pool2d(LoweringContext& ctx, const Node& node) {
       Val n = (*ln)(ops, idx);
       r = ops.where(ops.binary(BinaryOp::Ge, n, ops.constant(int_scalar(0))), n, r);
     }
-    Val kw_n = ops.constant(int_scalar(W.kmax));
+    Val kw_n = size_val(ops, W.kmax);
     Val ih = ops.add(index_val(ops, H.start(idx[w.lead])), ops.binary(BinaryOp::FloorDiv, r, kw_n));
     Val iw = ops.add(index_val(ops, W.start(idx[w.lead + 1])), ops.binary(BinaryOp::Mod, r, kw_n));
-    return ops.add(ops.mul(ih, ops.constant(int_scalar(W.in))), iw);
+    return ops.add(ops.mul(ih, size_val(ops, W.in)), iw);
   });
   return {ctx.reduction(dtype, w.out, w.ranges(), ReduceOp::Max, window_value), index};
 }
@@ -847,21 +864,42 @@ float scale_value(std::optional<double> scale, int64_t in, int64_t out) {
   return static_cast<float>(in) / static_cast<float>(out);
 }
 
-// ATen's area_pixel_compute_scale of the last two dims, in the opmath type `acc`.
-std::vector<double> area_scales(const Node& node, const std::vector<int64_t>& in, const std::vector<int64_t>& out,
-                                bool align_corners, DType acc) {
+// One dim's ratio of source to output positions (ATen's area_pixel_compute_scale) in the opmath
+// type: a constant when the sizes are static or a scale factor is given, else computed in the
+// kernel from the run-time sizes as ATen does, in/out or (in-1)/(out-1) with align_corners.
+struct ResampleScale {
+  std::optional<double> fixed;
+  Expr in, out;
+  bool align_corners = false;
+  Val value(Ops& ops, DType acc) const {
+    if (fixed) return ops.constant(Scalar::of(*fixed, acc));
+    Val q = ops.div(ops.index_expr(align_corners ? in - 1 : in, acc), ops.index_expr(align_corners ? out - 1 : out, acc));
+    if (!align_corners) return q;
+    Val several = ops.binary(BinaryOp::Gt, index_val(ops, out), ops.constant(int_scalar(1)));
+    return ops.where(several, q, ops.constant(Scalar::of(0.0, acc)));
+  }
+};
+
+// The scales of the last two dims, in the opmath type `acc`.
+std::vector<ResampleScale> area_scales(const Node& node, const std::vector<Expr>& in, const std::vector<Expr>& out,
+                                       bool align_corners, DType acc) {
   const auto scales = resample_scales(node);
   const size_t lead = in.size() - 2;
-  std::vector<double> scale(2);
+  std::vector<ResampleScale> scale(2);
   for (size_t j = 0; j < 2; ++j) {
-    int64_t n = in[lead + j], m = out[lead + j];
+    const Expr &n_e = in[lead + j], &m_e = out[lead + j];
+    scale[j] = ResampleScale{std::nullopt, n_e, m_e, align_corners};
+    const bool given = !align_corners && scales[j] && *scales[j] > 0;
+    if (given) scale[j].fixed = acc == DType::Float32 ? static_cast<float>(1.0 / *scales[j]) : 1.0 / *scales[j];
+    if (given || !n_e.is_const() || !m_e.is_const()) continue;
+    int64_t n = n_e.const_value(), m = m_e.const_value();
     if (align_corners) {
-      if (acc == DType::Float32) scale[j] = m > 1 ? static_cast<float>(n - 1) / static_cast<float>(m - 1) : 0.0f;
-      else scale[j] = m > 1 ? static_cast<double>(n - 1) / static_cast<double>(m - 1) : 0.0;
+      if (acc == DType::Float32) scale[j].fixed = m > 1 ? static_cast<float>(n - 1) / static_cast<float>(m - 1) : 0.0f;
+      else scale[j].fixed = m > 1 ? static_cast<double>(n - 1) / static_cast<double>(m - 1) : 0.0;
     } else if (acc == DType::Float32) {
-      scale[j] = scale_value(scales[j], n, m);
+      scale[j].fixed = scale_value(scales[j], n, m);
     } else {
-      scale[j] = scales[j] && *scales[j] > 0 ? 1.0 / *scales[j] : static_cast<double>(n) / static_cast<double>(m);
+      scale[j].fixed = static_cast<double>(n) / static_cast<double>(m);
     }
   }
   return scale;
@@ -870,12 +908,11 @@ std::vector<double> area_scales(const Node& node, const std::vector<int64_t>& in
 // What the bilinear and bicubic lowerings share: the input's spatial sizes and its loader in the
 // opmath type (`acc`), the output's sizes, the scales.
 struct Resampling {
-  std::vector<int64_t> in;
-  std::vector<Expr> out;
+  std::vector<Expr> in, out;
   size_t lead = 0;  // the dims before the two spatial ones
   bool align_corners = false;
   DType dtype{}, acc{};
-  std::vector<double> scale;
+  std::vector<ResampleScale> scale;
   Loader load;
 };
 
@@ -883,13 +920,13 @@ Resampling resampling(LoweringContext& ctx, const Node& node, const std::string&
   TensorRef x = ctx.tensor(node.arg("input"));
   if (x.rank() < 3) ctx.fail(op + " expects a 3-d or 4-d input");
   Resampling r;
-  r.in = static_from(x.sizes, x.rank() - 2);
+  r.in = x.sizes;
   r.out = out_sizes(ctx, node);
   r.lead = r.in.size() - 2;
   r.align_corners = bool_arg(node, "align_corners");
   r.dtype = out_dtype(node);
   r.acc = r.dtype == DType::Float64 ? DType::Float64 : DType::Float32;
-  r.scale = area_scales(node, r.in, static_from(r.out, r.out.size() - 2), r.align_corners, r.acc);
+  r.scale = area_scales(node, r.in, r.out, r.align_corners, r.acc);
   r.load = cast(x, r.acc).load;
   return r;
 }
@@ -899,35 +936,32 @@ Resampling resampling(LoweringContext& ctx, const Node& node, const std::string&
 Outs lower_upsample_nearest2d(LoweringContext& ctx, const Node& node) {
   TensorRef x = ctx.tensor(node.arg("input"));
   if (x.rank() < 3) ctx.fail("upsample_nearest2d expects a 3-d or 4-d input");
-  std::vector<int64_t> in = static_from(x.sizes, x.rank() - 2);
-  std::vector<Expr> out_e = out_sizes(ctx, node);
-  std::vector<int64_t> out = static_from(out_e, out_e.size() - 2);
+  const std::vector<Expr> in = x.sizes, out_e = out_sizes(ctx, node);
   size_t lead = in.size() - 2;
-  auto scales = resample_scales(node);
-  // ATen's nearest_idx: identity, halving, or min(floor(dst * scale), in - 1) in float.
+  // ATen's nearest_idx: identity, halving, or min(floor(dst * scale), in - 1) in float. With
+  // dynamic sizes the float form, which gives the same positions at those ratios.
   enum class Mode { Same, Half, Float };
   std::vector<Mode> mode(2);
-  std::vector<float> scale(2);
+  std::vector<ResampleScale> scale = area_scales(node, in, out_e, false, DType::Float32);
   for (size_t j = 0; j < 2; ++j) {
-    int64_t n = in[lead + j], m = out[lead + j];
-    mode[j] = m == n ? Mode::Same : m == 2 * n ? Mode::Half : Mode::Float;
-    scale[j] = scale_value(scales[j], n, m);
+    const Expr &n = in[lead + j], &m = out_e[lead + j];
+    mode[j] = m == n ? Mode::Same : m == n * 2 ? Mode::Half : Mode::Float;
   }
   Loader load = x.load;
   return {LoweringContext::pointwise(x.dtype, out_e, [=](Ops& ops, const Index& idx) {
     Index src(idx.begin(), idx.begin() + lead);
     for (size_t j = 0; j < 2; ++j) {
       Expr o = idx[lead + j];
-      int64_t n = in[lead + j];
+      const Expr& n = in[lead + j];
       if (mode[j] == Mode::Same) {
         src.push_back(o);
       } else if (mode[j] == Mode::Half) {
         src.push_back(ir::floordiv(o, 2));
       } else {
         Val dst = ops.index_expr(o, DType::Float32);
-        Val f = ops.mul(dst, ops.constant(Scalar::of(scale[j], DType::Float32)));
+        Val f = ops.mul(dst, scale[j].value(ops, DType::Float32));
         Val i = ops.to_dtype(ops.unary(UnaryOp::Floor, f), DType::Int64);
-        i = ops.binary(BinaryOp::Minimum, i, ops.constant(int_scalar(n - 1)));
+        i = ops.binary(BinaryOp::Minimum, i, size_val(ops, n - 1));
         src.push_back(ops.indirect(i, n, ir::NegativeIndex::OutOfRange));
       }
     }
@@ -943,10 +977,10 @@ Outs lower_upsample_bilinear2d(LoweringContext& ctx, const Node& node) {
     Expr i0[2], i1[2];
     Val w0[2], w1[2];
     for (size_t j = 0; j < 2; ++j) {
-      int64_t n = r.in[r.lead + j];
+      const Expr& n = r.in[r.lead + j];
       Val dst = ops.index_expr(idx[r.lead + j], r.acc);
       Val real;
-      Val scale_j = c(r.scale[j]);
+      Val scale_j = r.scale[j].value(ops, r.acc);
       if (r.align_corners) {
         real = ops.mul(scale_j, dst);
       } else {
@@ -957,7 +991,7 @@ Outs lower_upsample_bilinear2d(LoweringContext& ctx, const Node& node) {
         real = ops.where(negative, zero_f, real);
       }
       Val lo = ops.to_dtype(ops.unary(UnaryOp::Floor, real), DType::Int64);
-      Val last = ops.constant(int_scalar(n - 1));
+      Val last = size_val(ops, n - 1);
       lo = ops.binary(BinaryOp::Minimum, lo, last);
       Val lambda = ops.sub(real, ops.to_dtype(lo, r.acc));
       Val zero_f = c(0), one_f = c(1);
@@ -1007,10 +1041,11 @@ Outs lower_upsample_bicubic2d(LoweringContext& ctx, const Node& node) {
     Expr tap[2][4];
     Val weight[2][4];
     for (size_t j = 0; j < 2; ++j) {
-      int64_t n = r.in[r.lead + j];
+      const Expr& n = r.in[r.lead + j];
       Val dst = ops.index_expr(idx[r.lead + j], r.acc);
-      Val real = r.align_corners ? ops.mul(c(r.scale[j]), dst) : ops.sub(ops.mul(c(r.scale[j]), ops.add(dst, c(0.5))), c(0.5));
-      Val last = ops.constant(int_scalar(n - 1));
+      Val scale_j = r.scale[j].value(ops, r.acc);
+      Val real = r.align_corners ? ops.mul(scale_j, dst) : ops.sub(ops.mul(scale_j, ops.add(dst, c(0.5))), c(0.5));
+      Val last = size_val(ops, n - 1);
       Val floor = ops.binary(BinaryOp::Minimum, ops.to_dtype(ops.unary(UnaryOp::Floor, real), DType::Int64), last);
       Val t = ops.sub(real, ops.to_dtype(floor, r.acc));
       t = ops.binary(BinaryOp::Minimum, ops.binary(BinaryOp::Maximum, t, c(0)), c(1));

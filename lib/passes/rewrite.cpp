@@ -330,14 +330,29 @@ void Rewriter::replace_uses(Value* from, Value* to) {
   changed_ = true;
 }
 
+namespace {
+
+// A replacement is the same tensor as the value it replaces: where the shape rules that built it
+// gave a dim the export's size only, the replaced value's symbolic size is its size too (a
+// convolution's dynamic height, say, which the archive recorded).
+void adopt_symbols(TensorType& replacement, const TensorType& replaced) {
+  if (replacement.sizes != replaced.sizes || !replaced.has_symbolic_sizes()) return;
+  replacement.symbols.resize(replacement.sizes.size());
+  for (size_t d = 0; d < replacement.symbols.size() && d < replaced.symbols.size(); ++d)
+    if (replacement.symbols[d].empty()) replacement.symbols[d] = replaced.symbols[d];
+}
+
+}  // namespace
+
 void Rewriter::replace_outputs(Node& n, const std::vector<Value*>& with) {
   FOUNDRY_CHECK(with.size() == n.outputs.size(),
                 "Rewriter: " + std::to_string(with.size()) + " replacements for the " +
                     std::to_string(n.outputs.size()) + " outputs of " + n.name);
   for (size_t i = 0; i < with.size(); ++i) {
-    if (with[i])
+    if (with[i]) {
+      adopt_symbols(with[i]->type, n.outputs[i]->type);
       replace_uses(n.outputs[i], with[i]);
-    else
+    } else
       FOUNDRY_CHECK(!is_used(n.outputs[i]), "Rewriter: output %" + n.outputs[i]->name + " of " + n.name +
                                                 " is used but has no replacement");
   }

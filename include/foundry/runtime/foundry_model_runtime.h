@@ -196,6 +196,21 @@ inline int check_dynamic_dim(const foundry_tensor* inputs, const TensorSpec* spe
   return FOUNDRY_OK;
 }
 
+// Binds a dynamic size s from dimension `dim` of input `index`, exported as scale*s + offset:
+// the dim must lie in [min, max] (its exported range) and be offset plus a multiple of scale.
+inline int bind_scaled_dim(const foundry_tensor* inputs, const TensorSpec* specs, size_t index, int32_t dim,
+                           int64_t scale, int64_t offset, int64_t min, int64_t max, int64_t* size) {
+  if (int status = check_dynamic_dim(inputs, specs, index, dim, -1, min, max)) return status;
+  int64_t actual = inputs[index].shape[dim];
+  if ((actual - offset) % scale != 0)
+    return set_error(FOUNDRY_ERROR_INVALID_ARGUMENT,
+                     "input " + std::to_string(index) + " (" + specs[index].name + ") dimension " + std::to_string(dim) +
+                         " is " + std::to_string(actual) + ", not " + (offset ? std::to_string(offset) + " plus " : "") +
+                         "a multiple of " + std::to_string(scale) + " as the model was exported for");
+  *size = (actual - offset) / scale;
+  return FOUNDRY_OK;
+}
+
 inline void fill_info(const TensorSpec& spec, foundry_tensor_info* info) {
   info->name = spec.name;
   info->dtype = spec.dtype;
