@@ -30,6 +30,7 @@ if [[ $mode == --build ]]; then
   "$build/test/foundry_tests" "cuda: the corpus models' raw exports (training IR) match PyTorch on the GPU" | tail -2
   "$build/test/foundry_tests" "cuda: --allow-tf32 models match PyTorch within TF32's error" | tail -2
   "$build/test/foundry_tests" "cuda: reductions split however short (forced) match PyTorch on the GPU" | tail -2
+  "$build/test/foundry_tests" "cuda: a CNN with a dynamic batch\, height and width matches PyTorch at every size" | tail -2
   rm -rf "$stage/build/cache" "$stage/build/dynamic/cpu"
   find "$stage/build" \( -name '*.o' -o -name 'batch*.cu' -o -name 'foundry_*.h' -o -name '*.cu' -o -name wrapper.cpp -o -name model.h \
     -o -name CMakeLists.txt -o -name exports.map \) -delete
@@ -50,6 +51,8 @@ if [[ $mode == --build ]]; then
   done
   mkdir -p "$stage/test"
   cp "$root/test/known_failures_cuda.txt" "$stage/test/"
+  mkdir -p "$stage/samples/dyn_image"
+  cp -r "$root/samples/dyn_image/cases" "$stage/samples/dyn_image/"
   for s in "$root"/test/data/conv/*/; do
     mkdir -p "$stage/test/data/conv/$(basename "$s")"
     cp -r "$s/inputs" "$s/expected" "$stage/test/data/conv/$(basename "$s")/"
@@ -74,7 +77,7 @@ elif [[ $mode == --run ]]; then
   export FOUNDRY_TEST_SOURCE_DIR=$dest/test
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
   cd "$dest"
-  "$dest/bin/foundry_tests" "cuda: corpus models match PyTorch on the GPU,cuda: cuDNN convolutions (1-d 2-d 3-d grouped unbatched) match PyTorch on the GPU,cuda: mlp_dynamic at batches 1 100 and 4096 matches the CPU-compiled model,cuda: an index out of range inside a kernel is reported and never a silent result,cuda: tier-1 OpInfo samples (every 4th) match PyTorch on the GPU,cuda: NAME_run_cuda replays its CUDA graph\, with new pointers too\, and refuses bad arguments,cuda: one model runs correctly from 8 host threads at once,cuda: float16\, bfloat16 and float64 MLPs match PyTorch on the GPU,cuda: the corpus models' raw exports (training IR) match PyTorch on the GPU,cuda: --allow-tf32 models match PyTorch within TF32's error,cuda: reductions split however short (forced) match PyTorch on the GPU" "${@:3}"
+  "$dest/bin/foundry_tests" "cuda: corpus models match PyTorch on the GPU,cuda: cuDNN convolutions (1-d 2-d 3-d grouped unbatched) match PyTorch on the GPU,cuda: mlp_dynamic at batches 1 100 and 4096 matches the CPU-compiled model,cuda: an index out of range inside a kernel is reported and never a silent result,cuda: tier-1 OpInfo samples (every 4th) match PyTorch on the GPU,cuda: NAME_run_cuda replays its CUDA graph\, with new pointers too\, and refuses bad arguments,cuda: one model runs correctly from 8 host threads at once,cuda: float16\, bfloat16 and float64 MLPs match PyTorch on the GPU,cuda: the corpus models' raw exports (training IR) match PyTorch on the GPU,cuda: --allow-tf32 models match PyTorch within TF32's error,cuda: reductions split however short (forced) match PyTorch on the GPU,cuda: a CNN with a dynamic batch\, height and width matches PyTorch at every size" "${@:3}"
 else
   echo "usage: scripts/gpu_test.sh --build [PACK_DIR] | --run [PACK_DIR]" >&2
   exit 2

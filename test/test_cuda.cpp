@@ -345,6 +345,28 @@ TEST_CASE("cuda: mlp_dynamic at batches 1 100 and 4096 matches the CPU-compiled 
   cuda.destroy_stream(stream);
 }
 
+TEST_CASE("cuda: a CNN with a dynamic batch, height and width matches PyTorch at every size", "[cuda]") {
+  // samples/dyn_image (test_dynamic.cpp has the CPU test): pools, resampling and cuDNN
+  // convolutions whose spatial sizes come from the inputs; PyTorch's outputs at five sizes. Its
+  // cases are read next to the test lists (scripts/gpu_test.sh packs them there).
+  std::string out = build_root() + "/models/dyn_image";
+  if (!prebuilt()) REQUIRE(build_cuda(samples_dir() + "/dyn_image/model.pt2", "models/dyn_image").exit_code == 0);
+  std::string why = no_gpu_reason();
+  if (!why.empty()) {
+    WARN("SKIPPED: no GPU: " << why);
+    return;
+  }
+  LoadedModel gpu(out);
+  const fs::path cases = fs::path(test_source_dir()).parent_path() / "samples/dyn_image/cases";
+  int checked = 0;
+  for (const auto& entry : fs::directory_iterator(cases)) {
+    INFO(entry.path().filename().string());
+    CHECK(compare_with_expected(gpu.run(read_npy_sequence(entry.path().string() + "/inputs")), entry.path().string()) == "");
+    ++checked;
+  }
+  CHECK(checked == 5);
+}
+
 // Runs the samples build_cuda_sweep built into `root` and compares them with PyTorch's references.
 SweepResult run_cuda_samples(const std::string& title, const std::vector<std::string>& samples, const std::string& root,
                              const std::map<std::string, std::string>& known) {
