@@ -44,6 +44,10 @@ DYNAMIC_EXPORT_BATCH = 4
 # dynamic="seq": (batch, length) of the cases and of the export; batch 1..16, length 2..100
 DYNAMIC_SEQ_CASES = ((1, 2), (1, 5), (3, 17), (2, 64))
 DYNAMIC_SEQ_EXPORT = (2, 12)
+# dynamic="image": (batch, height, width) of the cases and of the export; batch 1..4, height and
+# width 32*(2..8) (`32 * Dim`: PyTorch cannot export a CNN's pools over a plain Dim)
+DYNAMIC_IMAGE_CASES = ((1, 64, 64), (2, 96, 160), (1, 256, 64), (3, 128, 224))
+DYNAMIC_IMAGE_EXPORT = (2, 96, 128)
 
 # name -> (family, source, builder); a builder returns (module, example inputs tuple).
 REGISTRY = {}
@@ -52,7 +56,8 @@ REGISTRY = {}
 def model(name, family, source, dynamic=False):
     """Registers a builder. dynamic=True exports dimension 0 of every input as Dim('batch'), and
     the builder takes the batch; dynamic="seq" dimensions 0 and 1 as Dim('batch') and Dim('seq'),
-    and the builder takes (batch, seq)."""
+    and the builder takes (batch, seq); dynamic="image" dimensions 0, 2 and 3 as the batch and
+    multiples of 32, and the builder takes (batch, height, width)."""
     def register(builder):
         REGISTRY[name] = dict(family=family, source=source, builder=builder, dynamic=dynamic)
         return builder
@@ -655,6 +660,26 @@ def _(batch=DYNAMIC_EXPORT_BATCH):
     return mlp, (torch.randn(batch, 64),)
 
 
+# --- dynamic batch, height and width (dynamic="image": dims 0, 2 and 3 of the image) ------------
+# Convolution, pooling and resampling windows over sizes the export never saw.
+
+def tv_dynamic_image(name, segmentation=False):
+    def build(batch=DYNAMIC_IMAGE_EXPORT[0], height=DYNAMIC_IMAGE_EXPORT[1], width=DYNAMIC_IMAGE_EXPORT[2]):
+        import torchvision
+        kwargs = dict(weights_backbone=None) if segmentation else {}
+        module = torchvision.models.get_model(name, weights=None, num_classes=10, **kwargs)
+        return module, (torch.randn(batch, 3, height, width),)
+    model("dimg_" + name, "dynamic-image", "torchvision.models.%s%s, dynamic batch, height and width"
+          % ("segmentation." if segmentation else "", name), dynamic="image")(build)
+
+
+for _name in ("resnet18", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "convnext_tiny", "regnet_y_400mf",
+              "shufflenet_v2_x0_5", "squeezenet1_1", "densenet121", "mnasnet0_5", "vgg11"):
+    tv_dynamic_image(_name)
+for _name in ("lraspp_mobilenet_v3_large", "deeplabv3_mobilenet_v3_large", "fcn_resnet50"):
+    tv_dynamic_image(_name, segmentation=True)
+
+
 # --- dynamic batch and sequence length (dynamic="seq": dims 0 and 1 of every input) -------------
 # Positions up to the run-time length, masks built from it, attention over it and the first token
 # of each sequence (BERT's pooler) at lengths the export never saw.
@@ -739,10 +764,13 @@ def decomposed_reference(core, inputs, expected):
 
 def dynamic_shapes(module, inputs, kind):
     """Dimension 0 of every input is Dim('batch') (kind True), and dimension 1 Dim('seq') (kind
-    "seq"). A forward(*args) (HFWrapper) takes all its inputs as one argument, so their specs go in
+    "seq"), or dimensions 2 and 3 multiples of 32 (kind "image"). A forward(*args) (HFWrapper) takes all its inputs as one argument, so their specs go in
     one nested tuple."""
     if kind == "seq":
         dims = {0: torch.export.Dim("batch", min=1, max=16), 1: torch.export.Dim("seq", min=2, max=100)}
+    elif kind == "image":
+        dims = {0: torch.export.Dim("batch", min=1, max=4), 2: 32 * torch.export.Dim("height32", min=2, max=8),
+                3: 32 * torch.export.Dim("width32", min=2, max=8)}
     else:
         dims = {0: torch.export.Dim("batch", min=1, max=64)}
     specs = tuple(dict(dims) for _ in inputs)
@@ -793,17 +821,18 @@ def export_one(name, entry, out_dir, weight_levels=0):
 
 
 def save_dynamic_cases(entry, module, folder):
-    """Inputs and eager outputs at each batch in DYNAMIC_BATCHES (cases/bN), or each (batch, length)
-    in DYNAMIC_SEQ_CASES (cases/bNsL), from the same seeded weights (the builder is called again
+    """Inputs and eager outputs at each batch in DYNAMIC_BATCHES (cases/bN), each (batch, length)
+    in DYNAMIC_SEQ_CASES (cases/bNsL), or each (batch, height, width) in DYNAMIC_IMAGE_CASES
+    (cases/bNhHwW), from the same seeded weights (the builder is called again
     only for its inputs)."""
-    sizes = DYNAMIC_SEQ_CASES if entry["dynamic"] == "seq" else [(batch,) for batch in DYNAMIC_BATCHES]
+    sizes = {"seq": DYNAMIC_SEQ_CASES, "image": DYNAMIC_IMAGE_CASES}.get(entry["dynamic"], [(b,) for b in DYNAMIC_BATCHES])
     cases = []
     for size in sizes:
         torch.manual_seed(SEED + sum(size))
         _, inputs = entry["builder"](*size)
         with torch.no_grad():
             expected = tensors(module(*inputs))
-        name = "b%d" % size[0] + ("s%d" % size[1] if len(size) > 1 else "")
+        name = "b%d" % size[0] + ("s%d" % size[1] if len(size) == 2 else "h%dw%d" % size[1:] if len(size) == 3 else "")
         case = os.path.join(folder, "cases", name)
         save_arrays(os.path.join(case, "inputs"), inputs)
         save_arrays(os.path.join(case, "expected"), expected)
