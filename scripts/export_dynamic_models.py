@@ -16,7 +16,9 @@ outputs at several batch sizes:
                            (torch.export's `8 * Dim(...) + 2`: PyTorch 2.11 cannot export pools
                            over a plain dynamic Dim, its guards pin it): strided, dilated and grouped convolutions,
                            max pools with padding and with ceil_mode, an average pool without its
-                           padding, adaptive pools to 1x1 and 3x3, a transposed convolution, and
+                           padding, adaptive pools to 1x1 and 3x3, a linear over channels last
+                           (ConvNeXt's; the training IR's is a view of an addmm over batch*height*
+                           width rows), a transposed convolution, and
                            bilinear (to the input's size; to 5x7 with align_corners) and nearest
                            (x2) resampling; cases at the ends of the ranges and between. (Bicubic
                            is left out: PyTorch decomposes it with SymFloat arithmetic, which
@@ -64,11 +66,13 @@ class Image(nn.Module):
         self.bn = nn.BatchNorm2d(8)
         self.conv2 = nn.Conv2d(8, 8, 3, padding=2, dilation=2, groups=2)
         self.up = nn.ConvTranspose2d(8, 4, 2, stride=2)
+        self.mix = nn.Linear(8, 8)
         self.fc = nn.Linear(8 + 8 * 9, 10)
 
     def forward(self, x):  # [B, 3, H, W]
         y = torch.relu(self.bn(self.conv1(x)))  # [B, 8, ceil(H/2), W/2]
         p = F.max_pool2d(y, 3, stride=2, padding=1)
+        p = p + self.mix(p.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)  # ConvNeXt's channels-last linear
         q = F.max_pool2d(y, 2, ceil_mode=True)
         a = F.avg_pool2d(self.conv2(p), 3, stride=2, padding=1, count_include_pad=False)
         features = torch.cat([F.adaptive_avg_pool2d(a, 1).flatten(1), F.adaptive_max_pool2d(q, 3).flatten(1)], 1)

@@ -332,14 +332,15 @@ void Rewriter::replace_uses(Value* from, Value* to) {
 
 namespace {
 
-// A replacement is the same tensor as the value it replaces: where the shape rules that built it
-// gave a dim the export's size only, the replaced value's symbolic size is its size too (a
-// convolution's dynamic height, say, which the archive recorded).
+// A replacement is the same tensor as the value it replaces, so the replaced value's symbolic
+// sizes, which the archive recorded, are its sizes: the shape rules that built it know the export's
+// sizes only (a convolution's dynamic height became static), and the symbols propagated through a
+// decomposition can be a weaker form (a view's batch as a quotient of a product of dynamic sizes).
 void adopt_symbols(TensorType& replacement, const TensorType& replaced) {
   if (replacement.sizes != replaced.sizes || !replaced.has_symbolic_sizes()) return;
   replacement.symbols.resize(replacement.sizes.size());
   for (size_t d = 0; d < replacement.symbols.size() && d < replaced.symbols.size(); ++d)
-    if (replacement.symbols[d].empty()) replacement.symbols[d] = replaced.symbols[d];
+    if (!replaced.symbols[d].empty()) replacement.symbols[d] = replaced.symbols[d];
 }
 
 }  // namespace
