@@ -70,6 +70,8 @@ if [ ! -s "$shard_dir/names.1" ] && [ ! -s "$shard_dir/names.0" ]; then
   echo "sanitize.sh: error: no test matches ${spec[*]}" >&2
   exit 1
 fi
+# The shards' compiles share one compile cache, as a ctest run's do (test/CMakeLists.txt).
+export FOUNDRY_TEST_CACHE="$shard_dir/cache"
 pids=()
 for ((k = 0; k < shards; k++)); do
   [ -f "$shard_dir/names.$k" ] || continue

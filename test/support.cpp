@@ -250,11 +250,18 @@ ProcResult run_process(const std::vector<std::string>& argv, int timeout_seconds
 
 ProcResult run_foundryc(std::vector<std::string> args, int timeout_seconds) {
   // Tests never reuse a compile cache from an earlier run: unless a test picks its own cache,
-  // every compile of this test process shares one fresh folder.
+  // every compile shares one fresh folder, that of the ctest run ($FOUNDRY_TEST_CACHE, emptied
+  // when the run starts: test/CMakeLists.txt) or else this process's. A model compiled by several
+  // tests is compiled once, and so is the runtime object models with library calls link.
   if (std::find(args.begin(), args.end(), "--cache-dir") == args.end() &&
       std::find(args.begin(), args.end(), "--no-cache") == args.end()) {
-    static TempDir cache("foundry_test_cache_");
-    args.insert(args.end(), {"--cache-dir", cache.path()});
+    static const std::string cache = [] {
+      std::string shared = env_or_empty("FOUNDRY_TEST_CACHE");
+      if (!shared.empty()) return shared;
+      static TempDir own("foundry_test_cache_");
+      return own.path();
+    }();
+    args.insert(args.end(), {"--cache-dir", cache});
   }
   args.insert(args.begin(), foundryc_exe());
   return run_process(args, timeout_seconds);

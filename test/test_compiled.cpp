@@ -27,27 +27,43 @@ namespace {
 
 struct Batch {
   std::vector<std::pair<std::string, std::string>> members;  // sample dir, symbol prefix
+  bool dnnl = false, lapack = false;  // a member calls oneDNN, LAPACK
 };
 
-// One translation unit including every member's kernels and wrapper; returns the compile argv.
-std::vector<std::string> batch_command(const Batch& batch, const std::string& root, int index) {
+// The flags of the sweep's compiles: a model's, without OpenMP.
+std::vector<std::string> sweep_compile(const std::string& source, const std::string& object) {
+  std::vector<std::string> argv = {build::find_compiler("")};
+  for (const char* f : {"-std=c++17", "-O3", "-fPIC", "-fwrapv", "-fno-math-errno", "-fvisibility=hidden", "-march=native"})
+    argv.push_back(f);
+  argv.insert(argv.end(), {"-c", source, "-o", object});
+  return argv;
+}
+
+// One translation unit including every member's kernels, wrapper and library calls; returns the
+// argv compiling it into batchN.o, and notes in `batch` whether a member calls oneDNN or LAPACK.
+// `glue` becomes the oneDNN glue beside a member with library calls (the same file beside each).
+std::vector<std::string> batch_command(Batch& batch, const std::string& root, int index, std::string& glue) {
   std::string tu = root + "/batch" + std::to_string(index) + ".cpp";
   std::ofstream out(tu);
-  bool dnnl = false, lapack = false;
   for (const auto& [dir, name] : batch.members) {
     out << "#include \"" << name << "/kernels.cpp\"\n#include \"" << name << "/wrapper.cpp\"\n";
     if (fs::exists(root + "/" + name + "/externs.cpp")) {
       out << "#include \"" << name << "/externs.cpp\"\n";
-      dnnl = true;
-      lapack = lapack || build::externs_use_lapack(root + "/" + name + "/externs.cpp");
+      batch.dnnl = true;
+      batch.lapack = batch.lapack || build::externs_use_lapack(root + "/" + name + "/externs.cpp");
+      glue = root + "/" + name + "/foundry_dnnl.cpp";
     }
   }
-  std::vector<std::string> argv = {build::find_compiler("")};
-  for (const char* f : {"-std=c++17", "-O3", "-fPIC", "-fwrapv", "-fno-math-errno", "-fvisibility=hidden",
-                        "-march=native", "-shared"})
-    argv.push_back(f);
-  argv.insert(argv.end(), {tu, "-o", root + "/batch" + std::to_string(index) + ".so"});
-  for (const std::string& f : build::model_link_flags(dnnl, lapack)) argv.push_back(f);
+  return sweep_compile(tu, root + "/batch" + std::to_string(index) + ".o");
+}
+
+// The argv linking batchN.o (with the glue's object when it has library calls) into batchN.so.
+std::vector<std::string> batch_link(const Batch& batch, const std::string& root, int index) {
+  const std::string stem = root + "/batch" + std::to_string(index);
+  std::vector<std::string> argv = {build::find_compiler(""), "-shared", stem + ".o"};
+  if (batch.dnnl) argv.push_back(root + "/foundry_dnnl.o");
+  argv.insert(argv.end(), {"-o", stem + ".so"});
+  for (const std::string& f : build::model_link_flags(batch.dnnl, batch.lapack)) argv.push_back(f);
   return argv;
 }
 
@@ -75,21 +91,30 @@ SweepResult compiled_sweep(const std::string& title, const std::vector<std::stri
       generate_errors[samples[i]] = e.what();
     }
   }
-  // Compile the batches two at a time (the machine has two cores).
+  // Compile the batches, and the oneDNN glue once for all, two at a time (the machine has two
+  // cores), then link each batch.
+  std::string glue;
+  std::vector<std::vector<std::string>> compiles;
+  for (size_t k = 0; k < batches.size(); ++k) compiles.push_back(batch_command(batches[k], tmp.path(), static_cast<int>(k), glue));
+  if (!glue.empty()) compiles.insert(compiles.begin(), sweep_compile(glue, tmp / "foundry_dnnl.o"));
+  std::vector<build::ProcessResult> compiled;
+  for (size_t c = 0; c < compiles.size(); c += 2) {
+    std::vector<std::vector<std::string>> pair(compiles.begin() + c, compiles.begin() + std::min(c + 2, compiles.size()));
+    for (build::ProcessResult& r : build::run_programs(pair)) compiled.push_back(std::move(r));
+  }
+  if (!glue.empty()) {
+    if (compiled.front().exit_code != 0) WARN("the oneDNN glue failed to compile:\n" << compiled.front().output.substr(0, 4000));
+    compiled.erase(compiled.begin());
+  }
   std::map<std::string, std::string> so_of;  // symbol prefix -> shared object
   std::map<std::string, std::string> batch_errors;
-  for (size_t b = 0; b < batches.size(); b += 2) {
-    std::vector<std::vector<std::string>> commands;
-    for (size_t k = b; k < std::min(b + 2, batches.size()); ++k)
-      commands.push_back(batch_command(batches[k], tmp.path(), static_cast<int>(k)));
-    std::vector<build::ProcessResult> results = build::run_programs(commands);
-    for (size_t k = b; k < std::min(b + 2, batches.size()); ++k) {
-      const build::ProcessResult& r = results[k - b];
-      if (r.exit_code != 0) WARN("batch " << k << " failed to compile:\n" << r.output.substr(0, 4000));
-      for (const auto& [dir, name] : batches[k].members) {
-        if (r.exit_code == 0) so_of[name] = tmp / ("batch" + std::to_string(k) + ".so");
-        else batch_errors[dir] = "batch compile failed";
-      }
+  for (size_t k = 0; k < batches.size(); ++k) {
+    build::ProcessResult r = compiled[k];
+    if (r.exit_code == 0) r = build::run_programs({batch_link(batches[k], tmp.path(), static_cast<int>(k))}).front();
+    if (r.exit_code != 0) WARN("batch " << k << " failed to build:\n" << r.output.substr(0, 4000));
+    for (const auto& [dir, name] : batches[k].members) {
+      if (r.exit_code == 0) so_of[name] = tmp / ("batch" + std::to_string(k) + ".so");
+      else batch_errors[dir] = "batch compile failed";
     }
   }
   std::map<std::string, std::string> name_of;

@@ -306,6 +306,53 @@ TEST_CASE("deploy: --emit=static gives libmodel.a, which a program links statica
       {mlp + "/model.pt2", "-o", tmp / "again", "--name", "mlp", "--emit=static,so", "--cache-dir", tmp / "cache"});
   CHECK(read_file(tmp / "again/libmodel.a") == read_file(tmp / "out/libmodel.a"));
   CHECK(fs::is_regular_file(tmp / "again/model.so"));
+
+  // Two models with library calls in one program: each archive holds the same oneDNN glue, and the
+  // linker takes the first archive's; no symbol is defined twice, and both models create and run.
+  run_foundryc_ok({samples_dir() + "/small_cnn/model.pt2", "-o", tmp / "cnn", "--name", "cnn", "--emit=static",
+                   "--cache-dir", tmp / "cache"});
+  write_file(tmp / "two.cpp", R"cpp(#include "out/model.h"
+#include "cnn/model.h"
+#include <cstdio>
+#include <vector>
+// Creates the model in `dir` and runs it once on inputs of 0.5: its status.
+template <typename Model>
+int run_once(const char* dir, int (*create)(const char*, Model**), int (*run)(Model*, const foundry_tensor*, size_t, foundry_tensor*, size_t),
+             void (*destroy)(Model*), size_t inputs, size_t outputs, int (*input_info)(size_t, foundry_tensor_info*),
+             int (*output_info)(size_t, foundry_tensor_info*)) {
+  Model* model = nullptr;
+  if (int status = create(dir, &model); status != FOUNDRY_OK) return status;
+  std::vector<std::vector<float>> data(inputs + outputs);
+  std::vector<foundry_tensor> tensors(inputs + outputs);
+  for (size_t k = 0; k < inputs + outputs; ++k) {
+    foundry_tensor_info info;
+    if (k < inputs ? input_info(k, &info) : output_info(k - inputs, &info)) return -1;
+    int64_t count = 1;
+    for (int d = 0; d < info.rank; ++d) count *= tensors[k].shape[d] = info.shape[d];
+    data[k].assign(static_cast<size_t>(count), 0.5f);
+    tensors[k].data = data[k].data();
+    tensors[k].dtype = info.dtype;
+    tensors[k].rank = info.rank;
+  }
+  int status = run(model, tensors.data(), inputs, tensors.data() + inputs, outputs);
+  destroy(model);
+  return status;
+}
+int main(int, char** argv) {
+  std::printf("mlp %d cnn %d\n",
+              run_once(argv[1], mlp_create, mlp_run, mlp_destroy, mlp_num_inputs(), mlp_num_outputs(), mlp_input_info, mlp_output_info),
+              run_once(argv[2], cnn_create, cnn_run, cnn_destroy, cnn_num_inputs(), cnn_num_outputs(), cnn_input_info, cnn_output_info));
+}
+)cpp");
+  std::vector<std::string> link_two = {"g++", "-std=c++17", "-I", tmp.path(), tmp / "two.cpp", tmp / "out/libmodel.a",
+                                       tmp / "cnn/libmodel.a", "-o", tmp / "two"};
+  link_two.insert(link_two.end(), link_flags.begin(), link_flags.end());
+  built = run_process(link_two, 300);
+  INFO("g++: " << joined(link_two) << "\n" << built.out << built.err);
+  REQUIRE(built.exit_code == 0);
+  run = run_process({tmp / "two", tmp / "out", tmp / "cnn"});
+  INFO(run.out << run.err);
+  CHECK(run.out == "mlp 0 cnn 0\n");
 }
 
 TEST_CASE("deploy: --emit=source writes a CMakeLists.txt that builds the model elsewhere", "[deploy]") {

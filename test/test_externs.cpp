@@ -129,12 +129,12 @@ TEST_CASE("externs: with oneDNN off, the model warns once per call at creation a
 
 TEST_CASE("externs: oneDNN failures are reported with oneDNN's own message, a failing run once per model",
           "[externs][fast]") {
-  // The glue of foundry_dnnl.h as a generated externs.cpp uses it. A matrix product whose operands
+  // The oneDNN glue (foundry_dnnl.cpp) as a generated externs.cpp uses it. A matrix product whose operands
   // do not line up ([2, 3] x [4, 5]): oneDNN refuses to build it. One built with a runtime row
   // count, run twice with a row count oneDNN rejects (-1): the run fails, as a generated call
   // would catch it, and the model warns once.
   TempDir tmp("foundry_externs_");
-  ProcResult r = run_runtime_program(tmp, "glue", R"cpp(#include "foundry_dnnl.h"
+  ProcResult r = run_runtime_program(tmp, "glue", R"cpp(#include "foundry_dnnl.cpp"  // the glue, its state visible
 using namespace foundry_rt::dnnl_glue;
 int main() {
   Matmul unbuilt;
@@ -146,20 +146,20 @@ int main() {
   spec.output_sizes = {2, 5};
   build(unbuilt, spec, "glue", "call0 (mm from mm (aten.mm))");
   Matmul built;
-  spec.a_sizes = {DNNL_RUNTIME_DIM_VAL, 4};
+  spec.a_sizes = {kRuntimeDim, 4};
   spec.a_strides = {4, 1};
-  spec.output_sizes = {DNNL_RUNTIME_DIM_VAL, 5};
+  spec.output_sizes = {kRuntimeDim, 5};
   build(built, spec, "glue", "call1 (mm from mm_1 (aten.mm))");
   std::atomic<bool> warned{false};
   float a[8] = {}, b[20] = {}, y[10] = {};
   for (int run = 0; run < 2; ++run) {
     try {
       built.run(a, b, nullptr, y, -1);
-    } catch (const dnnl::error& e) {
+    } catch (const LibraryError& e) {
       warn_fallback(warned, "glue", "call1 (mm from mm_1 (aten.mm))", e.what());
     }
   }
-  return !unbuilt.ok && built.ok ? 0 : 1;
+  return !unbuilt.ok() && built.ok() ? 0 : 1;
 }
 )cpp");
   INFO(r.err);
@@ -174,12 +174,12 @@ int main() {
 
 TEST_CASE("externs: a 1x1 convolution without an activation runs on its operands as stored, and all agree with direct loops",
           "[externs][fast]") {
-  // Conv::product_on_operands: 24 -> 40 channels over 12x12 pixels without an activation is a
+  // ConvPrimitive::product_on_operands: 24 -> 40 channels over 12x12 pixels without an activation is a
   // matrix product on the stored layout (no reorder before or after the call); with a folded relu,
   // or over 512 input channels, oneDNN's preferred layout is kept. Each result, bias and relu
   // included, is checked against direct loops in double, from weights and inputs of a fixed pattern.
   TempDir tmp("foundry_externs_");
-  ProcResult r = run_runtime_program(tmp, "conv", R"cpp(#include "foundry_dnnl.h"
+  ProcResult r = run_runtime_program(tmp, "conv", R"cpp(#include "foundry_dnnl.cpp"  // the glue, its state visible
 #include <cmath>
 #include <cstdio>
 #include <vector>
@@ -205,9 +205,9 @@ static bool check(int64_t in_ch, foundry_rt::Activation act, bool& stored_layout
   spec.constant_weights = w.data();
   Conv conv;
   build(conv, spec, "conv", "call0");
-  if (!conv.ok) return false;
+  if (!conv.ok()) return false;
   conv.run(x.data(), w.data(), b.data(), y.data());
-  stored_layout = !conv.src_to_conv && !conv.conv_to_dst;
+  stored_layout = !conv.primitive()->src_to_conv && !conv.primitive()->conv_to_dst;
   for (int64_t o = 0; o < out_ch; ++o)
     for (int64_t p = 0; p < hw; ++p) {
       double want = b[o];
@@ -264,7 +264,7 @@ TEST_CASE("externs: a transposed convolution of stride above 1 runs as one ordin
   // loops in double over PyTorch's definition (output o takes input i = (o + padding - k) / stride
   // where exact).
   TempDir tmp("foundry_externs_");
-  ProcResult r = run_runtime_program(tmp, "deconv", R"cpp(#include "foundry_dnnl.h"
+  ProcResult r = run_runtime_program(tmp, "deconv", R"cpp(#include "foundry_dnnl.cpp"  // the glue, its state visible
 #include <cmath>
 #include <cstdio>
 #include <vector>
@@ -285,16 +285,16 @@ static void check(const Case& c) {
   const int64_t in_ch = c.in[1], groups = c.groups, per_out = c.out_ch / groups, per_in = in_ch / groups;
   ConvSpec spec;
   spec.input_sizes = c.in;
-  spec.input_strides = Conv::contiguous(c.in);
+  spec.input_strides = contiguous(c.in);
   spec.weight_sizes = {in_ch, per_out};
   spec.output_sizes = {c.in[0], c.out_ch};
   for (size_t d = 0; d < spatial; ++d) {
     spec.weight_sizes.push_back(c.kernel[d]);
     spec.output_sizes.push_back((c.in[d + 2] - 1) * c.stride[d] - 2 * c.padding[d] + c.dilation * (c.kernel[d] - 1) + 1 + c.out_padding[d]);
   }
-  spec.weight_strides = Conv::contiguous(spec.weight_sizes);
+  spec.weight_strides = contiguous(spec.weight_sizes);
   const dims& out = spec.output_sizes;
-  dims out_strides = Conv::contiguous(out);
+  dims out_strides = contiguous(out);
   if (c.channels_last_out) {  // [N, H, W, C] in memory
     int64_t run = out[1];
     out_strides[1] = 1;
@@ -319,8 +319,8 @@ static void check(const Case& c) {
   spec.constant_weights = w.data();
   Conv conv;
   build(conv, spec, "deconv", "call0");
-  if (!conv.ok) {
-    std::printf("not built: %s\n", conv.error.c_str());
+  if (!conv.ok()) {
+    std::printf("not built: %s\n", conv.error().c_str());
     return;
   }
   conv.run(x.data(), w.data(), c.bias ? b.data() : nullptr, y.data());
@@ -356,7 +356,7 @@ static void check(const Case& c) {
             const float got = y[n * out_strides[0] + o * out_strides[1] + od * os3[0] + oh * os3[1] + ow * os3[2]];
             wrong += std::fabs(got - want) > 1e-4 + 1e-4 * std::fabs(want);
           }
-  std::printf("wrong %d, sub-pixel %d\n", wrong, conv.sub.on ? 1 : 0);
+  std::printf("wrong %d, sub-pixel %d\n", wrong, conv.primitive()->sub.on ? 1 : 0);
 }
 int main() {
   check({{1, 32, 15, 17}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, 16, 2, 1, true, false, false});  // samples/unet's second

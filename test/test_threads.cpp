@@ -71,7 +71,7 @@ TEST_CASE("threads: each step takes the whole team or one thread by its work, on
   // each call; a kernel's team likewise. FOUNDRY_PARALLEL_PAYBACK=0 gives every step the whole
   // team, as before: oneDNN then runs even the small convolution on 4 threads.
   TempDir tmp("foundry_threads_");
-  const std::string teams = build_runtime_program(tmp.path(), "teams", R"cpp(#include "foundry_dnnl.h"
+  const std::string teams = build_runtime_program(tmp.path(), "teams", R"cpp(#include "foundry_dnnl.cpp"  // the glue, its state visible
 #include <dirent.h>
 #include <unistd.h>
 #include <vector>
@@ -100,9 +100,10 @@ static int close_call_product() {
   // The twin (the call built for the other team, kept where a run may take it) computes the same
   // product: 64 = 128 * 1 * 0.5.
   std::vector<float> y_twin(64 * n);
-  const Matmul* twin = close.twin ? close.twin->get(close) : nullptr;
+  const MatmulPrimitive& built = *close.primitive();
+  const MatmulPrimitive* twin = built.twin ? built.twin->get(built) : nullptr;
   if (twin) twin->run(a.data(), b.data(), nullptr, y_twin.data());
-  std::printf("close team %d y %g, provisional %d, twin %d", close.team, y[64 * n - 1], close.provisional ? 1 : 0,
+  std::printf("close team %d y %g, provisional %d, twin %d", built.team, y[64 * n - 1], built.provisional ? 1 : 0,
               twin ? twin->team : 0);
   std::printf(twin ? " y %g\n" : "\n", y_twin[64 * n - 1]);
   return 0;
@@ -126,7 +127,7 @@ int main(int argc, char**) {
   std::vector<float> a(n * n, 1.0f), b(n * n, 0.5f), y(n * n);
   for (int run = 0; run < 20; ++run) small.run(a.data(), b.data(), nullptr, y.data());
   MatmulSpec d;  // [rows, 64] x [64, 64], the rows known per run: two here
-  d.a_sizes = d.output_sizes = {DNNL_RUNTIME_DIM_VAL, 64};
+  d.a_sizes = d.output_sizes = {kRuntimeDim, 64};
   d.a_strides = d.b_strides = {64, 1};
   d.b_sizes = {64, 64};
   d.team_cap = 4;
@@ -142,7 +143,7 @@ int main(int argc, char**) {
   Matmul large;
   build(large, m, "teams", "call1");
   large.run(a.data(), b.data(), nullptr, y.data());
-  std::printf("teams %d %d, threads %d then %d, kernels %d %d %d, caller %d, y %g %g\n", small.team, large.team,
+  std::printf("teams %d %d, threads %d then %d, kernels %d %d %d, caller %d, y %g %g\n", small.primitive()->team, large.primitive()->team,
               after_small, threads_now(), foundry_rt::kernel_team(100, 4), foundry_rt::kernel_team(int64_t(1) << 32, 4),
               foundry_rt::kernel_team(int64_t(1) << 32, 1), omp_get_max_threads(), y[0], y2[127]);
   // The close-call rule on 16 threads: a 190 us call saves 178 us, clear against regions of 5 us
@@ -173,10 +174,10 @@ int main(int argc, char**) {
   // (768). At a payback of 0 it has none and stays on the team.
   foundry_rt::note_team_stall(4, 3e6);
   foundry_rt::note_team_stall(4, 3e6);
-  const Matmul& held = twin_for_run(large);
+  const MatmulPrimitive& held = twin_for_run(*large.primitive());
   std::fill(y.begin(), y.end(), 0.0f);
   held.run(a.data(), b.data(), nullptr, y.data());
-  std::printf("team call: twin %d, held %d y %g\n", large.twin ? 1 : 0, held.team, y[n * n - 1]);
+  std::printf("team call: twin %d, held %d y %g\n", large.primitive()->twin ? 1 : 0, held.team, y[n * n - 1]);
 }
 )cpp");
   ProcResult r = run_process({"/usr/bin/env", "-u", "FOUNDRY_NO_DNNL", "-u", "FOUNDRY_NUM_THREADS", "FOUNDRY_LOG_TEAMS=1",

@@ -456,6 +456,37 @@ CompileResult compile_cuda_model(const fs::path& out, const CompileOptions& opti
   return result;
 }
 
+// The runtime sources beside a CPU model with library calls (codegen writes foundry_dnnl.cpp,
+// the oneDNN glue, only then), in name order.
+std::vector<std::string> runtime_sources(const fs::path& out) {
+  std::vector<std::string> found;
+  if (!fs::exists(out / "externs.cpp")) return found;
+  for (const auto& entry : fs::directory_iterator(out)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("foundry_", 0) == 0 && entry.path().extension() == ".cpp") found.push_back(name);
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+// The cache key of runtime source `src`'s object: the toolchain (`toolchain`, its identity and
+// flags), the source and every runtime header beside it (foundry_*.h), by name and content. The
+// model's own files are not part of it: one object serves every model.
+std::string runtime_object_key(const std::string& toolchain, const fs::path& out, const std::string& src) {
+  std::vector<fs::path> inputs = {out / src};
+  for (const auto& entry : fs::directory_iterator(out)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("foundry_", 0) == 0 && entry.path().extension() == ".h") inputs.push_back(entry.path());
+  }
+  std::sort(inputs.begin() + 1, inputs.end());
+  std::vector<std::string> parts = {"runtime object", toolchain};
+  for (const auto& p : inputs) {
+    parts.push_back(p.filename().string());
+    parts.push_back(read_all(p));
+  }
+  return hash_hex(parts);
+}
+
 }  // namespace
 
 std::string toolchain_identity(const CompileOptions& options) {
@@ -517,6 +548,7 @@ CompileResult compile_model(const std::string& dir, const CompileOptions& option
   for (const char* f : {"kernels.cpp", "wrapper.cpp", "externs.cpp"})
     if (fs::exists(out / f)) sources.push_back(f);
   bool uses_dnnl = fs::exists(out / "externs.cpp");
+  const std::vector<std::string> runtime = runtime_sources(out);
 
   // The key (README: "The compile cache"): the toolchain and its flags, and every generated
   // source by name and content (a function of the input and the options).
@@ -531,15 +563,33 @@ CompileResult compile_model(const std::string& dir, const CompileOptions& option
     return result;
   }
 
+  // The runtime sources' objects come from the cache when it has them; the others are compiled
+  // with the model's sources, and kept.
+  std::vector<std::pair<std::string, std::string>> runtime_to_store;  // (source, key)
+  std::vector<std::string> compiled = sources;
+  for (const std::string& src : runtime) {
+    const std::string key = runtime_object_key(toolchain_identity(options), out, src);
+    std::string why;
+    if (options.use_cache && cache.fetch(key, {{(out / (src + ".o")).string(), ".o"}}, why)) {
+      spdlog::info("build: {}.o is the cache's, compiled for this compiler and flags before", src);
+      continue;
+    }
+    compiled.push_back(src);
+    runtime_to_store.push_back({src, key});
+  }
+
   // Compiled and linked inside the output folder, with relative names: no path of this machine
   // ends up in model.so (sanitizers and debug info record source names), so builds in two folders
   // give the same bytes.
   std::vector<ProcessResult> done =
-      run_build_steps(compile_commands(result, sources), sources, "compiling", out, options);
+      run_build_steps(compile_commands(result, compiled), compiled, "compiling", out, options);
   for (size_t i = 0; i < done.size(); ++i)
     if (done[i].exit_code != 0)
-      throw UserError("the C++ compiler failed on " + (out / sources[i]).string() + " (exit " +
+      throw UserError("the C++ compiler failed on " + (out / compiled[i]).string() + " (exit " +
                       std::to_string(done[i].exit_code) + "):\n" + done[i].output);
+  if (options.use_cache)
+    for (const auto& [src, key] : runtime_to_store) cache.store(key, {{(out / (src + ".o")).string(), ".o"}});
+  sources.insert(sources.end(), runtime.begin(), runtime.end());
   std::vector<std::string> objects;
   for (const auto& src : sources) objects.push_back((out / (src + ".o")).string());
   if (options.shared) {

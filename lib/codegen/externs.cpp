@@ -161,11 +161,11 @@ std::optional<ir::Expr> dynamic_rows(const ir::LoopNode& node) {
   return out[0];
 }
 
-// Sizes as a oneDNN dims list: `rows` (if any) becomes DNNL_RUNTIME_DIM_VAL.
+// Sizes as a oneDNN dims list: `rows` (if any) becomes kRuntimeDim.
 std::string dnnl_dims(const std::vector<ir::Expr>& v, const std::optional<ir::Expr>& rows) {
   std::string s = "{";
   for (size_t i = 0; i < v.size(); ++i)
-    s += (i ? ", " : "") + (rows && v[i] == *rows ? std::string("DNNL_RUNTIME_DIM_VAL") : cpp_size(v[i]));
+    s += (i ? ", " : "") + (rows && v[i] == *rows ? std::string("foundry_rt::dnnl_glue::kRuntimeDim") : cpp_size(v[i]));
   return s + "}";
 }
 
@@ -332,7 +332,7 @@ std::string run_arguments(const ir::LoopNode& node, const Pointers& local) {
 // a oneDNN failure, with a warning (once per model).
 std::string guarded_run(const std::string& run, const std::string& label, const std::string& indent) {
   return indent + "try {\n" + indent + "  " + run + ";\n" + indent + "  return;\n" + indent +
-         "} catch (const dnnl::error& e) {\n" + indent +
+         "} catch (const foundry_rt::dnnl_glue::LibraryError& e) {\n" + indent +
          "  foundry_rt::dnnl_glue::warn_fallback(s->fallback_warned, kModel, " + label + ", e.what());\n" + indent +
          "}\n";
 }
@@ -348,7 +348,7 @@ std::string run_arguments_with_rows(const ir::LoopNode& node, const Pointers& lo
 std::string dnnl_run(const ir::LoopNode& node, const std::string& member, const std::string& label,
                      const Pointers& local) {
   const std::string args = run_arguments_with_rows(node, local);
-  return "  if (s->" + member + ".ok) {\n" + guarded_run("s->" + member + ".run(" + args + ")", label, "    ") + "  }\n";
+  return "  if (s->" + member + ".ok()) {\n" + guarded_run("s->" + member + ".run(" + args + ")", label, "    ") + "  }\n";
 }
 
 // The statements running a call whose shapes are dynamic: its primitive for this run's sizes,

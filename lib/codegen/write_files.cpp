@@ -49,7 +49,7 @@ std::string standalone_cmake(const GeneratedModel& model) {
          "# The vector loops were generated for this instruction set's width (kernels.cpp asserts it).\n"
          "set(FOUNDRY_MARCH " + model.march + " CACHE STRING \"-march of the generated code (haswell, skylake-avx512, x86-64, native)\")\n"
          "find_package(OpenMP REQUIRED)\n"
-         "add_library(" + n + " SHARED kernels.cpp wrapper.cpp" + (dnnl ? " externs.cpp" : "") + ")\n"
+         "add_library(" + n + " SHARED kernels.cpp wrapper.cpp" + (dnnl ? " externs.cpp foundry_dnnl.cpp" : "") + ")\n"
          "set_target_properties(" + n + " PROPERTIES OUTPUT_NAME model PREFIX \"\" CXX_STANDARD 17\n"
          "  CXX_VISIBILITY_PRESET hidden LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})\n"
          "# -fwrapv: integer overflow wraps as in PyTorch; -fno-math-errno: math calls may vectorize.\n"
@@ -123,9 +123,18 @@ void write_model_files(const GeneratedModel& model, const std::string& dir) {
   write_text(dir + "/exports.map", exports_version_script(model.name));
   write_text(dir + "/CMakeLists.txt", cuda ? standalone_cuda_cmake(model) : standalone_cmake(model));
   for (const RuntimeFile& f : runtime_files()) {
-    // The CUDA runtime headers (foundry_cuda*.h, foundry_cudnn.h) go only with CUDA models.
-    if (!cuda && std::string(f.name).rfind("foundry_cud", 0) == 0) continue;
-    write_text(dir + "/" + f.name, std::string(reinterpret_cast<const char*>(f.data), f.size));
+    const std::string name = f.name;
+    // The CUDA runtime headers (foundry_cuda*.h, foundry_cudnn.h) go only with CUDA models, the
+    // runtime sources (the oneDNN glue, foundry_dnnl.cpp) only with CPU models that have library
+    // calls: the build compiles each source it finds.
+    if (!cuda && name.rfind("foundry_cud", 0) == 0) continue;
+    const bool source = name.size() > 4 && name.compare(name.size() - 4, 4, ".cpp") == 0;
+    if (source && (cuda || model.externs_cpp.empty())) {
+      std::error_code ec;
+      std::filesystem::remove(dir + "/" + name, ec);  // an earlier model's
+      continue;
+    }
+    write_text(dir + "/" + name, std::string(reinterpret_cast<const char*>(f.data), f.size));
   }
   if (model.weights.total_bytes > 0) write_weights(dir + "/weights.bin", model.weights);
 }

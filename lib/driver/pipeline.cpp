@@ -378,7 +378,7 @@ void run_build(const PipelineOptions& opts, PipelineState& state, const StageCon
   if (opts.emit_static) m["link_flags"] = r.link_flags;  // what a program linking libmodel.a adds
   ctx.write_file("manifest.json", manifest_text(m));
   if (!opts.emit_source)
-    for (const char* f : {"kernels.cpp", "wrapper.cpp", "externs.cpp", "CMakeLists.txt"}) fs::remove(ctx.work_dir / f);
+    for (const char* f : {"kernels.cpp", "wrapper.cpp", "externs.cpp", "foundry_dnnl.cpp", "CMakeLists.txt"}) fs::remove(ctx.work_dir / f);
   spdlog::info("build: {}", r.cache_hit ? "cache hit, the compiler did not run" : "compiled with " + r.compiler);
 }
 

@@ -14,7 +14,9 @@
 #include <cstdlib>
 #include <vector>
 
-#include "foundry_dnnl.h"  // dnnl_sgemm, TeamSize
+#include <oneapi/dnnl/dnnl.h>  // dnnl_sgemm (the C API: a small header)
+
+#include "foundry_dnnl.h"  // TeamSize
 #include "foundry_vec.h"
 
 namespace foundry_rt {

@@ -173,7 +173,7 @@ inline double activated(Activation act, double x) {
 }
 
 // Whether oneDNN computes a convolution as a matrix product on its operands as stored instead of
-// in its blocked layout (foundry_dnnl.h, Conv::product_on_operands, says why and what was
+// in its blocked layout (foundry_dnnl.cpp, ConvPrimitive::product_on_operands, says why and what was
 // measured): 1x1 without padding, over at most 256 row-major input channels and at least 100
 // output pixels. That implementation applies a post-op in a slow pass of its own, so such a call
 // takes no activation: the compiler leaves it to a kernel (sched/epilogue.cpp).

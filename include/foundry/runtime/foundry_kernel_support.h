@@ -230,7 +230,7 @@ inline double region_measure(int threads, bool lasting = false) {
 }
 #endif
 
-// FOUNDRY_LOG_TEAMS=1: team choices made at creation (foundry_dnnl.h), and parallel regions
+// FOUNDRY_LOG_TEAMS=1: team choices made at creation (foundry_dnnl.cpp), and parallel regions
 // measured slow, are said on stderr.
 inline bool log_teams() {
   static const bool on = [] {
