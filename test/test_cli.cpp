@@ -500,7 +500,7 @@ TEST_CASE("cli: model.so exports the model's API and nothing else", "[cli][fast]
   TempDir tmp("foundry_cli_");
   // mlp calls oneDNN (extern kernels, C++ templates) and runs OpenMP loops: the most to leak.
   ProcResult c =
-      run_foundryc({sample_file("mlp"), "-o", tmp / "out", "--name", "mlp_sym", "--cache-dir", tmp / "cache"});
+      run_foundryc({sample_file("mlp"), "-o", tmp / "out", "--name", "mlp_sym"});
   INFO(c.err);
   REQUIRE(c.exit_code == 0);
   ProcResult nm = run_process({"nm", "-D", "--defined-only", tmp / "out/model.so"});

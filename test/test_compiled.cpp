@@ -4,8 +4,10 @@
 // prefix) so that the sweep fits in CI; each sample is still loaded and checked on its own.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "foundry/build/compile.h"
 #include "foundry/build/process.h"
@@ -57,6 +59,19 @@ std::vector<std::string> batch_command(Batch& batch, const std::string& root, in
   return sweep_compile(tu, root + "/batch" + std::to_string(index) + ".o");
 }
 
+// Runs `commands` two at a time (the machine has two cores), each as soon as a compiler is free.
+std::vector<build::ProcessResult> run_two_at_a_time(const std::vector<std::vector<std::string>>& commands) {
+  std::vector<build::ProcessResult> results(commands.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < commands.size(); i = next++) results[i] = build::run_program(commands[i]);
+  };
+  std::thread first(worker), second(worker);
+  first.join();
+  second.join();
+  return results;
+}
+
 // The argv linking batchN.o (with the glue's object when it has library calls) into batchN.so.
 std::vector<std::string> batch_link(const Batch& batch, const std::string& root, int index) {
   const std::string stem = root + "/batch" + std::to_string(index);
@@ -91,17 +106,12 @@ SweepResult compiled_sweep(const std::string& title, const std::vector<std::stri
       generate_errors[samples[i]] = e.what();
     }
   }
-  // Compile the batches, and the oneDNN glue once for all, two at a time (the machine has two
-  // cores), then link each batch.
+  // Compile the batches, and the oneDNN glue once for all, then link each batch.
   std::string glue;
   std::vector<std::vector<std::string>> compiles;
   for (size_t k = 0; k < batches.size(); ++k) compiles.push_back(batch_command(batches[k], tmp.path(), static_cast<int>(k), glue));
   if (!glue.empty()) compiles.insert(compiles.begin(), sweep_compile(glue, tmp / "foundry_dnnl.o"));
-  std::vector<build::ProcessResult> compiled;
-  for (size_t c = 0; c < compiles.size(); c += 2) {
-    std::vector<std::vector<std::string>> pair(compiles.begin() + c, compiles.begin() + std::min(c + 2, compiles.size()));
-    for (build::ProcessResult& r : build::run_programs(pair)) compiled.push_back(std::move(r));
-  }
+  std::vector<build::ProcessResult> compiled = run_two_at_a_time(compiles);
   if (!glue.empty()) {
     if (compiled.front().exit_code != 0) WARN("the oneDNN glue failed to compile:\n" << compiled.front().output.substr(0, 4000));
     compiled.erase(compiled.begin());

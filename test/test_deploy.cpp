@@ -382,7 +382,7 @@ TEST_CASE("deploy: --emit=source writes a CMakeLists.txt that builds the model e
 
 TEST_CASE("deploy: model.so needs only the C++ runtime, libgomp, oneDNN and the vector math libraries", "[deploy][fast]") {
   TempDir tmp("foundry_needed_");
-  run_foundryc_ok({samples_dir() + "/small_cnn/model.pt2", "-o", tmp / "out", "--cache-dir", tmp / "cache"});
+  run_foundryc_ok({samples_dir() + "/small_cnn/model.pt2", "-o", tmp / "out"});
   ProcResult r = run_process({"readelf", "-d", tmp / "out/model.so"});
   INFO("readelf: " << r.out << r.err);
   REQUIRE(r.exit_code == 0);

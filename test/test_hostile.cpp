@@ -532,7 +532,7 @@ TEST_CASE("hostile: FIFOs and other non-regular files are refused, never waited 
   }
   SECTION("weights.bin, manifest.json and an input of a compiled model (NAME_create, foundry-run)") {
     const std::string mlp = samples_dir() + "/mlp";
-    ProcResult c = run_foundryc({mlp + "/model.pt2", "-o", tmp / "out", "--cache-dir", tmp / "cache", "-q"});
+    ProcResult c = run_foundryc({mlp + "/model.pt2", "-o", tmp / "out", "-q"});
     REQUIRE(c.exit_code == 0);
     for (const char* file : {"weights.bin", "manifest.json"}) {
       const std::string path = tmp / (std::string("out/") + file);
@@ -560,7 +560,7 @@ TEST_CASE("hostile: FIFOs and other non-regular files are refused, never waited 
 TEST_CASE("hostile: foundry-run's output errors are user errors", "[hostile][fast]") {
   TempDir tmp("foundry_hostile_");
   const std::string mlp = samples_dir() + "/mlp";
-  ProcResult c = run_foundryc({mlp + "/model.pt2", "-o", tmp / "out", "--cache-dir", tmp / "cache", "-q"});
+  ProcResult c = run_foundryc({mlp + "/model.pt2", "-o", tmp / "out", "-q"});
   REQUIRE(c.exit_code == 0);
   SECTION("--save-outputs onto a file") {
     write_file(tmp / "a_file", "not a folder\n");

@@ -357,7 +357,7 @@ TEST_CASE("threads: a kernel with index checks runs on threads and collects thei
 // wait policy; libgomp's OMP_DISPLAY_ENV shows what it started with.
 TEST_CASE("threads: foundry-run and the Python loader start OpenMP with a short spin unless told otherwise", "[threads][deploy][fast]") {
   TempDir tmp;
-  ProcResult c = run_foundryc({samples_dir() + "/small_cnn/model.pt2", "-o", tmp / "out", "--cache-dir", tmp / "cache"});
+  ProcResult c = run_foundryc({samples_dir() + "/small_cnn/model.pt2", "-o", tmp / "out"});
   REQUIRE(c.exit_code == 0);
   auto spin_count = [&](const std::vector<std::string>& env, const std::vector<std::string>& command) {
     std::vector<std::string> argv = {"env", "-u", "GOMP_SPINCOUNT", "-u", "OMP_WAIT_POLICY", "OMP_DISPLAY_ENV=verbose"};

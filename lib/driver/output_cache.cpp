@@ -113,7 +113,9 @@ void store_outputs(const std::string& key, const build::CompileOptions& build, c
 
 // ---- WarningRecorder ----
 
-namespace {
+// Outside an anonymous namespace: WarningRecorder::State, which has external linkage, holds one
+// (GCC warns of a field whose type has internal linkage when this file is part of a unity batch).
+namespace recording {
 
 class RecordingSink final : public spdlog::sinks::base_sink<std::mutex> {
  public:
@@ -126,13 +128,13 @@ class RecordingSink final : public spdlog::sinks::base_sink<std::mutex> {
   void flush_() override {}
 };
 
-}  // namespace
+}  // namespace recording
 
 struct WarningRecorder::State {
   std::shared_ptr<spdlog::logger> logger = spdlog::default_logger();
   spdlog::level::level_enum level = logger->level();
   std::vector<spdlog::level::level_enum> sink_levels;
-  std::shared_ptr<RecordingSink> sink = std::make_shared<RecordingSink>();
+  std::shared_ptr<recording::RecordingSink> sink = std::make_shared<recording::RecordingSink>();
 };
 
 WarningRecorder::WarningRecorder() : state_(std::make_unique<State>()) {
