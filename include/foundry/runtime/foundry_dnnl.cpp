@@ -971,12 +971,16 @@ bool dnnl_disabled() {
   return disabled && std::string(disabled) == "1";
 }
 
+void say_disabled(const char* model, const char* call) {
+  std::fprintf(stderr, "%s: warning: %s runs on the portable loops: FOUNDRY_NO_DNNL=1 is set\n", model, call);
+}
+
 // The primitive of one library call built at model creation (foundry_dnnl.h: build), timed for
 // its team where that is a close call; null when the call runs on the portable loops.
 template <typename Primitive, typename Spec>
 std::shared_ptr<Primitive> build_primitive(const Spec& spec, const char* model, const char* call) {
   if (dnnl_disabled()) {
-    std::fprintf(stderr, "%s: warning: %s runs on the portable loops: FOUNDRY_NO_DNNL=1 is set\n", model, call);
+    say_disabled(model, call);
     return nullptr;
   }
   auto primitive = std::make_shared<Primitive>();
@@ -1003,26 +1007,28 @@ void reporting_failures(const Run& run) {
   }
 }
 
-const std::string& error_of(const std::string* error) {
-  static const std::string none;
-  return error ? *error : none;
+template <typename Primitive>
+bool Built<Primitive>::ok() const {
+  return p_ && p_->ok;
 }
+template <typename Primitive>
+const std::string& Built<Primitive>::error() const {
+  static const std::string none;
+  return p_ ? p_->error : none;
+}
+template class Built<ConvPrimitive>;
+template class Built<MatmulPrimitive>;
 
 void build(Conv& call, const ConvSpec& spec, const char* model, const char* label) {
-  call.p_ = build_primitive<ConvPrimitive>(spec, model, label);
+  call = Conv(build_primitive<ConvPrimitive>(spec, model, label));
 }
 void build(Matmul& call, const MatmulSpec& spec, const char* model, const char* label) {
-  call.p_ = build_primitive<MatmulPrimitive>(spec, model, label);
+  call = Matmul(build_primitive<MatmulPrimitive>(spec, model, label));
 }
 
-bool Conv::ok() const { return p_ && p_->ok; }
-const std::string& Conv::error() const { return error_of(p_ ? &p_->error : nullptr); }
 void Conv::run(const void* x, const void* w, const void* bias, void* y) const {
   reporting_failures([&] { p_->run(x, w, bias, y); });
 }
-
-bool Matmul::ok() const { return p_ && p_->ok; }
-const std::string& Matmul::error() const { return error_of(p_ ? &p_->error : nullptr); }
 void Matmul::run(const void* a, const void* b, const void* bias, void* y, int64_t rows) const {
   reporting_failures([&] { p_->run(a, b, bias, y, rows); });
 }
@@ -1052,12 +1058,12 @@ std::shared_ptr<const Call> PerShape<Call, Spec>::get(const Spec& spec, const ch
   if (built_.size() >= kMaxShapes) built_.clear();
   std::shared_ptr<Call> built;
   if (dnnl_disabled()) {
-    if (!warned_) std::fprintf(stderr, "%s: warning: %s runs on the portable loops: FOUNDRY_NO_DNNL=1 is set\n", model, call);
+    if (!warned_) say_disabled(model, call);
     warned_ = true;
   } else {
-    built = std::make_shared<Call>();
-    built->p_ = std::make_shared<typename decltype(built->p_)::element_type>();
-    built->p_->build(spec);
+    auto primitive = std::make_shared<typename Call::primitive_type>();
+    primitive->build(spec);  // not timed for its team as build() does: this runs inside a run
+    built = std::make_shared<Call>(std::move(primitive));
     if (!built->ok()) {
       if (!warned_)
         std::fprintf(stderr, "%s: warning: %s runs on the portable loops for some shapes: oneDNN could not build it: %s\n",

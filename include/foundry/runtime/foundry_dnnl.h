@@ -118,39 +118,41 @@ class LibraryError : public std::runtime_error {
 
 struct ConvPrimitive;    // foundry_dnnl.cpp
 struct MatmulPrimitive;  // foundry_dnnl.cpp
-template <typename Call, typename Spec>
-class PerShape;
+
+// A library call as built by build(): its primitive, shared (a per-shape cache may drop it while a
+// run still holds it), or none. Conv and Matmul add their run().
+template <typename Primitive>
+class Built {
+ public:
+  using primitive_type = Primitive;
+  Built() = default;
+  explicit Built(std::shared_ptr<Primitive> p) : p_(std::move(p)) {}
+  bool ok() const;                   // built: run() may be called
+  const std::string& error() const;  // oneDNN's message when it could not be built
+  const Primitive* primitive() const { return p_.get(); }  // its state, for tests
+
+ protected:
+  std::shared_ptr<Primitive> p_;
+};
+extern template class Built<ConvPrimitive>;
+extern template class Built<MatmulPrimitive>;
 
 // A convolution over strided NC(D)(H)W input and output and (G)OI(D)(H)W weights, or a transposed
-// one over (G)IO(D)(H)W weights (PyTorch's layouts), built by build(); none until then.
-class Conv {
+// one over (G)IO(D)(H)W weights (PyTorch's layouts).
+class Conv : public Built<ConvPrimitive> {
  public:
-  bool ok() const;                  // built: run() may be called
-  const std::string& error() const;  // oneDNN's message when it could not be built
+  using Built::Built;
   // Throws LibraryError when oneDNN fails.
   void run(const void* x, const void* w, const void* bias, void* y) const;
-  const ConvPrimitive* primitive() const { return p_.get(); }  // its state, for tests
-
- private:
-  friend void build(Conv&, const ConvSpec&, const char*, const char*);
-  friend class PerShape<Conv, ConvSpec>;
-  std::shared_ptr<ConvPrimitive> p_;
 };
 
-// out[b] = a[b] @ w[b] (+ bias broadcast to [M, N]), all operands strided, output contiguous;
-// built by build(). With a runtime row count, run() takes the rows of this run.
-class Matmul {
+// out[b] = a[b] @ w[b] (+ bias broadcast to [M, N]), all operands strided, output contiguous.
+// With a runtime row count, run() takes the rows of this run.
+class Matmul : public Built<MatmulPrimitive> {
  public:
-  bool ok() const;
-  const std::string& error() const;
+  using Built::Built;
   // Throws LibraryError when oneDNN fails.
   void run(const void* a, const void* b, const void* bias, void* y, int64_t rows = 0) const;
-  const MatmulPrimitive* primitive() const { return p_.get(); }  // its state, for tests
-
- private:
-  friend void build(Matmul&, const MatmulSpec&, const char*, const char*);
-  friend class PerShape<Matmul, MatmulSpec>;
-  std::shared_ptr<MatmulPrimitive> p_;
 };
 
 // Builds the primitive of one library call at model creation. When oneDNN cannot build it, or
