@@ -187,6 +187,38 @@ TEST_CASE("build: a damaged or swapped cache entry is a miss, said with -v, neve
   CHECK_THAT(compile_and_check("pointwise", tmp / "third", cache), Catch::Contains("cache hit"));
 }
 
+TEST_CASE("build: the oneDNN glue and the precompiled runtime headers are built once per compiler and flags", "[build][cache][fast]") {
+  TempDir tmp;
+  const std::string cache = tmp / "cache";
+  // g++ listing what each compile reads (-H): a precompiled header it uses is marked "! ".
+  const std::string cxx = tmp / "gxx.sh";
+  std::ofstream(cxx) << "#!/bin/sh\nexec g++ -H \"$@\"\n";
+  chmod(cxx.c_str(), 0755);
+
+  // The first model in an empty cache builds the glue, and goes without the header: the cache may
+  // never serve a second.
+  const std::string first = compile_and_check("mlp", tmp / "a", cache, {"--cxx", cxx});
+  CHECK_THAT(first, Catch::Contains("-c foundry_dnnl.cpp -o foundry_dnnl.cpp.o") && !Catch::Contains("foundry_prelude.h.gch"));
+
+  // The second takes the glue from the cache and precompiles the header, which its three sources
+  // include (and not the glue's).
+  const std::string second = compile_and_check("small_cnn", tmp / "b", cache, {"--cxx", cxx});
+  CHECK_THAT(second, Catch::Contains("foundry_dnnl.cpp.o is the cache's") && Catch::Contains("precompiling foundry_prelude.h.gch") &&
+                         !Catch::Contains("-c foundry_dnnl.cpp") && !Catch::Contains("not used because"));
+  CHECK(count_occurrences(second, "-include foundry_prelude.h -c ") == 3);  // kernels.cpp, wrapper.cpp, externs.cpp
+  CHECK(count_occurrences(second, "! ./foundry_prelude.h.gch") == 3);
+  CHECK_FALSE(fs::exists(tmp / "b/foundry_prelude.h.gch"));  // a build product, not an output
+
+  // The third takes the header from the cache too.
+  const std::string third = compile_and_check("pointwise", tmp / "c", cache, {"--cxx", cxx});
+  CHECK_THAT(third, Catch::Contains("foundry_prelude.h.gch is the cache's") && !Catch::Contains("precompiling"));
+  CHECK(count_occurrences(third, "! ./foundry_prelude.h.gch") == 2);  // kernels.cpp, wrapper.cpp
+
+  // Without the cache there is nothing to share it with; clang (set up with the project) gets none.
+  CHECK_THAT(compile_and_check("norm_softmax", tmp / "d", cache, {"--cxx", cxx, "--no-cache"}), !Catch::Contains("foundry_prelude.h.gch"));
+  CHECK_THAT(compile_and_check("norm_softmax", tmp / "e", cache, {"--cxx", "clang++"}), !Catch::Contains("foundry_prelude.h.gch"));
+}
+
 TEST_CASE("build: temporaries of writers killed long ago are removed, those of running writers kept", "[build][cache][fast]") {
   TempDir tmp;
   const std::string cache = tmp / "cache";
@@ -261,14 +293,14 @@ TEST_CASE("build: foundryc --cache-stats and --cache-clear", "[build][cache][cli
   ProcResult stats = run_foundryc({"--cache-stats", "--cache-dir", cache});
   INFO(stats.err);
   REQUIRE(stats.exit_code == 0);
-  CHECK_THAT(stats.out, Catch::Contains(cache) && Catch::Contains("5 entries") &&  // each model's build and outputs, mlp's oneDNN glue
+  CHECK_THAT(stats.out, Catch::Contains(cache) && Catch::Contains("6 entries") &&  // each model's build and outputs, mlp's oneDNN glue, the headers mlp's compile precompiled
                             Catch::Contains(std::to_string(tree_bytes(cache) - 15) + " bytes") &&
                             Catch::Contains("limit"));
 
   ProcResult clear = run_foundryc({"--cache-clear", "--cache-dir", cache});
   INFO(clear.err);
   REQUIRE(clear.exit_code == 0);
-  CHECK_THAT(clear.out, Catch::Contains("removed 5 entries"));
+  CHECK_THAT(clear.out, Catch::Contains("removed 6 entries"));
   CHECK(entry_files(cache).empty());
   CHECK(read_file(cache + "/notes.txt") == "not foundryc's\n");  // only the cache's own files go
   CHECK_THAT(run_foundryc({"--cache-stats", "--cache-dir", cache}).out, Catch::Contains("0 entries"));

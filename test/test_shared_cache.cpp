@@ -137,8 +137,9 @@ TEST_CASE("build: 8 processes compiling 3 models into one shared cache, some kil
     check_matches_pytorch(model, tmp / ("after_" + model));
   }
   ProcResult stats = run_foundryc({"--cache-stats", "--cache-dir", cache});
-  // Each model's build and outputs, and the oneDNN glue that mlp and small_cnn link.
-  CHECK_THAT(stats.out, Catch::Contains(": 7 entries"));
+  // Each model's build and outputs, the oneDNN glue that mlp and small_cnn link, and the runtime
+  // headers when a compile found entries of the others in the cache and precompiled them.
+  CHECK_THAT(stats.out, Catch::Contains(": 7 entries") || Catch::Contains(": 8 entries"));
 }
 
 }  // namespace foundry::test

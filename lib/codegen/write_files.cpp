@@ -124,12 +124,13 @@ void write_model_files(const GeneratedModel& model, const std::string& dir) {
   write_text(dir + "/CMakeLists.txt", cuda ? standalone_cuda_cmake(model) : standalone_cmake(model));
   for (const RuntimeFile& f : runtime_files()) {
     const std::string name = f.name;
-    // The CUDA runtime headers (foundry_cuda*.h, foundry_cudnn.h) go only with CUDA models, the
+    // The CUDA runtime headers (foundry_cuda*.h, foundry_cudnn.h) go only with CUDA models; the
     // runtime sources (the oneDNN glue, foundry_dnnl.cpp) only with CPU models that have library
-    // calls: the build compiles each source it finds.
+    // calls, since the build compiles each source it finds; the header the build precompiles
+    // (foundry_prelude.h) only with CPU models.
     if (!cuda && name.rfind("foundry_cud", 0) == 0) continue;
     const bool source = name.size() > 4 && name.compare(name.size() - 4, 4, ".cpp") == 0;
-    if (source && (cuda || model.externs_cpp.empty())) {
+    if ((source && (cuda || model.externs_cpp.empty())) || (cuda && name == "foundry_prelude.h")) {
       std::error_code ec;
       std::filesystem::remove(dir + "/" + name, ec);  // an earlier model's
       continue;
