@@ -248,21 +248,20 @@ ProcResult run_process(const std::vector<std::string>& argv, int timeout_seconds
   return r;
 }
 
+std::string test_cache_dir() {
+  static const std::string cache = [] {
+    std::string shared = env_or_empty("FOUNDRY_TEST_CACHE");
+    if (!shared.empty()) return shared;
+    static TempDir own("foundry_test_cache_");
+    return own.path();
+  }();
+  return cache;
+}
+
 ProcResult run_foundryc(std::vector<std::string> args, int timeout_seconds) {
-  // Tests never reuse a compile cache from an earlier run: unless a test picks its own cache,
-  // every compile shares one fresh folder, that of the ctest run ($FOUNDRY_TEST_CACHE, emptied
-  // when the run starts: test/CMakeLists.txt) or else this process's. A model compiled by several
-  // tests is compiled once, and so is the runtime object models with library calls link.
   if (std::find(args.begin(), args.end(), "--cache-dir") == args.end() &&
-      std::find(args.begin(), args.end(), "--no-cache") == args.end()) {
-    static const std::string cache = [] {
-      std::string shared = env_or_empty("FOUNDRY_TEST_CACHE");
-      if (!shared.empty()) return shared;
-      static TempDir own("foundry_test_cache_");
-      return own.path();
-    }();
-    args.insert(args.end(), {"--cache-dir", cache});
-  }
+      std::find(args.begin(), args.end(), "--no-cache") == args.end())
+    args.insert(args.end(), {"--cache-dir", test_cache_dir()});
   args.insert(args.begin(), foundryc_exe());
   return run_process(args, timeout_seconds);
 }

@@ -44,8 +44,13 @@ struct ProcResult {
 // capturing stdout and stderr. The child gets its own process group; on timeout the whole group
 // is killed with SIGKILL. Failure to start the program reads as exit code 127 and a message on err.
 ProcResult run_process(const std::vector<std::string>& argv, int timeout_seconds = 300);
-// run_process({FOUNDRYC_EXE, args...}).
-// Without --cache-dir or --no-cache among args, a fresh per-process cache folder is passed.
+// The compile cache of this test run: tests never reuse one from an earlier run. Every compile
+// shares one fresh folder, that of the ctest run ($FOUNDRY_TEST_CACHE, emptied when the run
+// starts: test/CMakeLists.txt) or else this process's, so that a model compiled by several tests,
+// and the runtime object and precompiled headers, are compiled once.
+std::string test_cache_dir();
+// run_process({FOUNDRYC_EXE, args...}), with --cache-dir test_cache_dir() unless args name
+// --cache-dir or --no-cache.
 ProcResult run_foundryc(std::vector<std::string> args, int timeout_seconds = 300);
 // run_foundryc, REQUIRing that foundryc succeeds (the command and its stderr shown when not).
 ProcResult run_foundryc_ok(std::vector<std::string> args, int timeout_seconds = 300);

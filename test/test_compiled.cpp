@@ -145,7 +145,7 @@ TEST_CASE("compiled corpus models match PyTorch", "[compiled][corpus]") {
   TempDir tmp("foundry_models_");
   SweepResult r = run_sweep("compiled models", corpus_models(), {}, [&](const std::string& dir) {
     std::string out = tmp / fs::path(dir).filename().string();
-    ProcResult p = run_foundryc({dir + "/model.pt2", "-o", out, "--cache-dir", tmp / "cache"});
+    ProcResult p = run_foundryc({dir + "/model.pt2", "-o", out});
     if (p.exit_code != 0) return "foundryc failed: " + p.err;
     LoadedModel model(out);
     return compare_with_expected(model.run(read_npy_sequence(dir + "/inputs")), dir);

@@ -526,7 +526,7 @@ TEST_CASE("every corpus model.raw.pt2 compiles and matches the references", "[de
   TempDir tmp("foundry_raw_models_");
   SweepResult r = run_sweep("decompose raw models (compiled)", raw_corpus_models(), {}, [&](const std::string& dir) {
     std::string out = tmp / fs::path(dir).filename().string();
-    ProcResult p = run_foundryc({dir + "/model.raw.pt2", "-o", out, "--cache-dir", tmp / "cache"});
+    ProcResult p = run_foundryc({dir + "/model.raw.pt2", "-o", out});
     if (p.exit_code != 0) return "foundryc failed: " + p.err;
     LoadedModel model(out);
     return compare_with_expected(model.run(read_npy_sequence(dir + "/inputs")), dir);
@@ -567,7 +567,7 @@ TEST_CASE("raw_ops samples: in-place updates of buffers and inputs are computed 
   // The outputs match PyTorch's first call in the list above; here, what the user is told.
   const std::string dir = test_source_dir() + "/data/raw_ops/buffer_updates";
   TempDir tmp("foundry_buffer_updates_");
-  ProcResult r = run_foundryc({dir + "/model.raw.pt2", "-o", tmp / "out", "--cache-dir", tmp / "cache"});
+  ProcResult r = run_foundryc({dir + "/model.raw.pt2", "-o", tmp / "out"});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   CHECK(r.err.find("warning: the model updates its buffer \"count\" in place; a compiled model keeps no state") != std::string::npos);
@@ -579,7 +579,7 @@ TEST_CASE("raw_ops samples: an enabled autocast region is refused naming its nod
   // A disabled one is inlined (wrapped_regions above); an enabled one computes in bfloat16.
   const std::string dir = test_source_dir() + "/data/raw_ops/autocast_enabled";
   TempDir tmp("foundry_autocast_");
-  ProcResult r = run_foundryc({dir + "/model.raw.pt2", "-o", tmp / "out", "--cache-dir", tmp / "cache"});
+  ProcResult r = run_foundryc({dir + "/model.raw.pt2", "-o", tmp / "out"});
   CHECK(r.exit_code == 1);
   CHECK(r.err.find("(higher_order.wrap_with_autocast)") != std::string::npos);
   CHECK(r.err.find("an enabled torch.autocast region is not supported") != std::string::npos);
@@ -594,7 +594,7 @@ TEST_CASE("raw_ops samples: grouped_mm's offsets, a model input, are safe whatev
   // is <= the row: {0, 0, 0}): a run never reads outside the weights (under the sanitizers too).
   const std::string dir = test_source_dir() + "/data/raw_ops/grouped_mm";
   TempDir tmp("foundry_grouped_mm_");
-  REQUIRE(run_foundryc({dir + "/model.raw.pt2", "-o", tmp / "out", "--cache-dir", tmp / "cache"}).exit_code == 0);
+  REQUIRE(run_foundryc({dir + "/model.raw.pt2", "-o", tmp / "out"}).exit_code == 0);
   for (const std::vector<int32_t>& ends : {std::vector<int32_t>{-3, 1000, 2}, {10, 4, 0}, {0, 0, 0}, {-5, 3, 5}, {-1000000, -1, 2147483647}}) {
     fs::create_directories(tmp / "in");
     fs::copy_file(dir + "/inputs/0.npy", tmp / "in/0.npy", fs::copy_options::overwrite_existing);

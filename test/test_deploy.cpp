@@ -109,7 +109,7 @@ TEST_CASE("deploy: --depfile names the output and the input files", "[deploy][fa
 
   SECTION("an archive: OUTDIR/model.so depends on the archive; spaces are escaped") {
     run_foundryc_ok(
-        {tmp / "my model.pt2", "-o", tmp / "out dir/", "--depfile", tmp / "model.d", "--cache-dir", tmp / "cache"});
+        {tmp / "my model.pt2", "-o", tmp / "out dir/", "--depfile", tmp / "model.d"});
     std::string text = read_file(tmp / "model.d");
     INFO(text);
     CHECK(text.find("out\\ dir/model.so:") != std::string::npos);
@@ -172,7 +172,7 @@ TEST_CASE("deploy: samples/app builds with make and reruns foundryc only when th
   copy_tree(samples_dir() + "/app", tmp / "app");
   copy_tree(samples_dir() + "/mlp", tmp / "mlp");
   const std::vector<std::string> make = {"make", "-C", tmp / "app", "FOUNDRYC=" + foundryc_exe(),
-                                         "FOUNDRYC_FLAGS=--cache-dir " + (tmp / "cache")};
+                                         "FOUNDRYC_FLAGS=--cache-dir " + test_cache_dir()};
   auto run_make = [&](const std::vector<std::string>& extra) {
     std::vector<std::string> argv = make;
     argv.insert(argv.end(), extra.begin(), extra.end());
@@ -219,7 +219,7 @@ TEST_CASE("deploy: samples/app builds with CMake and reruns foundryc only when t
   // The copy is outside the source tree: foundry_DIR names the package files in it.
   ProcResult cfg = run_process({"cmake", "-G", "Ninja", "-S", tmp / "app", "-B", tmp / "build",
                                 "-Dfoundry_DIR=" + source_dir() + "/cmake", "-DFOUNDRYC=" + foundryc_exe(),
-                                "-DFOUNDRYC_FLAGS=--cache-dir;" + (tmp / "cache")},
+                                "-DFOUNDRYC_FLAGS=--cache-dir;" + test_cache_dir()},
                                300);
   INFO("cmake: " << cfg.out << cfg.err);
   REQUIRE(cfg.exit_code == 0);
@@ -258,7 +258,7 @@ TEST_CASE("deploy: find_package(foundry) and foundry_add_model from an installed
              "cmake_minimum_required(VERSION 3.20)\nproject(p LANGUAGES CXX)\n"
              "find_package(foundry " FOUNDRY_VERSION " REQUIRED)\n"
              "message(STATUS \"FOUNDRYC=${FOUNDRYC}\")\n"
-             "foundry_add_model(mlp " + samples_dir() + "/mlp/model.pt2 OPTIONS --cache-dir " + (tmp / "cache") + ")\n"
+             "foundry_add_model(mlp " + samples_dir() + "/mlp/model.pt2 OPTIONS --cache-dir " + test_cache_dir() + ")\n"
              "add_executable(app main.cpp)\ntarget_link_libraries(app PRIVATE mlp)\n");
   ProcResult cfg = run_process({"cmake", "-G", "Ninja", "-S", tmp / "proj", "-B", tmp / "build",
                                 "-DCMAKE_PREFIX_PATH=" + (tmp / "prefix")},
@@ -278,7 +278,7 @@ TEST_CASE("deploy: find_package(foundry) and foundry_add_model from an installed
 TEST_CASE("deploy: --emit=static gives libmodel.a, which a program links statically", "[deploy]") {
   TempDir tmp("foundry_static_");
   const std::string mlp = samples_dir() + "/mlp";
-  run_foundryc_ok({mlp + "/model.pt2", "-o", tmp / "out", "--name", "mlp", "--emit=static", "--cache-dir", tmp / "cache",
+  run_foundryc_ok({mlp + "/model.pt2", "-o", tmp / "out", "--name", "mlp", "--emit=static",
                    "--depfile", tmp / "model.d"});
   REQUIRE(fs::is_regular_file(tmp / "out/libmodel.a"));
   CHECK_FALSE(fs::exists(tmp / "out/model.so"));
@@ -303,14 +303,13 @@ TEST_CASE("deploy: --emit=static gives libmodel.a, which a program links statica
 
   // Asking for both gives both, and the same archive (ar runs in deterministic mode).
   run_foundryc_ok(
-      {mlp + "/model.pt2", "-o", tmp / "again", "--name", "mlp", "--emit=static,so", "--cache-dir", tmp / "cache"});
+      {mlp + "/model.pt2", "-o", tmp / "again", "--name", "mlp", "--emit=static,so"});
   CHECK(read_file(tmp / "again/libmodel.a") == read_file(tmp / "out/libmodel.a"));
   CHECK(fs::is_regular_file(tmp / "again/model.so"));
 
   // Two models with library calls in one program: each archive holds the same oneDNN glue, and the
   // linker takes the first archive's; no symbol is defined twice, and both models create and run.
-  run_foundryc_ok({samples_dir() + "/small_cnn/model.pt2", "-o", tmp / "cnn", "--name", "cnn", "--emit=static",
-                   "--cache-dir", tmp / "cache"});
+  run_foundryc_ok({samples_dir() + "/small_cnn/model.pt2", "-o", tmp / "cnn", "--name", "cnn", "--emit=static"});
   write_file(tmp / "two.cpp", R"cpp(#include "out/model.h"
 #include "cnn/model.h"
 #include <cstdio>

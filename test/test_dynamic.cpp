@@ -227,7 +227,7 @@ int check_cases(const foundry::LoadedModel& model, const std::string& name) {
 // fails the compile) into tmp/<label>.
 std::string compile_archive(const TempDir& tmp, const std::string& name, const std::string& archive) {
   std::string out = tmp / (name + "." + archive);
-  ProcResult r = run_foundryc({samples_dir() + "/" + name + "/" + archive, "-o", out, "--cache-dir", tmp / "cache"});
+  ProcResult r = run_foundryc({samples_dir() + "/" + name + "/" + archive, "-o", out});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   CHECK(r.err.find("warning") == std::string::npos);
@@ -354,14 +354,14 @@ TEST_CASE("dynamic: a lowering that cannot keep a size dynamic fails unless --st
   // built for static sizes.
   TempDir tmp;
   std::string archive = samples_dir() + "/dyn_inverse/model.pt2";
-  ProcResult r = run_foundryc({archive, "-o", tmp / "out", "--cache-dir", tmp / "cache"});
+  ProcResult r = run_foundryc({archive, "-o", tmp / "out"});
   CHECK(r.exit_code == 1);
   CHECK(r.err.find("foundryc: error: node linalg_inv_ex (aten.linalg_inv_ex): this lowering needs static sizes") !=
         std::string::npos);
   CHECK(r.err.find("--static-fallback") != std::string::npos);
   CHECK(!std::filesystem::exists(tmp / "out/model.so"));
 
-  r = run_foundryc({archive, "-o", tmp / "out", "--cache-dir", tmp / "cache", "--static-fallback"});
+  r = run_foundryc({archive, "-o", tmp / "out", "--static-fallback"});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   CHECK(r.err.find("warning: node linalg_inv_ex") != std::string::npos);

@@ -30,9 +30,8 @@ namespace fs = std::filesystem;
 namespace foundry::test {
 namespace {
 
-nlohmann::json compile_manifest(const std::string& model, const std::string& out, const std::string& cache,
-                                std::vector<std::string> extra = {}) {
-  std::vector<std::string> args = {model, "-o", out, "--cache-dir", cache};
+nlohmann::json compile_manifest(const std::string& model, const std::string& out, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {model, "-o", out};
   args.insert(args.end(), extra.begin(), extra.end());
   ProcResult r = run_foundryc(args);
   INFO("foundryc " << model << ": " << r.err);
@@ -74,7 +73,7 @@ std::string check_compiled_against_evaluator(const Graph& g) {
   fs::create_directories(dir);
   codegen::write_model_files(codegen::generate_model(program, schedule, "fusion_test"), dir);
   build::CompileOptions options;
-  options.cache_dir = tmp / "cache";
+  options.cache_dir = test_cache_dir();
   build::compile_model(dir, options);
   LoadedModel model(dir + "/model.so", "fusion_test", dir);
   std::vector<NpyArray> got = model.run(inputs);
@@ -279,7 +278,7 @@ TEST_CASE("fusion: relu after a matrix product or a convolution becomes a oneDNN
   TempDir tmp;
   for (const std::string name : {"mlp", "small_cnn"}) {
     const std::string dir = samples_dir() + "/" + name, out = tmp / name;
-    nlohmann::json m = compile_manifest(dir + "/model.pt2", out, tmp / "cache");
+    nlohmann::json m = compile_manifest(dir + "/model.pt2", out);
     // No generated kernel computes a relu on its own any more: each went into a library call.
     for (const auto& k : m["kernels"]) {
       if (k["extern"]) continue;
@@ -293,7 +292,7 @@ TEST_CASE("fusion: relu after a matrix product or a convolution becomes a oneDNN
     CHECK(compare_with_expected(model.run(read_npy_sequence(dir + "/inputs")), dir).empty());
   }
   // --no-fusion keeps the relu a kernel of its own (differential testing compares the two).
-  nlohmann::json unfused = compile_manifest(samples_dir() + "/mlp/model.pt2", tmp / "unfused", tmp / "cache",
+  nlohmann::json unfused = compile_manifest(samples_dir() + "/mlp/model.pt2", tmp / "unfused",
                                             {"--no-fusion"});
   CHECK(unfused["kernels"].size() == 3);
 }
@@ -411,7 +410,7 @@ TEST_CASE("fusion: relu6, hardswish and SiLU fold into the convolutions that run
   fs::create_directories(dir);
   codegen::write_model_files(codegen::generate_model(program, sched::schedule_program(program, {}), "acts"), dir);
   build::CompileOptions options;
-  options.cache_dir = tmp / "cache";
+  options.cache_dir = test_cache_dir();
   build::compile_model(dir, options);
   LoadedModel model(dir + "/model.so", "acts", dir);
   const std::vector<NpyArray> inputs = make_inputs(b.g);
@@ -457,7 +456,7 @@ TEST_CASE("fusion: relu6, hardswish and SiLU fold into the convolutions that run
 TEST_CASE("fusion: relu(x + y) * 2 is one kernel with two loads and one store", "[fusion][fast]") {
   TempDir tmp;
   std::string model = samples_dir() + "/pointwise/model.pt2";
-  nlohmann::json m = compile_manifest(model, tmp / "out", tmp / "cache", {"--dump-ir"});
+  nlohmann::json m = compile_manifest(model, tmp / "out", {"--dump-ir"});
   REQUIRE(m["kernels"].size() == 1);
   CHECK(m["kernels"][0]["name"] == "cpp_fused_add_mul_relu_0");
   CHECK(m["bytes_moved"] == 3 * 1024 * 4);
@@ -472,7 +471,7 @@ TEST_CASE("fusion: relu(x + y) * 2 is one kernel with two loads and one store", 
   CHECK(count_occurrences(kernels, "out_ptr") == 2);
 
   // The scalar form (--no-simd) is one loop too.
-  compile_manifest(model, tmp / "scalar", tmp / "cache", {"--no-simd"});
+  compile_manifest(model, tmp / "scalar", {"--no-simd"});
   kernels = read_file(tmp / "scalar/kernels.cpp");
   CHECK(count_occurrences(kernels, "for (") == 1);
   CHECK(count_occurrences(kernels, "= in_ptr") == 2);
@@ -546,7 +545,7 @@ TEST_CASE("fusion: golden ir_post_fusion.txt and ir_pre_fusion.txt", "[fusion][f
 
 TEST_CASE("fusion: norm_softmax is two kernels and a matrix product, layer norm one kernel", "[fusion][fast]") {
   TempDir tmp;
-  nlohmann::json m = compile_manifest(samples_dir() + "/norm_softmax/model.pt2", tmp / "out", tmp / "cache");
+  nlohmann::json m = compile_manifest(samples_dir() + "/norm_softmax/model.pt2", tmp / "out");
   int generated = 0, externs = 0;
   bool layer_norm_alone = false;
   for (const auto& k : m["kernels"]) {
@@ -577,8 +576,8 @@ TEST_CASE("fusion: fused and unfused models agree with the reference evaluator o
     run_graph_passes(graph);
     std::vector<NpyArray> reference = ir::evaluate_program(lower::lower_graph(graph), inputs);
 
-    nlohmann::json fused = compile_manifest(dir + "/model.pt2", tmp / (name + "_fused"), tmp / "cache");
-    nlohmann::json unfused = compile_manifest(dir + "/model.pt2", tmp / (name + "_unfused"), tmp / "cache",
+    nlohmann::json fused = compile_manifest(dir + "/model.pt2", tmp / (name + "_fused"));
+    nlohmann::json unfused = compile_manifest(dir + "/model.pt2", tmp / (name + "_unfused"),
                                               {"--no-fusion"});
     for (const std::string variant : {"_fused", "_unfused"}) {
       LoadedModel model(tmp / (name + variant));

@@ -228,7 +228,7 @@ TEST_CASE("hostile: the valid cases compile, run right, and keep their names out
     const std::string name = fs::path(c.file).stem().string();
     const std::string out = tmp / ("out_" + name);
     INFO("case " << name << ": " << c.description);
-    ProcResult r = run_foundryc({c.file, "-o", out, "--cache-dir", tmp / "cache", "-q"}, 300);
+    ProcResult r = run_foundryc({c.file, "-o", out, "-q"}, 300);
     INFO("stderr: " << r.err);
     REQUIRE(r.exit_code == 0);
     ++compiled;
@@ -295,7 +295,7 @@ TEST_CASE("hostile: ops reaching outside a buffer are refused by the compiler an
     ++checked;
     const std::string stem = fs::path(c.file).stem().string();
     INFO("case " << stem << ": " << c.description);
-    ProcResult compiled = run_foundryc({c.file, "-o", tmp / ("out_" + stem), "--cache-dir", tmp / "cache"}, 300);
+    ProcResult compiled = run_foundryc({c.file, "-o", tmp / ("out_" + stem)}, 300);
     check_clean_user_error(compiled, c);
     CHECK_FALSE(fs::exists(tmp / ("out_" + stem)));
     const std::string inputs = (fs::path(c.file).parent_path() / (stem + ".inputs")).string();
@@ -416,7 +416,7 @@ TEST_CASE("hostile: an empty dynamic range is refused when compiling", "[hostile
     nlohmann::json program = nlohmann::json::parse(read_file(json_path));
     for (auto& range : program["range_constraints"]) range = {{"min_val", lo}, {"max_val", hi}};
     write_file(json_path, program.dump());
-    ProcResult r = run_foundryc({dir, "-o", tmp / "out", "--cache-dir", tmp / "cache"}, kHostileTimeoutSeconds);
+    ProcResult r = run_foundryc({dir, "-o", tmp / "out"}, kHostileTimeoutSeconds);
     INFO("range [" << lo << ", " << hi << "]: " << r.err);
     CHECK(r.exit_code == 1);
     CHECK(r.err.rfind("foundryc: error: ", 0) == 0);
@@ -597,7 +597,7 @@ TEST_CASE("hostile: foundry-run's output errors are user errors", "[hostile][fas
     g["outputs"] = {{{"as_tensor", {{"name", "big"}}}}};
     p["graph_module"]["signature"]["output_specs"] = {{{"user_output", {{"arg", {{"as_tensor", {{"name", "big"}}}}}}}}};
     write_file(json_path, p.dump());
-    ProcResult b = run_foundryc({dir, "-o", big / "out", "--cache-dir", tmp / "cache", "-q"});
+    ProcResult b = run_foundryc({dir, "-o", big / "out", "-q"});
     INFO(b.err);
     REQUIRE(b.exit_code == 0);
 #ifndef __SANITIZE_ADDRESS__  // ASan reserves terabytes of address space: no limit applies
@@ -652,7 +652,7 @@ TEST_CASE("hostile: compile cost stays near-linear in the graph", "[hostile]") {
     CHECK_FALSE(stages.timed_out);
     CHECK(stages.exit_code == 0);
     // The whole compile, the C++ compiler included, and the model's values.
-    ProcResult r = run_foundryc({file, "-o", out, "--cache-dir", tmp / "cache", "-q"}, 600);
+    ProcResult r = run_foundryc({file, "-o", out, "-q"}, 600);
     INFO("stderr: " << r.err.substr(0, 2000));
     REQUIRE(r.exit_code == 0);
     foundry::LoadedModel model(out);
@@ -736,7 +736,7 @@ TEST_CASE("hostile: weights with hostile names compile, run right and keep disti
   fs::create_directories(dir);
   codegen::write_model_files(codegen::generate_model(program, schedule, "hostile_weights"), dir);
   build::CompileOptions options;
-  options.cache_dir = tmp / "cache";
+  options.cache_dir = test_cache_dir();
   build::compile_model(dir, options);  // throws when the C++ compiler refuses the code
 
   LoadedModel model(dir + "/model.so", "hostile_weights", dir);
