@@ -603,11 +603,7 @@ std::vector<std::string> prelude_flags(const fs::path& out, const CompileOptions
     std::vector<std::string> argv = {result.compiler};
     argv.insert(argv.end(), result.flags.begin(), result.flags.end());
     argv.insert(argv.end(), {"-x", "c++-header", kPrelude, "-o", gch});
-    if (run_build_steps({argv}, {gch}, "precompiling", out, options).front().exit_code != 0) {
-      std::error_code ec;
-      fs::remove(out / gch, ec);
-      return {};
-    }
+    if (run_build_steps({argv}, {gch}, "precompiling", out, options).front().exit_code != 0) return {};
     cache.store(key, products);
   }
   // -Winvalid-pch: should GCC find the header unusable after all, it says why (shown with -v).
